@@ -35,7 +35,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 __all__ = [
     "ARITH_LEVELS",

@@ -1,0 +1,378 @@
+"""Strict final-answer extraction and scoring.
+
+The paper's pipeline fell back to "any letter" / "last number in the text" and counted unparsed answers as
+wrong; both inflate error rates. This module only reads an answer from an *explicit final-answer
+statement* and returns None otherwise; None is never scored (``is_correct`` returns None)::
+
+    from behavioural.answers import extract_answer, is_correct
+    pred = extract_answer(model_text, q.dataset, q.task)   # e.g. "18", "B", "(B)", "Yes", or None
+    ok = is_correct(pred, q)                                # True / False / None (unscored)
+
+Rules, in order:
+
+1. Reasoning models: if the text contains ``</think>`` only what follows the last ``</think>`` is read;
+   an opened ``<think>`` that is never closed gives None.
+2. Answer statements are found by these markers (case-insensitive): ``answer is`` / ``answer:`` (so
+   ``The answer is``, ``So the answer is``, ``Final answer:``, ``The final answer is``, ``**Answer:**``,
+   ``answer would be``), ``the correct option/choice is``, ``#### `` and ``\\boxed{...}``. Markdown bold,
+   quotes, ``$...$`` and ``\\boxed{}`` around the answer are stripped. A bare bold ``**42**`` without a
+   marker is *not* an answer statement.
+3. The statement is the text right after the marker up to the end of that line, cut at the first sentence
+   end (". "). The LAST marker whose statement parses gives the answer; a marker whose statement does not
+   parse (``I hope this answer is helpful``) is skipped. No marker that parses -> None; there is no
+   fallback to "the last number in the text".
+4. Numbers (GSM8K, arith, BBH ``multistep_arithmetic_two`` / ``object_counting``): the FIRST number
+   after the marker is taken (``The answer is 18 dollars, 3 more than 15`` -> "18"), except that when
+   that number opens an equation (``The answer is 9 * 2 = 18``) the number after the last ``=`` is taken.
+   Commas, ``$``, units and trailing zeros are normalised (``$1,000.00`` -> "1000"); ``-3`` and the
+   unicode minus ``−3`` are negative. Number words ("eighteen") and fractions (``1/2``) are not read: None.
+5. Multiple choice: MMLU returns a letter ``"B"``, BBH returns ``"(B)"`` (the gold formats). Accepted:
+   ``(B)``, ``B``, ``B.``, ``B)``, ``B:``, ``**B**``, ``option B``, ``choice (b)``; a parenthesised letter
+   or ``option X`` anywhere in the statement counts if none opens it. A bare letter must be uppercase and
+   stand alone, and when a lowercase word follows it must be a connective (``B because``, ``A is``), so
+   the article in ``The answer is a reasonable ...`` / ``Answer: A good guess ...`` is never option A.
+   For BBH multiple-choice tasks an answer without a letter is returned as text (a few published BBH
+   targets are option texts, e.g. ``Monsters, Inc``); ``is_correct`` maps it onto the options.
+6. BBH free-form: True/False, Yes/No, valid/invalid are returned in the gold's spelling; ``word_sorting``
+   returns space-separated words; ``dyck_languages`` returns the closing brackets separated by spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+__all__ = ["extract_answer", "is_correct", "normalize_number", "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS"]
+
+BBH_MC_TASKS = frozenset({
+    "date_understanding", "disambiguation_qa", "geometric_shapes", "hyperbaton",
+    "logical_deduction_five_objects", "logical_deduction_seven_objects", "logical_deduction_three_objects",
+    "movie_recommendation", "penguins_in_a_table", "reasoning_about_colored_objects", "ruin_names",
+    "salient_translation_error_detection", "snarks", "temporal_sequences",
+    "tracking_shuffled_objects_five_objects", "tracking_shuffled_objects_seven_objects",
+    "tracking_shuffled_objects_three_objects",
+})
+BBH_NUMBER_TASKS = frozenset({"multistep_arithmetic_two", "object_counting"})
+BBH_WORD_TASKS = {  # task -> accepted words in the gold's spelling
+    "boolean_expressions": ("True", "False"),
+    "causal_judgement": ("Yes", "No"),
+    "navigate": ("Yes", "No"),
+    "web_of_lies": ("Yes", "No"),
+    "sports_understanding": ("yes", "no"),
+    "formal_fallacies": ("valid", "invalid"),
+}
+_ALL_WORDS = ("True", "False", "Yes", "No", "valid", "invalid")
+_MMLU_LETTERS = "ABCD"
+_BBH_LETTERS = "ABCDEFGHIJKLMNOPQR"
+
+_MARKER_RE = re.compile(
+    r"(?P<boxed>\\boxed\s*\{)"
+    r"|(?P<hash>\#\#\#\#)"
+    r"|\b(?:answer|(?:correct|right|best)\s+(?:option|choice))\b[ \t]*(?:\*\*|__)?[ \t]*"
+    r"(?:is\b|would\s+be\b|should\s+be\b|[:=])",
+    re.IGNORECASE,
+)
+_MINUS = "\u2212"  # unicode minus sign
+_NUM_RE = re.compile(
+    r"(?<![\w.])(?P<sign>-\s?)?\$?\s?(?P<sign2>-)?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d])"
+)
+_MATH_RUN_RE = re.compile(r"[\d\s,.$+\-*/×÷x()=]*")
+_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
+_LEAD_JUNK = " \t*_:`'\"$\u201c\u201d\u2018\u2019"
+_HEDGE_RE = re.compile(
+    r"(?:(?:most\s+)?(?:likely|probably|clearly|definitely)\s+|the\s+)?(?P<opt>(?:option|choice|letter)\s+)?", re.I
+)
+_CONNECTIVES = frozenset(
+    {"because", "since", "as", "is", "was", "which", "and", "or", "with", "in", "from", "here", "that", "option"}
+)
+_CLOSERS = ")]}>"
+_BRACKETS = "([{<" + _CLOSERS
+
+
+def normalize_number(s: Any) -> str | None:
+    """Canonical string of the first number in ``s``, or None if there is none.
+
+    Thousands commas, ``$`` and trailing zeros go (``"$1,000.00"`` -> ``"1000"``, ``"2.50"`` -> ``"2.5"``),
+    the unicode minus counts as a sign (``"−3"`` -> ``"-3"``), words after the number are ignored
+    (``"18 dollars"`` -> ``"18"``). Ints and floats are accepted too.
+    """
+    if s is None or isinstance(s, bool):
+        return None
+    m = _NUM_RE.search(str(s).replace(_MINUS, "-"))
+    return _canonical(m) if m else None
+
+
+def extract_answer(text: str, dataset: str, task: str | None = None) -> str | None:
+    """The final answer stated in ``text`` for a question of ``dataset``/``task``, or None.
+
+    See the module docstring for the exact rules. The result is in the gold's format: a number string
+    (gsm8k, arith, numeric BBH tasks), ``"B"`` (mmlu), ``"(B)"`` or the target spelling (bbh), or the
+    statement text (custom datasets and BBH tasks this module does not know).
+    """
+    if not text:
+        return None
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        return None  # a think block that is still open: no answer yet
+    parse = _parser(dataset, task)
+    for statement, is_hash in reversed(_statements(text)):
+        if is_hash and not re.match(r"\s*[-\u2212$\d(.]", statement):
+            continue  # "#### Step 2" is a markdown heading, not GSM8K's final line
+        got = parse(statement)
+        if got is not None:
+            return got
+    return None
+
+
+def is_correct(pred: str | None, question: Any) -> bool | None:
+    """Whether ``pred`` (from :func:`extract_answer`) matches ``question.answer``.
+
+    Returns None when ``pred`` is None, and also when a BBH option text matches none of the question's
+    options (it cannot be scored); unscored answers are never counted wrong.
+    """
+    if pred is None:
+        return None
+    gold = str(question.answer).strip()
+    kind = _kind(question.dataset, question.task, gold)
+    pred = str(pred).strip()
+    if kind == "number":
+        p, g = normalize_number(pred), normalize_number(gold)
+        return p is not None and p == g
+    if kind == "letter":
+        return _compare_letter(pred, gold, getattr(question, "choices", None))
+    if kind == "word":
+        return pred.lower() == gold.lower()
+    if kind == "dyck":
+        p, g = _squash(pred), _squash(gold)
+        start = _dyck_input(question.question)
+        return p == g or (bool(start) and p == start + g)
+    return _tokens(pred) == _tokens(gold)
+
+
+# ----------------------------------------------------------------------------------------------------
+# statement finding
+
+
+def _statements(text: str) -> list[tuple[str, bool]]:
+    """(statement, came_from_####) for every answer marker, in text order."""
+    out = []
+    for m in _MARKER_RE.finditer(text):
+        if m.group("boxed"):
+            inner = _braced(text, m.end())
+            if inner is not None:
+                out.append((inner.strip(), False))
+            continue
+        rest = text[m.end():].lstrip()
+        out.append((rest.split("\n", 1)[0].strip(), bool(m.group("hash"))))
+    return out
+
+
+def _braced(text: str, start: int) -> str | None:
+    """Text from ``start`` up to the brace closing the one just before it (nesting allowed)."""
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+    return None
+
+
+def _clean(statement: str) -> str:
+    """Strip decoration: \\boxed{}/\\text{}, bold, quotes, backticks; cut at the first sentence end."""
+    s = statement
+    m = re.search(r"\\boxed\s*\{", s)
+    if m:
+        inner = _braced(s, m.end())
+        if inner is not None:
+            s = inner
+    s = re.sub(r"\\text\w*\s*\{([^{}]*)\}", r"\1", s)
+    s = s.replace("**", " ").replace("__", " ").replace("`", "").replace("$\\", "\\")
+    s = s.strip(_LEAD_JUNK)
+    m = _SENTENCE_END_RE.search(s)
+    if m:
+        s = s[: m.start()]
+    return s.strip(_LEAD_JUNK + ".")
+
+
+# ----------------------------------------------------------------------------------------------------
+# statement parsers
+
+
+def _parser(dataset: str, task: str | None):
+    if dataset in ("gsm8k", "arith"):
+        return _parse_number
+    if dataset == "mmlu":
+        return lambda s: _parse_letter(s, _MMLU_LETTERS, parens=False)
+    if dataset == "bbh" and task is not None:
+        if task in BBH_MC_TASKS:
+            return lambda s: _parse_letter(s, _BBH_LETTERS, parens=True) or _parse_text(s)
+        if task in BBH_NUMBER_TASKS:
+            return _parse_number
+        if task in BBH_WORD_TASKS:
+            return lambda s: _parse_word(s, BBH_WORD_TASKS[task])
+        if task == "dyck_languages":
+            return _parse_dyck
+        if task == "word_sorting":
+            return _parse_words
+    return _parse_generic
+
+
+def _canonical(m: re.Match) -> str | None:
+    try:
+        d = Decimal(m.group("num").replace(",", ""))
+    except InvalidOperation:
+        return None
+    if m.group("sign") or m.group("sign2"):
+        d = -d
+    if d == d.to_integral_value():
+        return str(int(d))
+    return format(d.normalize(), "f")
+
+
+def _parse_number(statement: str) -> str | None:
+    s = _clean(statement).replace(_MINUS, "-")
+    m = _NUM_RE.search(s)
+    if not m:
+        return None
+    run = _MATH_RUN_RE.match(s, m.start()).group()
+    if "=" not in run and re.match(r"\s*/\s*\d", s[m.end():]):
+        return None  # a fraction such as "1/2" is not read (rather than misread as "1")
+    if "=" in run:  # "9 * 2 = 18": the result, not the first operand
+        after = _NUM_RE.search(run[run.rindex("=") + 1:])
+        if after:
+            return _canonical(after)
+    return _canonical(m)
+
+
+def _parse_letter(statement: str, letters: str, parens: bool) -> str | None:
+    s = _clean(statement)
+    hedge = _HEDGE_RE.match(s)  # always matches (everything in it is optional)
+    option_word = bool(hedge.group("opt"))
+    s = s[hedge.end():]
+    letter = None
+    m = re.match(r"[(\[]\s*([A-Za-z])\s*[)\]]", s)
+    if m:
+        letter = m.group(1).upper()
+    elif option_word and re.match(r"[A-Za-z](?![\w])", s):
+        letter = s[0].upper()
+    else:
+        m = re.match(r"([A-Z])(?=$|[.):,;*\]]|\s)", s)
+        if m:
+            nxt = re.match(r"\s+([a-z]+)\b", s[1:])
+            if not nxt or nxt.group(1) in _CONNECTIVES:
+                letter = m.group(1)
+    if letter is None:  # "the third one, (C)" / "Maelstrom, option B"
+        m = re.search(r"\(([A-Z])\)|\b(?:option|choice)\s+\(?([A-Za-z])\)?(?!\w)", s, re.I)
+        if m and (m.group(1) is None or m.group(1).isupper()):
+            letter = (m.group(1) or m.group(2)).upper()
+    if letter is None or letter not in letters:
+        return None
+    return f"({letter})" if parens else letter
+
+
+def _parse_word(statement: str, words: tuple[str, ...]) -> str | None:
+    s = _clean(statement)
+    pattern = r"\b(" + "|".join(re.escape(w) for w in words) + r")\b"
+    m = re.search(pattern, s, re.I)
+    if not m:
+        return None
+    return next(w for w in words if w.lower() == m.group(1).lower())
+
+
+def _parse_dyck(statement: str) -> str | None:
+    s = _clean(statement)
+    m = re.match(r"[\s,()\[\]{}<>]+", s)
+    chars = [c for c in (m.group() if m else "") if c in _BRACKETS]
+    return " ".join(chars) if chars else None
+
+
+def _parse_words(statement: str) -> str | None:
+    words = [w.strip("'\"") for w in re.split(r"[\s,]+", _clean(statement))]
+    words = [w for w in words if w]
+    return " ".join(words) if words else None
+
+
+def _parse_text(statement: str) -> str | None:
+    s = " ".join(_clean(statement).split())
+    return s or None
+
+
+def _parse_generic(statement: str) -> str | None:
+    """Unknown task or custom data: a letter, else a word answer, else a leading number, else the text."""
+    letter = _parse_letter(statement, _BBH_LETTERS, parens=False)
+    if letter:
+        return letter
+    s = _clean(statement)
+    if re.fullmatch(r"(?i)(true|false|yes|no|valid|invalid)", s):
+        return s
+    if re.match(r"[-\u2212]?\$?\s?\d|\.\d", s):
+        return _parse_number(statement)
+    return _parse_text(statement)
+
+
+# ----------------------------------------------------------------------------------------------------
+# scoring helpers
+
+
+def _kind(dataset: str, task: str | None, gold: str) -> str:
+    if dataset in ("gsm8k", "arith"):
+        return "number"
+    if dataset == "mmlu":
+        return "letter"
+    if dataset == "bbh" and task is not None:
+        if task in BBH_MC_TASKS:
+            return "letter"
+        if task in BBH_NUMBER_TASKS:
+            return "number"
+        if task in BBH_WORD_TASKS:
+            return "word"
+        if task == "dyck_languages":
+            return "dyck"
+        if task == "word_sorting":
+            return "text"
+    if _letter_of(gold):
+        return "letter"
+    if re.fullmatch(r"-?[\d,]*\.?\d+", gold.replace(_MINUS, "-")):
+        return "number"
+    if gold.lower() in {w.lower() for w in _ALL_WORDS}:
+        return "word"
+    return "text"
+
+
+def _letter_of(s: str) -> str | None:
+    m = re.fullmatch(r"\(?([A-Z])\)?", s.strip())
+    return m.group(1) if m else None
+
+
+def _compare_letter(pred: str, gold: str, choices) -> bool | None:
+    p, g = _letter_of(pred), _letter_of(gold)
+    if p is not None:
+        return p == g
+    if g is None:  # published target is an option text (e.g. "Monsters, Inc")
+        return _tokens(pred) == _tokens(gold)
+    if not choices:
+        return None
+    texts = [_tokens(c) for c in choices]
+    idx = ord(g) - ord("A")
+    if idx < len(texts) and _tokens(pred) == texts[idx]:
+        return True
+    return False if _tokens(pred) in texts else None
+
+
+def _tokens(s: str) -> list[str]:
+    return [t for t in re.split(r"[\s,]+", s.lower().strip().rstrip(".")) if t]
+
+
+def _squash(s: str) -> str:
+    return "".join(c for c in s if c in _BRACKETS)
+
+
+def _dyck_input(question: str) -> str:
+    m = re.search(r"Input:\s*(.*)$", question or "", re.S)
+    return _squash(m.group(1)) if m else ""

@@ -1,0 +1,436 @@
+"""Residual-stream steering hooks: add dose-matched direction vectors during ``generate``.
+
+    from steering.hooks import steer
+    with steer(lm.model, basis, layers=[6], alpha=4.0):            # basis: [k, d_model], orthonormal rows
+        out = lm.model.generate(**enc, max_new_tokens=64)
+    with steer(lm.model, basis, layers=[6], alpha=[0.0, 2.0, 4.0]):  # one alpha per batch row
+        ...
+    handle = patch(lm.model, basis, layers=[6], alpha=4.0); ...; handle.remove()
+
+Where: layer ``L`` adds to the output of decoder block ``L-1`` (``L = 0``: the embedding output), so ``L``
+names the same point as ``hidden_states[L]`` of a Hugging Face forward with ``output_hidden_states=True``
+(for the last block, ``L = n_layers``, HF's ``hidden_states[L]`` is taken after the final norm; we add before
+it, at the block's output).
+
+What: ``alpha * v`` where ``v`` is the *dose-matched* combination of the directions: for a basis of k
+directions ``d_1..d_k``, ``v = (sum_i d_i) * mean_i ||d_i|| / ||sum_i d_i||``, i.e. the sum rescaled to the norm
+of one direction (for orthonormal rows, ``||v|| = 1`` whatever k), so k = 8 is not a sqrt(8)-times bigger push
+than k = 1 (``dose="sum"`` reproduces the paper's unmatched ``sum_i d_i``). ``alpha`` is in residual-stream
+units; :func:`mean_resid_norm` measures the layer's mean residual norm so callers can state alpha relative to
+it (``alpha = rel * mean_resid_norm``; the sweep does this).
+
+Per row: ``alpha`` may be a float or a sequence/tensor ``[batch]``; ``directions`` may be one basis shared by
+all rows (``[d_model]`` or ``[k, d_model]``), or one basis per row (a ``[batch, k, d_model]`` array, or a list of
+``batch`` arrays each ``[d_model]`` or ``[k_i, d_model]``, so rows can have different k). The lower-level
+:func:`steer_vectors` takes the already-combined per-row vectors ``[batch, d_model]`` (or ``[d_model]``).
+
+Which positions (``positions=``), in the coordinates of the padded sequence ``model.generate`` builds:
+
+* ``"continuation"`` (default): every position whose output predicts a generated token, i.e. the LAST prefix
+  token and every generated token. Earlier prefix tokens are never steered, so the prefix the model "read" is
+  the unsteered one, while the first generated token is already under steering. (Steering starts at the last
+  prefix token because its residual is what produces the first generated token.)
+* ``"generated"``: only positions of generated tokens (the first generated token onwards); the first
+  generated token itself is then produced unsteered.
+* ``"all"``: every position, prefix included.
+
+The prefix length is learned from the first forward pass in the context (the prefill); it is the same with
+and without the KV cache: with the cache, later passes carry ``past_key_values`` and their absolute positions
+start at the cache length; without it, later passes re-feed the whole sequence, which is recognised because
+it starts with the stored prefix (a new prompt of the same batch re-arms detection; :meth:`SteeringHandle.reset`
+does it explicitly, and ``prompt_len=`` fixes it by hand). Pad positions (``attention_mask == 0``, e.g. left
+padding) are never steered: a forward pre-hook (``with_kwargs=True``) on the model reads each pass's
+``attention_mask`` and ``past_key_values``.
+
+Hooks: the handle owns exactly the ``RemovableHandle`` objects it registered (registered inside ``try``,
+removed in ``finally`` on error), and never touches other hooks on the model.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "POSITIONS",
+    "SteeringError",
+    "SteeringHandle",
+    "combine_directions",
+    "decoder_layers",
+    "hook_module",
+    "mean_resid_norm",
+    "n_layers",
+    "patch",
+    "patch_vectors",
+    "steer",
+    "steer_vectors",
+    "d_model",
+]
+
+POSITIONS = ("continuation", "generated", "all")
+DOSES = ("matched", "sum")
+
+
+class SteeringError(ValueError):
+    """Bad steering input (wrong width, unknown layer, mismatched batch); the message names the fix."""
+
+
+# ------------------------------------------------------------------------------------------------ model parts
+
+
+def _unwrap(model):
+    """Accept a LoadedModel or an HF model."""
+    return getattr(model, "model", model) if hasattr(model, "tokenizer") else model
+
+
+def decoder_layers(model):
+    """The decoder blocks' ModuleList of a Hugging Face causal LM (Llama/Gemma/Qwen/Mistral/GPT-2/NeoX...)."""
+    model = _unwrap(model)
+    for path in ("model.layers", "model.language_model.layers", "transformer.h", "gpt_neox.layers",
+                 "model.decoder.layers", "layers"):
+        obj = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None and hasattr(obj, "__len__") and len(obj) > 0:
+            return obj
+    raise SteeringError(f"cannot find the decoder layers of {type(model).__name__}; steering supports HF causal LMs")
+
+
+def n_layers(model) -> int:
+    return len(decoder_layers(model))
+
+
+def d_model(model) -> int:
+    model = _unwrap(model)
+    return int(model.get_input_embeddings().weight.shape[1])
+
+
+def hook_module(model, layer: int):
+    """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else)."""
+    model = _unwrap(model)
+    n = n_layers(model)
+    if not isinstance(layer, (int, np.integer)) or not 0 <= int(layer) <= n:
+        raise SteeringError(f"unknown layer {layer!r}: this model has hidden_states layers 0..{n} (0 = embeddings)")
+    layer = int(layer)
+    return model.get_input_embeddings() if layer == 0 else decoder_layers(model)[layer - 1]
+
+
+# ------------------------------------------------------------------------------------------------ vectors
+
+
+def _as_tensor(x, dtype=None):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    else:
+        t = torch.as_tensor(np.asarray(x))
+    return t.to(dtype or torch.float32)
+
+
+def combine_directions(directions, dose: str = "matched"):
+    """Combine a basis ``[k, d_model]`` (or one ``[d_model]`` direction) into one vector ``[d_model]``.
+
+    ``dose="matched"``: the sum rescaled to the mean norm of one direction (unit for orthonormal rows);
+    ``dose="sum"``: the plain sum (norm sqrt(k) for orthonormal rows; the paper's choice).
+    """
+    import torch
+
+    if dose not in DOSES:
+        raise SteeringError(f"unknown dose {dose!r}; choose one of {', '.join(DOSES)}")
+    d = _as_tensor(directions, torch.float64)
+    if d.ndim == 1:
+        d = d[None]
+    if d.ndim != 2 or d.shape[0] == 0:
+        raise SteeringError(f"a basis must be [k, d_model] with k >= 1, got shape {tuple(d.shape)}")
+    total = d.sum(0)
+    if dose == "sum":
+        return total.float()
+    norm = total.norm()
+    if norm == 0:
+        raise SteeringError("the directions sum to the zero vector; dose matching is undefined")
+    return (total * (d.norm(dim=1).mean() / norm)).float()
+
+
+def _row_vectors(directions, dose: str):
+    """directions -> [d_model] (shared) or [batch, d_model] (per row)."""
+    import torch
+
+    if isinstance(directions, (list, tuple)) and directions and not np.isscalar(directions[0]):
+        rows = [combine_directions(d, dose) for d in directions]
+        return torch.stack(rows)
+    d = _as_tensor(directions)
+    if d.ndim == 3:
+        return torch.stack([combine_directions(b, dose) for b in d])
+    if d.ndim in (1, 2):
+        return combine_directions(d, dose)
+    raise SteeringError(f"directions must be [d_model], [k, d_model], [batch, k, d_model] or a list of bases; "
+                        f"got shape {tuple(d.shape)}")
+
+
+# ------------------------------------------------------------------------------------------------ handle
+
+
+class SteeringHandle:
+    """Owns the hooks one :func:`patch` call registered; ``remove()`` removes exactly those (idempotent).
+
+    Also a context manager (``with patch(...) as h:``). Attributes: ``layers``, ``positions``, ``vectors``
+    ([d_model] or [batch, d_model], float32), ``alpha`` (float or [batch]), ``prompt_len`` (learned from the
+    prefill, or given), ``calls`` (forward passes seen), ``steered_positions`` (total positions steered).
+    """
+
+    def __init__(self, model, vectors, *, layers: Sequence[int], alpha, positions: str, prompt_len=None):
+        import torch
+
+        self.model = model
+        self.layers = [int(x) for x in layers]
+        self.positions = positions
+        self.vectors = vectors  # [d_model] or [batch, d_model]
+        if isinstance(alpha, (int, float, np.floating, np.integer)):
+            self.alpha = float(alpha)
+        else:
+            a = _as_tensor(alpha)
+            if a.ndim == 0:
+                self.alpha = float(a)
+            elif a.ndim == 1:
+                self.alpha = a
+            else:
+                raise SteeringError(f"alpha must be a float or a [batch] sequence, got shape {tuple(a.shape)}")
+        if vectors.ndim == 2 and isinstance(self.alpha, torch.Tensor) and len(self.alpha) != vectors.shape[0]:
+            raise SteeringError(f"{len(self.alpha)} alphas for {vectors.shape[0]} per-row vectors")
+        self._fixed_prompt_len = prompt_len
+        self.prompt_len = prompt_len
+        self._prefix_ids = None
+        self._saw_cache = False
+        self._delta_cache: dict = {}
+        self._handles: list = []
+        self._mask = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
+        self.calls = 0
+        self.steered_positions = 0
+
+    # -- lifecycle
+    def reset(self) -> None:
+        """Forget the learned prefix length (the next pass is a new prefill)."""
+        self.prompt_len = self._fixed_prompt_len
+        self._prefix_ids = None
+        self._saw_cache = False
+
+    def remove(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+        self._mask = None
+
+    @property
+    def n_hooks(self) -> int:
+        return len(self._handles)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    # -- per pass bookkeeping
+    def _delta(self, dtype, device, batch: int):
+        """alpha * v as [batch or 1, 1, d_model] in the hidden dtype/device (cached)."""
+        import torch
+
+        key = (dtype, device, batch)
+        got = self._delta_cache.get(key)
+        if got is not None:
+            return got
+        v = self.vectors
+        a = self.alpha
+        if v.ndim == 2 and v.shape[0] != batch:
+            raise SteeringError(f"steering has {v.shape[0]} per-row vectors but the batch has {batch} rows")
+        if isinstance(a, torch.Tensor):
+            if len(a) != batch:
+                raise SteeringError(f"steering has {len(a)} per-row alphas but the batch has {batch} rows")
+            delta = a[:, None] * (v if v.ndim == 2 else v[None])  # [batch, d_model]
+        else:
+            delta = a * (v if v.ndim == 2 else v[None])  # [batch or 1, d_model]
+        delta = delta[:, None, :].to(device=device, dtype=dtype)  # [batch|1, 1, d_model]
+        self._delta_cache[key] = delta
+        return delta
+
+    def _pre_forward(self, module, args, kwargs):
+        """Model pre-hook: work out which positions of this pass are steered."""
+        import torch
+
+        self.calls += 1
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        embeds = kwargs.get("inputs_embeds")
+        ref = ids if ids is not None else embeds
+        if ref is None:
+            self._mask = None
+            return None
+        batch, cur = int(ref.shape[0]), int(ref.shape[1])
+        device = ref.device
+        past = kwargs.get("past_key_values")
+        past_len = 0
+        if past is not None:
+            try:
+                past_len = int(past.get_seq_length())
+            except (AttributeError, TypeError):  # legacy tuple caches
+                past_len = int(past[0][0].shape[-2]) if len(past) else 0
+        if past_len > 0:
+            self._saw_cache = True
+        else:
+            new_prompt = True
+            if self._prefix_ids is not None and ids is not None and not self._saw_cache:
+                p = self._prefix_ids
+                if ids.shape[0] == p.shape[0] and cur > p.shape[1] and torch.equal(ids[:, : p.shape[1]], p):
+                    new_prompt = False  # no-cache generation re-feeding prefix + generated tokens
+            if new_prompt:
+                if self._fixed_prompt_len is None:
+                    self.prompt_len = cur
+                self._prefix_ids = ids.detach().clone() if ids is not None else None
+                self._saw_cache = False
+        pos = torch.arange(past_len, past_len + cur, device=device)  # absolute positions of this pass
+        am = kwargs.get("attention_mask")
+        if am is not None and am.ndim == 2:
+            valid = am[:, past_len : past_len + cur].to(torch.bool)  # [batch, cur]
+            if valid.shape[1] != cur:  # mask covers only the current chunk
+                valid = am[:, -cur:].to(torch.bool)
+        else:
+            valid = torch.ones(batch, cur, dtype=torch.bool, device=device)
+        plen = self.prompt_len if self.prompt_len is not None else cur
+        if self.positions == "all":
+            sel = torch.ones(cur, dtype=torch.bool, device=device)
+        elif self.positions == "continuation":
+            sel = pos >= plen - 1
+        else:  # generated
+            sel = pos >= plen
+        self._mask = valid & sel[None, :]  # [batch, cur]
+        return None
+
+    def _forward_hook(self, module, args, output):
+        import torch
+
+        hidden = output[0] if isinstance(output, tuple) else output  # [batch, pos, d_model]
+        if not isinstance(hidden, torch.Tensor):
+            return None
+        delta = self._delta(hidden.dtype, hidden.device, hidden.shape[0])  # [batch|1, 1, d_model]
+        mask = self._mask
+        if mask is None or mask.shape != hidden.shape[:2]:
+            # not called through the model's forward (or odd shapes): steer everything but nothing we can't see
+            mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
+        if self.positions != "all" or not bool(mask.all()):
+            if not bool(mask.any()):
+                return None
+            new = hidden + delta * mask[..., None].to(hidden.dtype)
+        else:
+            new = hidden + delta
+        self.steered_positions += int(mask.sum())
+        if isinstance(output, tuple):
+            return (new,) + tuple(output[1:])
+        return new
+
+
+# ------------------------------------------------------------------------------------------------ entry points
+
+
+def patch_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+                  prompt_len: int | None = None) -> SteeringHandle:
+    """Register hooks adding ``alpha * vectors`` ([d_model] shared, or [batch, d_model] per row) at ``layers``.
+
+    Returns the :class:`SteeringHandle`; call ``remove()`` (or use it as a context manager) to undo.
+    """
+    model = _unwrap(model)
+    if positions not in POSITIONS:
+        raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
+    layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
+    if not layers:
+        raise SteeringError("no layers to steer; pass layers=[L, ...]")
+    mods = [hook_module(model, L) for L in layers]  # validates the layers
+    v = _as_tensor(vectors)
+    width = d_model(model)
+    if v.ndim not in (1, 2) or v.shape[-1] != width:
+        raise SteeringError(f"steering vectors have shape {tuple(v.shape)} but the model's d_model is {width}; "
+                            "use directions computed from this model's residual stream")
+    handle = SteeringHandle(model, v, layers=layers, alpha=alpha, positions=positions, prompt_len=prompt_len)
+    try:
+        handle._handles.append(model.register_forward_pre_hook(handle._pre_forward, with_kwargs=True))
+        for m in mods:
+            handle._handles.append(m.register_forward_hook(handle._forward_hook))
+    except BaseException:
+        handle.remove()
+        raise
+    return handle
+
+
+def patch(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+          dose: str = "matched", prompt_len: int | None = None) -> SteeringHandle:
+    """Like :func:`steer` but returns the handle directly (call ``handle.remove()``)."""
+    return patch_vectors(model, _row_vectors(directions, dose), layers=layers, alpha=alpha, positions=positions,
+                         prompt_len=prompt_len)
+
+
+@contextlib.contextmanager
+def steer_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+                  prompt_len: int | None = None):
+    """Context-manager form of :func:`patch_vectors` (hooks removed on exit and on error)."""
+    handle = None
+    try:
+        handle = patch_vectors(model, vectors, layers=layers, alpha=alpha, positions=positions, prompt_len=prompt_len)
+        yield handle
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def steer(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+          dose: str = "matched", prompt_len: int | None = None):
+    """Add ``alpha * combine_directions(directions, dose)`` to the residual stream at ``layers`` while active.
+
+    See the module docstring for the accepted shapes of ``directions`` and ``alpha``, and for ``positions``.
+    Yields the :class:`SteeringHandle`; its hooks are removed on exit, also when the body raises.
+    """
+    handle = None
+    try:
+        handle = patch(model, directions, layers=layers, alpha=alpha, positions=positions, dose=dose,
+                       prompt_len=prompt_len)
+        yield handle
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+# ------------------------------------------------------------------------------------------------ norms
+
+
+def mean_resid_norm(lm, texts: Sequence[str], layer: int, *, batch_size: int = 8) -> float:
+    """Mean L2 norm of the residual stream at ``layer`` (the steering hook point) over all non-pad tokens of
+    ``texts`` (tokenised with ``add_special_tokens=False``, as the run's records were)."""
+    import torch
+
+    model, tok = lm.model, lm.tokenizer
+    mod = hook_module(model, layer)
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    captured: dict[str, Any] = {}
+
+    def grab(module, args, output):
+        captured["h"] = output[0] if isinstance(output, tuple) else output
+
+    h = mod.register_forward_hook(grab)
+    try:
+        for b in range(0, len(texts), batch_size):
+            enc = tok(list(texts[b : b + batch_size]), add_special_tokens=False, padding=True,
+                      padding_side="left", return_tensors="pt").to(device)
+            with torch.inference_mode():
+                model(**enc)
+            hid = captured["h"].float()  # [batch, pos, d_model]
+            m = enc["attention_mask"].bool()
+            total += float(hid.norm(dim=-1)[m].sum())
+            count += int(m.sum())
+    finally:
+        h.remove()
+    if count == 0:
+        raise SteeringError("no tokens to measure the residual norm on")
+    return total / count
