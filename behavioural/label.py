@@ -441,6 +441,17 @@ def _latest_labelling(run_dir: Path, name: str | None) -> Path | None:
     return best[1] if best else None
 
 
+def load_labels(run_dir: str | Path, name: str | None = None) -> tuple[str | None, dict[str, str | None]]:
+    """(labelling name, continuation id -> final label) of labelling ``name`` (default: the newest complete one).
+
+    For later stages (activations, probes): ``(None, {})`` when the run has no complete labelling yet.
+    """
+    d = _latest_labelling(Path(run_dir), name)
+    if d is None:
+        return None, {}
+    return d.name, {r["id"]: r["label"] for r in read_jsonl(d / "labels.jsonl")}
+
+
 def _binary(lab: str | None) -> str | None:
     return None if lab is None else ("C" if lab == "C" else "non-C")
 

@@ -11,8 +11,9 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
   - ``recomputes_original``: the continuation restates the original (unedited) line or one of its
     equations (``4 + 1 = 5`` after the edit ``4 + 1 = 13``), or states a changed original number in a
     result position (after ``=``, "is", "equals", "gives", "get(s)", "makes") although that number appears
-    nowhere in the model's input, so the model must have recomputed it. Final-answer lines do not count
-    (stating the right answer is not a visible repair);
+    nowhere in the question or the assistant prefix, so the model must have recomputed it. Final-answer
+    lines do not count (stating the right answer is not a visible repair). A later step that happens to
+    produce the original number is a known false positive of this last check;
   - ``contradicts_edit``: the continuation recomputes the edited line's expression to a different value, or
     negates an edited number ("not 13", "13 is wrong", "instead of 13", "≠ 13"), or calls the edited claim
     true/false against the edit ("the claim is actually true").
@@ -244,13 +245,16 @@ class RuleLabeller:
         return {"name": self.name, "kind": "rule", "version": RULE_VERSION, "correction_phrases": list(CORRECTION_PHRASES),
                 "evidence_types": ["correction_phrase", "recomputes_original", "contradicts_edit"]}
 
-    def label_one(self, c: dict) -> dict:
-        ev = rule_evidence(c.get("continuation") or "", c.get("original_line") or "", c.get("edited_line") or "",
-                           c.get("input_text") or "")
+    def label_one(self, c: dict, question: str | None = None) -> dict:
+        """``question`` (with the prefix) is what the model saw of this problem; without it the whole model
+        input (few-shot turns included) is used, which only makes ``recomputes_original`` rarer."""
+        seen = f"{question}\n{c.get('prefix_text') or ''}" if question is not None else (c.get("input_text") or "")
+        ev = rule_evidence(c.get("continuation") or "", c.get("original_line") or "", c.get("edited_line") or "", seen)
         return {"noticed": bool(ev), "evidence": ev, "evidence_types": sorted({e["type"] for e in ev})}
 
     def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
-        return [self.label_one(c) for c in conts]
+        questions = questions or {}
+        return [self.label_one(c, questions.get(c.get("question_id"))) for c in conts]
 
 
 # ----------------------------------------------------------------------------------------------------
