@@ -1,0 +1,31 @@
+"""Linear probes on cached hidden states: question-grouped CV, controls, honest layer selection, and the
+steering directions they export.
+
+    python -m probes.train runs/demo/activations.h5          # writes runs/demo/probes/
+    from probes import load_directions, load_direction_info  # steering stage API (numpy + h5py only)
+
+Importing this package loads no model and imports scikit-learn only when an estimator is asked for.
+"""
+from probes.data import ProbeError
+from probes.directions import load_direction_info, load_directions
+
+_LAZY = {
+    "LogisticProbe": "probes.estimators",
+    "MassMeanProbe": "probes.estimators",
+    "make_probe_pipeline": "probes.estimators",
+    "raw_direction": "probes.estimators",
+    "fit_directions": "probes.directions",
+    "load_probe_data": "probes.data",
+    "train_probes": "probes.train",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+
+
+__all__ = ["ProbeError", "load_directions", "load_direction_info", *_LAZY]

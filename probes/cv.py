@@ -1,0 +1,255 @@
+"""Question-grouped cross-validation of probes: held-out predictions, scores with intervals, the
+shuffled-label control, nested layer selection and transfer checks.
+
+All functions work on numpy arrays (``X`` [n, d], ``y`` int class indices, ``groups`` int per row), so tests
+and the benchmark call them without a store.
+
+* :func:`outer_folds` - ``StratifiedGroupKFold`` fold id per row (all rows of a question in one fold).
+* :func:`cross_val_predict_grouped` - fit a fresh pipeline on each training split (groups passed to the
+  probe's inner CV), predict the held-out fold; records each fold's inner CV score.
+* :func:`score_predictions` - accuracy and balanced accuracy with Wilson intervals (rows) and a
+  question-clustered bootstrap interval (rows of a question are not independent), AUC for two classes.
+* :func:`permute_by_group` - the control's labels: whole questions' label vectors handed to other questions.
+* :func:`nested_selection` - per outer fold, the layer whose *inner* CV score (computed on that fold's
+  training split only) is best, scored on the held-out fold.
+* :func:`transfer_check` - train on rows with one strategy (or edit position) from the training questions,
+  test on the other values' rows of the held-out questions.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedGroupKFold
+
+from behavioural.stats import rate
+from probes.estimators import DEFAULT_CS, make_probe_pipeline
+
+
+def outer_folds(y, groups, folds: int, seed: int = 0) -> np.ndarray:
+    """Fold index (0..folds-1) per row from ``StratifiedGroupKFold(shuffle=True, random_state=seed)``."""
+    fold = np.full(len(y), -1, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cv = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+        for k, (_, te) in enumerate(cv.split(np.zeros(len(y)), y, groups)):
+            fold[te] = k
+    return fold
+
+
+def pipeline_for(kind: str, n_train: int, d: int, *, pca: int | None = None, seed: int = 0, inner_folds: int = 3,
+                 Cs=DEFAULT_CS, class_weight=None):
+    """A fresh probe pipeline; PCA capped at min(training rows, features)."""
+    p = min(int(pca), n_train, d) if pca else None
+    return make_probe_pipeline(kind, pca=p, seed=seed, inner_folds=inner_folds, Cs=Cs, class_weight=class_weight)
+
+
+def cross_val_predict_grouped(kind: str, X, y, groups, fold_ids, *, seed: int = 0, **pipe_kw) -> dict:
+    """Held-out predictions of ``kind`` over the outer folds.
+
+    Returns ``{"pred" [n], "decision" [n] (two classes) or [n, K], "inner_score" [folds], "C" [folds] (logistic),
+    "n_convergence_warnings", "skipped_folds"}``; a fold whose training split holds one class only is skipped
+    (its rows get ``pred = -1`` and stay unscored).
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    n_classes = len(np.unique(y))
+    pred = np.full(len(y), -1, dtype=np.int64)
+    dec = np.full(len(y) if n_classes <= 2 else (len(y), n_classes), np.nan)
+    inner, Cs, nwarn, skipped = [], [], 0, []
+    for k in range(int(fold_ids.max()) + 1):
+        tr, te = fold_ids != k, fold_ids == k
+        if not te.any() or len(np.unique(y[tr])) < 2:  # nothing to score / nothing to learn: rows unscored
+            inner.append(float("nan"))
+            skipped.append(k)
+            continue
+        pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], seed=seed, **pipe_kw)
+        pipe.fit(X[tr], y[tr], probe__groups=groups[tr])
+        probe = pipe.named_steps["probe"]
+        pred[te] = pipe.predict(X[te])
+        d = pipe.decision_function(X[te])
+        if dec.ndim == 1:
+            dec[te] = d
+        elif d.ndim == 2 and d.shape[1] == n_classes:
+            dec[te] = d
+        inner.append(float(probe.inner_score_))
+        if hasattr(probe, "C_"):
+            Cs.append(float(probe.C_))
+        nwarn += int(getattr(probe, "n_convergence_warnings_", 0))
+    return {"pred": pred, "decision": dec, "inner_score": inner, "C": Cs, "n_convergence_warnings": nwarn,
+            "skipped_folds": skipped}
+
+
+def _cluster_boot(groups, y, correct, n_classes: int, n_boot: int, seed: int, level: float):
+    """Percentile bootstrap over clusters (questions) for accuracy and balanced accuracy."""
+    _, g = np.unique(np.asarray(groups), return_inverse=True)
+    K = int(g.max()) + 1
+    n = np.zeros((K, n_classes))
+    k = np.zeros((K, n_classes))
+    np.add.at(n, (g, y), 1)
+    np.add.at(k, (g, y), correct.astype(float))
+    if K < 2 or n_boot <= 0:
+        return [None, None], [None, None]
+    rng = np.random.default_rng(seed)
+    W = rng.multinomial(K, np.full(K, 1.0 / K), size=n_boot).astype(float)  # [B, K] cluster weights
+    N, C = W @ n, W @ k  # [B, classes]
+    acc = C.sum(1) / N.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rec = np.where(N > 0, C / np.where(N > 0, N, 1), np.nan)
+    present = (n.sum(0) > 0)
+    bal = np.nanmean(rec[:, present], axis=1)
+    a = (1 - level) / 2
+    q = lambda v: [float(np.nanquantile(v, a)), float(np.nanquantile(v, 1 - a))]  # noqa: E731
+    return q(acc), q(bal)
+
+
+def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boot: int = 1000, seed: int = 0,
+                      level: float = 0.95) -> dict:
+    """Accuracy / balanced accuracy of held-out predictions (rows with ``pred < 0`` are unscored)."""
+    y = np.asarray(y)
+    pred = np.asarray(pred)
+    ok = pred >= 0
+    y, p = y[ok], pred[ok]
+    correct = (y == p)
+    out = {"accuracy": rate(int(correct.sum()), int(len(y)), level)}
+    recalls = {}
+    vals = []
+    for i, c in enumerate(class_names):
+        m = y == i
+        recalls[c] = rate(int(correct[m].sum()), int(m.sum()), level)
+        if m.any():
+            vals.append(correct[m].mean())
+    out["balanced_accuracy"] = {"value": float(np.mean(vals)) if vals else None, "recall": recalls}
+    if groups is not None and len(y):
+        acc_ci, bal_ci = _cluster_boot(np.asarray(groups)[ok], y, correct, len(class_names), n_boot, seed, level)
+        out["accuracy"]["cluster_ci"] = acc_ci
+        out["balanced_accuracy"]["cluster_ci"] = bal_ci
+    if decision is not None and len(class_names) == 2 and len(np.unique(y)) == 2:
+        d = np.asarray(decision)[ok]
+        if d.ndim == 1 and np.all(np.isfinite(d)):
+            out["auc"] = float(roc_auc_score(y, d))
+    return out
+
+
+def majority_baseline(y, fold_ids, class_names, level: float = 0.95) -> dict:
+    """Predict each training split's majority class on its held-out fold (ties -> lower class index)."""
+    y = np.asarray(y)
+    pred = np.full(len(y), -1, dtype=np.int64)
+    for k in range(int(fold_ids.max()) + 1):
+        tr, te = fold_ids != k, fold_ids == k
+        pred[te] = int(np.argmax(np.bincount(y[tr], minlength=len(class_names))))
+    out = score_predictions(y, pred, class_names)
+    out["overall_majority"] = {"class": class_names[int(np.argmax(np.bincount(y, minlength=len(class_names))))],
+                               **rate(int(np.bincount(y).max()), len(y), level)}
+    return out
+
+
+def permute_by_group(y, groups, rng: np.random.Generator) -> np.ndarray:
+    """Shuffled-label control: each question receives another question's labels.
+
+    Questions are bucketed by row count and label vectors permuted among questions of equal size (exact
+    class counts preserved); questions with a unique size are pooled and receive a donor's labels shuffled
+    and resized to their row count. Within-question label structure is thus kept while any link between a
+    question's features and its labels is broken. With one row per group this is a plain permutation.
+    """
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    uniq, inv = np.unique(groups, return_inverse=True)
+    members = [np.flatnonzero(inv == i) for i in range(len(uniq))]
+    by_size: dict[int, list[int]] = {}
+    for i, m in enumerate(members):
+        by_size.setdefault(len(m), []).append(i)
+    out = y.copy()
+    pool = []
+    for size, gs in by_size.items():
+        if len(gs) < 2:
+            pool.extend(gs)
+            continue
+        donors = rng.permutation(gs)
+        for r, dnr in zip(gs, donors):
+            out[members[r]] = rng.permutation(y[members[dnr]])
+    if len(pool) >= 2:
+        donors = rng.permutation(pool)
+        for r, dnr in zip(pool, donors):
+            out[members[r]] = np.resize(rng.permutation(y[members[dnr]]), len(members[r]))
+    return out
+
+
+def nested_selection(per_layer: dict, layers: list[int], y, fold_ids) -> dict:
+    """Honest layer selection: for each outer fold, pick the layer with the best inner-CV score on that
+    fold's training split, and take that layer's predictions on the held-out fold.
+
+    ``per_layer[L]`` is a :func:`cross_val_predict_grouped` result. Ties -> the earlier layer; a fold with
+    no inner score at any layer falls back to the first layer (recorded).
+    """
+    y = np.asarray(y)
+    pred = np.full(len(y), -1, dtype=np.int64)
+    dec = None
+    chosen, fallback = [], []
+    for k in range(int(fold_ids.max()) + 1):
+        te = fold_ids == k
+        s = np.array([per_layer[L]["inner_score"][k] for L in layers], dtype=float)
+        if np.all(np.isnan(s)):
+            j = 0
+            fallback.append(k)
+        else:
+            j = int(np.nanargmax(s))
+        L = layers[j]
+        chosen.append(int(L))
+        pred[te] = per_layer[L]["pred"][te]
+        d = per_layer[L]["decision"]
+        if d.ndim == 1:
+            if dec is None:
+                dec = np.full(len(y), np.nan)
+            dec[te] = d[te]
+    return {"pred": pred, "decision": dec, "chosen_layers": chosen, "fallback_folds": fallback}
+
+
+def transfer_check(kind: str, X, y, groups, fold_ids, values, class_names, *, seed: int = 0, n_boot: int = 1000,
+                   **pipe_kw) -> list[dict]:
+    """Train on one value of ``values`` (e.g. strategy) and test on the other values, grouped by question.
+
+    For each outer fold k: train on rows with value ``v`` whose question is outside fold k; test on rows of
+    fold k's questions with any other value ("others") and, for reference, with value ``v`` ("within"). No
+    question is ever on both sides. Folds whose training rows hold a single class are skipped (counted).
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    values = np.asarray([("(none)" if v is None or v == "" else str(v)) for v in values], dtype=object)
+    uniq = sorted(set(values))
+    out = []
+    for v in uniq:
+        pred = np.full(len(y), -1, dtype=np.int64)
+        skipped = []
+        n_train = []
+        for k in range(int(fold_ids.max()) + 1):
+            tr = (values == v) & (fold_ids != k)
+            te = (fold_ids == k)
+            if len(np.unique(y[tr])) < 2:
+                skipped.append(k)
+                continue
+            pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], seed=seed, **pipe_kw)
+            pipe.fit(X[tr], y[tr], probe__groups=groups[tr])
+            n_train.append(int(tr.sum()))
+            pred[te] = pipe.predict(X[te])
+        other = values != v
+        res = {
+            "train_on": v,
+            "n_train_rows_per_fold": n_train,
+            "skipped_folds": skipped,
+            "others": score_predictions(y[other], pred[other], class_names, groups=groups[other], n_boot=n_boot,
+                                        seed=seed),
+            "within": score_predictions(y[~other], pred[~other], class_names, groups=groups[~other], n_boot=n_boot,
+                                        seed=seed),
+            "per_value": {},
+        }
+        for w in uniq:
+            if w == v:
+                continue
+            m = values == w
+            res["per_value"][w] = score_predictions(y[m], pred[m], class_names)["accuracy"]
+        out.append(res)
+    return out

@@ -1,0 +1,173 @@
+"""Probe inputs from an activation store: which rows, which labels, which groups; clear refusals.
+
+:func:`load_probe_data` picks the labelled rows of the requested conditions and encodes the target:
+
+* ``propagation``: C vs non-C from the ``label`` column, ``y = 1`` for C (class names ``["non-C", "C"]``).
+* ``three_class``: A/B/C from ``label3`` (class names ``["A", "B", "C"]``).
+
+Every row also carries the binary C-vs-non-C label (``y_c``; from ``label``, else ``label3 == "C"``) that
+the exported steering directions use, whatever the target. Rows without a label for the target are dropped
+(unscored, never counted as a class). Hidden states are read one layer at a time (``ProbeData.X(layer)``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TARGETS = ("propagation", "three_class")
+CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"]}
+
+
+class ProbeError(ValueError):
+    """Bad probe input; the message says what is wrong and how to fix it (one line)."""
+
+
+@dataclass
+class ProbeData:
+    store: object  # activations.ActivationStore (open)
+    target: str
+    position: str
+    layers: list[int]
+    idx: np.ndarray  # store row indices used, ascending
+    y: np.ndarray  # int class index into class_names
+    class_names: list[str]
+    y_c: np.ndarray  # 1 = C, 0 = non-C (for directions)
+    questions: np.ndarray  # question id per row (object)
+    meta: object  # pandas DataFrame of the used rows (reset index)
+    conditions: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.idx)
+
+    def X(self, layer: int) -> np.ndarray:
+        """float32 [n, d_model] hidden states of ``layer`` at ``position`` for the used rows."""
+        return self.store.read(layer, self.position)[self.idx]
+
+    def groups(self, group: str) -> np.ndarray:
+        if group == "question":
+            _, g = np.unique(self.questions.astype(str), return_inverse=True)
+            return g
+        if group == "none":
+            return np.arange(self.n)
+        raise ProbeError(f"unknown --group {group!r}; choose 'question' (default) or 'none' (diagnostic only)")
+
+    def class_counts(self) -> dict:
+        return {c: {"rows": int(np.sum(self.y == i)),
+                    "questions": int(len(np.unique(self.questions[self.y == i].astype(str))))}
+                for i, c in enumerate(self.class_names)}
+
+
+def parse_layers(spec: str | None, available: list[int]) -> list[int]:
+    """``all`` / ``None`` -> every stored layer; else ``"0,4,8"`` or ranges ``"4-8"``; unknown -> error."""
+    if spec is None or str(spec).strip().lower() == "all":
+        return list(available)
+    out: list[int] = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                a, b = part.split("-", 1) if not part.startswith("-") else (part, "")
+                out.extend(range(int(a), int(b) + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ProbeError(f"--layers {spec!r}: cannot parse {part!r}; use 'all', '0,4,8' or '4-8'") from None
+    missing = [x for x in out if x not in available]
+    if missing:
+        raise ProbeError(f"unknown layer(s) {missing} in --layers {spec!r}; this store has layers {available}")
+    if not out:
+        raise ProbeError(f"--layers {spec!r} selects no layer; this store has layers {available}")
+    return list(dict.fromkeys(out))
+
+
+def load_probe_data(store, *, target: str = "propagation", conditions: str = "perturbed", layers=None,
+                    position: str = "prefix_last") -> ProbeData:
+    """Select and encode the labelled rows of an open store (see the module docstring)."""
+    if target not in TARGETS:
+        raise ProbeError(f"unknown --target {target!r}; choose one of {', '.join(TARGETS)}")
+    if conditions not in ("perturbed", "all"):
+        raise ProbeError(f"unknown --conditions {conditions!r}; choose 'perturbed' or 'all'")
+    if position not in store.positions:
+        raise ProbeError(f"unknown --position {position!r}; this store has positions {store.positions}")
+    layer_list = parse_layers(layers, store.layers) if not isinstance(layers, (list, tuple)) else \
+        parse_layers(",".join(str(x) for x in layers), store.layers)
+    rows = store.rows
+    src = store.attrs.get("label_source") or "unknown"
+    if store.n_rows == 0:
+        raise ProbeError(f"{store.path} has no rows; cache activations for labelled continuations first")
+    cond = rows["condition"].fillna("").astype(str)
+    keep = (cond == "perturbed") if conditions == "perturbed" else np.ones(len(rows), bool)
+    if conditions == "perturbed" and not keep.any():
+        raise ProbeError(f"{store.path} has no perturbed rows (conditions: {sorted(set(cond))}); "
+                         f"pass --conditions all to use them")
+    lab = rows["label"].fillna("").astype(str).to_numpy()
+    lab3 = rows["label3"].fillna("").astype(str).to_numpy()
+    col = "label" if target == "propagation" else "label3"
+    vals = lab if target == "propagation" else lab3
+    names = CLASSES[target]
+    bad = sorted(set(vals[keep & (vals != "")]) - set(names))
+    if bad:
+        raise ProbeError(f"unexpected {col} values {bad} in {store.path}; expected {names} or empty")
+    use = np.asarray(keep & (vals != ""))
+    scope = "perturbed rows" if conditions == "perturbed" else "rows"
+    if not use.any():
+        hint = ("label the continuations, then re-cache" if target == "propagation" else
+                "split non-C into A/B with the labelling stage and re-cache, or use --target propagation")
+        raise ProbeError(f"{store.path} has no {col} on any of its {int(keep.sum())} {scope} "
+                         f"(label_source={src!r}); {hint}")
+    idx = np.flatnonzero(use)
+    y_str = vals[idx]
+    y = np.array([names.index(v) for v in y_str], dtype=np.int64)
+    present = [names[i] for i in np.unique(y)]
+    if len(present) < 2:
+        raise ProbeError(f"only class {present[0]!r} among the {len(idx)} labelled {scope} of {store.path}: a probe "
+                         f"needs at least two classes ({' and '.join(names)}); cache a study that produces both "
+                         f"(mix strategies/positions){'' if conditions == 'all' else ', or pass --conditions all'}")
+    yc = np.where(lab[idx] != "", (lab[idx] == "C").astype(np.int64), (lab3[idx] == "C").astype(np.int64))
+    q = rows["question_id"].to_numpy(dtype=object)[idx]
+    if any(v is None or v == "" for v in q):
+        raise ProbeError(f"{store.path}: some labelled rows have no question_id; grouped CV needs one per row")
+    meta = rows.iloc[idx].reset_index(drop=True)
+    notes = []
+    if len(present) < len(names):
+        missing = sorted(set(names) - set(present))
+        notes.append(f"classes {missing} absent; probing {present} only")
+        keep_cls = [names.index(c) for c in present]
+        remap = {old: new for new, old in enumerate(keep_cls)}
+        y = np.array([remap[v] for v in y], dtype=np.int64)
+        names = present
+    return ProbeData(store=store, target=target, position=position, layers=layer_list, idx=idx, y=y,
+                     class_names=list(names), y_c=yc, questions=q, meta=meta, conditions=conditions, notes=notes)
+
+
+def check_folds(y, groups, folds: int, class_names, *, flag: str = "--folds") -> None:
+    """Refuse a target with a class in fewer distinct groups (questions) than folds, naming the class."""
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    if folds < 2:
+        raise ProbeError(f"{flag} must be at least 2, got {folds}")
+    n_groups = len(np.unique(groups))
+    if n_groups < folds:
+        raise ProbeError(f"only {n_groups} questions for {flag} {folds}; use {flag} {max(2, n_groups)} or fewer, "
+                         f"or cache more questions")
+    worst = None
+    for i, c in enumerate(class_names):
+        g = len(np.unique(groups[y == i]))
+        if g < folds and (worst is None or g < worst[1]):
+            worst = (c, g, int(np.sum(y == i)))
+    if worst:
+        c, g, n = worst
+        fix = (f"use {flag} {g} or fewer" if g >= 2 else "no fold count can hold it out")
+        raise ProbeError(f"class {c!r} occurs in only {g} question(s) ({n} rows), fewer than {flag} {folds}: every "
+                         f"held-out fold needs it; {fix}, cache more questions that produce {c!r}, or choose "
+                         f"another --target/--conditions")
+
+
+def store_dir(path) -> Path:
+    return Path(path).resolve().parent

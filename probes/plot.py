@@ -1,0 +1,51 @@
+"""``accuracy_vs_layer.png``: held-out accuracy per layer with Wilson bands, the shuffled-label control,
+the majority-class baseline and the nested-CV headline (matplotlib, Agg backend)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+COLORS = {"logistic": "tab:blue", "mass_mean": "tab:orange"}
+
+
+def plot_accuracy_vs_layer(results: dict, path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    maj = results["majority_baseline"]["accuracy"]["rate"]
+    for kind, res in results["probes"].items():
+        c = COLORS.get(kind, None)
+        rows = res["layers"]
+        L = [r["layer"] for r in rows]
+        acc = [r["accuracy"]["rate"] for r in rows]
+        lo = [r["accuracy"]["wilson"][0] for r in rows]
+        hi = [r["accuracy"]["wilson"][1] for r in rows]
+        ax.plot(L, acc, "o-", color=c, label=f"{kind} (held-out)", ms=3)
+        ax.fill_between(L, lo, hi, color=c, alpha=0.2, lw=0)
+        cacc = [r["control"]["accuracy"]["rate"] for r in rows]
+        clo = [r["control"]["accuracy"]["wilson"][0] for r in rows]
+        chi = [r["control"]["accuracy"]["wilson"][1] for r in rows]
+        ax.plot(L, cacc, "x--", color=c, alpha=0.7, label=f"{kind} shuffled-label control", ms=3)
+        ax.fill_between(L, clo, chi, color=c, alpha=0.08, lw=0)
+        nest = res.get("nested", {}).get("accuracy", {})
+        if nest.get("rate") is not None:
+            lo_n, hi_n = nest["wilson"]
+            ax.axhline(nest["rate"], color=c, ls=":", lw=1.5,
+                       label=f"{kind} nested-CV headline {nest['rate']:.3f} [{lo_n:.3f}, {hi_n:.3f}]")
+    if maj is not None:
+        ax.axhline(maj, color="gray", ls="-.", lw=1, label=f"majority baseline {maj:.3f}")
+    s = results["settings"]
+    ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
+    ax.set_ylabel("accuracy (held-out, 95% Wilson)")
+    ax.set_title(f"{s['target']} probe, {s['position']}, {s['folds']}-fold CV grouped by {s['group']} "
+                 f"(n={results['data']['n_rows']})", fontsize=9)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
