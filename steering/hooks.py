@@ -10,7 +10,8 @@
 Where: layer ``L`` adds to the output of decoder block ``L-1`` (``L = 0``: the embedding output), so ``L``
 names the same point as ``hidden_states[L]`` of a Hugging Face forward with ``output_hidden_states=True``
 (for the last block, ``L = n_layers``, HF's ``hidden_states[L]`` is taken after the final norm; we add before
-it, at the block's output).
+it, at the block's output; for models that rescale embeddings inside the model's forward, e.g. Gemma's
+sqrt(d_model), ``L = 0`` is before that scaling).
 
 What: ``alpha * v`` where ``v`` is the *dose-matched* combination of the directions: for a basis of k
 directions ``d_1..d_k``, ``v = (sum_i d_i) * mean_i ||d_i|| / ||sum_i d_i||``, i.e. the sum rescaled to the norm
@@ -319,13 +320,14 @@ class SteeringHandle:
         if mask is None or mask.shape != hidden.shape[:2]:
             # not called through the model's forward (or odd shapes): steer everything but nothing we can't see
             mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
-        if self.positions != "all" or not bool(mask.all()):
-            if not bool(mask.any()):
-                return None
-            new = hidden + delta * mask[..., None].to(hidden.dtype)
+        n_steer = int(mask.sum())
+        if n_steer == 0:
+            return None
+        if n_steer == mask.numel():
+            new = hidden + delta  # decode steps: every row's one position is steered
         else:
-            new = hidden + delta
-        self.steered_positions += int(mask.sum())
+            new = hidden + delta * mask[..., None].to(hidden.dtype)  # pads / prefix stay exactly as they were
+        self.steered_positions += n_steer
         if isinstance(output, tuple):
             return (new,) + tuple(output[1:])
         return new
@@ -404,9 +406,17 @@ def steer(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str
 # ------------------------------------------------------------------------------------------------ norms
 
 
-def mean_resid_norm(lm, texts: Sequence[str], layer: int, *, batch_size: int = 8) -> float:
-    """Mean L2 norm of the residual stream at ``layer`` (the steering hook point) over all non-pad tokens of
-    ``texts`` (tokenised with ``add_special_tokens=False``, as the run's records were)."""
+def mean_resid_norm(lm, texts: Sequence[str], layer: int, *, batch_size: int = 8, positions: str = "last") -> float:
+    """Mean L2 norm of the residual stream at ``layer`` (the steering hook point) over ``texts`` (tokenised with
+    ``add_special_tokens=False``, as the run's records were).
+
+    ``positions="last"`` (default): the last token of each text, where a continuation starts (and where the
+    probes read their features); ``"all"``: every non-pad token. The two differ a lot on models with attention
+    sinks: on SmolLM2-135M the first token's residual is hundreds of times larger than the rest, so the
+    all-token mean is dominated by it and an alpha "relative to the mean norm" would be far too strong.
+    """
+    if positions not in ("last", "all"):
+        raise SteeringError(f"unknown positions {positions!r} for mean_resid_norm; choose 'last' or 'all'")
     import torch
 
     model, tok = lm.model, lm.tokenizer
@@ -426,7 +436,10 @@ def mean_resid_norm(lm, texts: Sequence[str], layer: int, *, batch_size: int = 8
             with torch.inference_mode():
                 model(**enc)
             hid = captured["h"].float()  # [batch, pos, d_model]
-            m = enc["attention_mask"].bool()
+            m = enc["attention_mask"].bool()  # [batch, pos]
+            if positions == "last":  # left padding: the last column is every row's last token
+                m = torch.zeros_like(m)
+                m[:, -1] = True
             total += float(hid.norm(dim=-1)[m].sum())
             count += int(m.sum())
     finally:
