@@ -55,7 +55,7 @@ DATASETS = ("gsm8k", "mmlu", "bbh", "arith")
 
 SPLITS = {"gsm8k": ("test", "train"), "mmlu": ("test", "dev"), "bbh": ("test",), "arith": ("test",)}
 
-ARITH_LEVELS = ("s2_o5", "s3_o5", "s2_o9", "s3_o9")
+ARITH_LEVELS = ("s2_o3", "s2_o5", "s3_o5", "s2_o9", "s3_o9")
 """Default arith ladder: ``s{steps}_o{max operand}``, easiest first."""
 
 MMLU_SUBJECTS = (
