@@ -93,6 +93,30 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def cached_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file, memoised in the cache dir by (path, size, mtime) so repeated loads skip re-hashing."""
+    p = Path(path).resolve()
+    st = p.stat()
+    index = cache_dir() / "sha256-index.json"
+    key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    digest = sha256_file(p)
+    known[key] = digest
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(known, indent=1))
+        os.replace(tmp, index)
+    except OSError:
+        pass  # a read-only cache only costs the re-hash next time
+    return digest
+
+
 def cache_dir() -> Path:
     """Where dequantised GGUF models are cached (XDG cache dir; override with LOADBEARING_CACHE)."""
     env = os.environ.get("LOADBEARING_CACHE")
@@ -154,7 +178,7 @@ def dequantised_gguf_dir(gguf: str | os.PathLike, *, progress: bool = True) -> t
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ModelError(f"GGUF file {str(gguf)!r} does not exist; pass an existing .gguf path")
-    digest = sha256_file(gguf)
+    digest = cached_sha256(gguf)
     target = cache_dir() / f"{gguf.stem}-{digest[:16]}"
     if (target / "loadbearing.json").is_file():
         return target, digest
