@@ -29,12 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", default=None, metavar="DIR", help="continue a study directory")
     p.add_argument("--model", default="smollm2-135m-instruct", help="model for every stage")
     p.add_argument("--dataset", default="arith", help="question set (see python -m behavioural.run --help)")
-    p.add_argument("--task", default="s2_o5,s3_o5", help="task / arith levels")
+    p.add_argument("--task", default="s2_o3,s2_o5", help="task / arith levels")
     p.add_argument("--data-dir", default=None, help="benchmark data directory (gsm8k/mmlu/bbh)")
     p.add_argument("--max-examples", type=int, default=64, help="questions")
     p.add_argument("--strategy", default="arithmetic,arithmetic_change", help="perturbation strategies")
     p.add_argument("--max-new-tokens", type=int, default=96, help="generation budget (behaviour and steering)")
     p.add_argument("--batch-size", type=int, default=16, help="generation batch size")
+    p.add_argument("--folds", type=int, default=5, help="probes: outer cross-validation folds (grouped by question)")
     p.add_argument("--k", default="1,2,4", help="steering: numbers of directions")
     p.add_argument("--alphas", default="0.5,1,2", help="steering: strengths relative to the mean residual norm")
     p.add_argument("--steer-layers", default=None, help="steering layers (default: the probes' nested-CV selection)")
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
         cache_args.append("--resume")
     _stage("activations", cache_main, cache_args, store_done)
     probes_dir = out / "probes"
-    _stage("probes", probes_main, [str(store), "--output", str(probes_dir)] + quiet, (probes_dir / "results.json").is_file())
+    _stage("probes", probes_main, [str(store), "--output", str(probes_dir), "--folds", str(args.folds)] + quiet, (probes_dir / "results.json").is_file())
     steer_dir = out / "steering"
     sweep_args = [str(out), "--directions", str(probes_dir), "--k", args.k, "--alphas", args.alphas,
                   "--max-cases", str(args.max_cases), "--random-seeds", str(args.random_seeds),
