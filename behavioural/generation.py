@@ -1,4 +1,4 @@
-"""Greedy generation backend (Hugging Face transformers), batched and order-preserving.
+"""Greedy generation backend (Hugging Face transformers), batched, prefix-sharing and order-preserving.
 
     from behavioural.generation import generate
     outs = generate(lm, texts, max_new_tokens=256, batch_size=16)   # list[Generation], input order
@@ -6,19 +6,28 @@
 * Inputs are full model input texts (chat-templated prompt, optionally followed by an assistant prefix);
   each is tokenised exactly once with ``add_special_tokens=False`` (the chat template already wrote any
   BOS, so no second BOS is added), see :func:`encode`.
-* Rows are sorted by token length (longest first), left-padded into batches, and results are put back in
-  input order. Identical texts are generated once.
 * Stops at end of turn (EOS) or, with ``stop_at_answer=True``, as soon as a final-answer line
-  (``Answer: ...``, ``The answer is ...``, ``Final answer: ...``, ``#### ...``) is complete; rows that are
-  done stop consuming compute in their batch (HF marks them finished and pads them).
+  (``Answer: ...``, ``The answer is ...``, ``Final answer: ...``, ``#### ...``) is complete. The stop rule is
+  one pure function of a row's own tokens (:func:`finish`), shared by every backend (HF fast, HF simple,
+  vLLM), so a record never depends on what else was in its batch.
+* Fast path (the default): rows are sorted by their token ids (rows that share a prefix - a question's
+  perturbed and control continuations, or every prompt's system + few-shot turns - become neighbours) and
+  cut into batches of ``batch_size``. Each batch's longest common token prefix is run through the model once
+  (batch 1) and its KV cache (``DynamicCache``) is repeated for the rows; only the rows' own suffixes are
+  prefilled (left-padded inside the suffix region, with explicit position ids), logits are computed for the
+  last position only, and the greedy decode loop drops each row from the batch (and the cache) as soon as
+  it is done. Results are put back in input order; identical texts are generated once (``dedupe``).
 * ``batch_context(indices)`` lets a caller wrap each batch's ``model.generate`` in a context manager that
   knows which input rows are in the batch, in batch-row order (steering applies per-row settings this way).
+  Such calls take the simple path (:func:`generate_simple`: length-sorted, left-padded ``model.generate``
+  batches of a fixed composition), because per-row hooks need every batch row present in every forward.
 """
 from __future__ import annotations
 
 import contextlib
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -88,22 +97,160 @@ def _stop_ids(tokenizer, model) -> list[int]:
     return sorted(ids)
 
 
-def _postprocess(tokenizer, new_ids: Sequence[int], stop_ids: set[int], stop_at_answer: bool) -> Generation:
-    ended = False
-    kept = []
+_NEWLINE_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _newline_ids(tokenizer) -> frozenset[int]:
+    """Ids of the tokens whose text contains a newline (a final-answer line can only complete on one)."""
+    try:
+        return _NEWLINE_IDS[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    vocab = tokenizer.get_vocab()
+    ids = sorted(set(vocab.values()))
+    texts = tokenizer.batch_decode([[i] for i in ids])
+    found = frozenset(i for i, t in zip(ids, texts) if "\n" in t)
+    try:
+        _NEWLINE_IDS[tokenizer] = found
+    except TypeError:  # pragma: no cover - an unhashable / non-weakref-able tokenizer
+        pass
+    return found
+
+
+def finish(tokenizer, new_ids: Sequence[int], stop_ids, stop_at_answer: bool, max_new_tokens: int | None = None,
+           newline_ids: frozenset[int] | None = None) -> Generation | None:
+    """The record for a row whose generated tokens are ``new_ids`` - or ``None`` while it is still running.
+
+    Scans the tokens in order: an end-of-turn id ends the row ("eos", the id is not kept); with
+    ``stop_at_answer`` a newline-bearing token after which the text holds a complete answer line ends it
+    ("answer_line"); reaching ``max_new_tokens`` tokens ends it ("length"). When ``max_new_tokens`` is None the
+    tokens are taken as final (whatever follows a stop - e.g. a batch's padding - is ignored).
+    """
+    nl = newline_ids if newline_ids is not None else _newline_ids(tokenizer)
+    kept: list[int] = []
     for t in new_ids:
         if t in stop_ids:
-            ended = True
-            break
+            return Generation(tokenizer.decode(kept, skip_special_tokens=True), len(kept), "eos")
         kept.append(t)
-    text = tokenizer.decode(kept, skip_special_tokens=True)
-    if ended:
-        reason = "eos"
-    elif stop_at_answer and has_complete_answer_line(text):
-        reason = "answer_line"
-    else:
-        reason = "length"
-    return Generation(text=text, new_tokens=len(kept), finish_reason=reason)
+        if stop_at_answer and t in nl:
+            text = tokenizer.decode(kept, skip_special_tokens=True)
+            if has_complete_answer_line(text):
+                return Generation(text, len(kept), "answer_line")
+        if max_new_tokens is not None and len(kept) >= max_new_tokens:
+            return Generation(tokenizer.decode(kept, skip_special_tokens=True), len(kept), "length")
+    if max_new_tokens is not None:
+        return None
+    return Generation(tokenizer.decode(kept, skip_special_tokens=True), len(kept), "length")
+
+
+def _postprocess(tokenizer, new_ids: Sequence[int], stop_ids: set[int], stop_at_answer: bool) -> Generation:
+    return finish(tokenizer, new_ids, stop_ids, stop_at_answer)  # type: ignore[return-value]
+
+
+def _unique(texts: Sequence[str], dedupe: bool) -> tuple[list[int], list[int]]:
+    """(slot, first): input row -> unique row, unique row -> first input row."""
+    slot: list[int] = []
+    first: list[int] = []
+    seen: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        u = seen.setdefault(t, len(first)) if dedupe else len(first)
+        if u == len(first):
+            first.append(i)
+        slot.append(u)
+    return slot, first
+
+
+def _common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
+    first = rows[0]
+    n = min(len(r) for r in rows)
+    for r in rows[1:]:
+        k = 0
+        lim = min(n, len(r))
+        while k < lim and r[k] == first[k]:
+            k += 1
+        n = k
+        if n == 0:
+            break
+    return n
+
+
+#: a shared prefix shorter than this is not worth a separate forward pass
+MIN_SHARED_PREFIX = 8
+
+
+def _generate_rows(model, tokenizer, rows: list[list[int]], *, max_new_tokens: int, stop_ids: frozenset[int],
+                   stop_at_answer: bool, pad_id: int, newline_ids: frozenset[int]) -> list[Generation]:
+    """Greedy-decode one batch of token rows with a shared-prefix KV cache; drop rows as they finish."""
+    import torch
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    n = len(rows)
+    if any(len(r) == 0 for r in rows):
+        raise ValueError("cannot generate from an empty input (no tokens)")
+    shared = _common_prefix_len(rows) if n > 1 else 0
+    shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token of its own
+    if shared < MIN_SHARED_PREFIX:
+        shared = 0
+    cache = DynamicCache(config=model.config)
+    if shared:
+        # [1, shared] -> cache of the common prefix, computed once, then repeated for each row
+        prefix = torch.tensor([rows[0][:shared]], dtype=torch.long, device=device)
+        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(n)
+    suffixes = [r[shared:] for r in rows]
+    width = max(len(s) for s in suffixes)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, shared + width), dtype=torch.long)
+    mask[:, :shared] = 1
+    pos = torch.zeros((n, width), dtype=torch.long)
+    for r, s in enumerate(suffixes):
+        k = len(s)
+        ids[r, width - k :] = torch.tensor(s, dtype=torch.long)
+        mask[r, shared + width - k :] = 1
+        pos[r, width - k :] = torch.arange(shared, shared + k)
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    # [n, width] suffix prefill against the shared cache; logits for the last position only
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                   logits_to_keep=1).logits[:, -1, :]
+    last_pos = pos[:, -1]
+    active = list(range(n))  # batch row -> input row
+    generated: list[list[int]] = [[] for _ in range(n)]
+    results: list[Generation | None] = [None] * n
+    while True:
+        nxt = logits.argmax(dim=-1)  # [b] greedy
+        keep: list[int] = []
+        for b, (r, t) in enumerate(zip(active, nxt.tolist())):
+            g = generated[r]
+            if t in stop_ids:
+                results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "eos")
+                continue
+            g.append(t)
+            if stop_at_answer and t in newline_ids:
+                text = tokenizer.decode(g, skip_special_tokens=True)
+                if has_complete_answer_line(text):
+                    results[r] = Generation(text, len(g), "answer_line")
+                    continue
+            if len(g) >= max_new_tokens:
+                results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "length")
+                continue
+            keep.append(b)
+        if not keep:
+            break
+        if len(keep) < len(active):
+            sel = torch.tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(sel)
+            mask, last_pos, nxt = mask[sel], last_pos[sel], nxt[sel]
+            active = [active[b] for b in keep]
+        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+        last_pos = last_pos + 1
+        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
+                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+    return results  # type: ignore[return-value]
+
+
+def _pad_id(tok, stop_ids) -> int:
+    return tok.pad_token_id if tok.pad_token_id is not None else sorted(stop_ids)[0]
 
 
 def generate(
@@ -119,7 +266,66 @@ def generate(
     sort_by_length: bool = True,
     dedupe: bool = True,
 ) -> list[Generation]:
-    """Greedy continuations of ``texts`` (see module docstring); returns them in input order."""
+    """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
+
+    ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
+    simple path runs (:func:`generate_simple`).
+    """
+    if batch_context is not None:
+        return generate_simple(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                               stop_at_answer=stop_at_answer, progress=progress, desc=desc,
+                               batch_context=batch_context, sort_by_length=sort_by_length, dedupe=dedupe)
+    import torch
+    from tqdm.auto import tqdm
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    model, tok = lm.model, lm.tokenizer
+    slot, first = _unique(texts, dedupe)
+    encoded = [encode(tok, texts[i]) for i in first]
+    # token-id order puts rows that share a prefix next to each other (and similar lengths near each other)
+    order = sorted(range(len(encoded)), key=lambda i: encoded[i]) if sort_by_length else list(range(len(encoded)))
+    stop_ids = frozenset(_stop_ids(tok, model))
+    pad_id = _pad_id(tok, stop_ids)
+    nl_ids = _newline_ids(tok) if stop_at_answer else frozenset()
+    results: list[Generation | None] = [None] * len(encoded)
+    bar = tqdm(total=len(encoded), desc=desc, unit="seq", disable=not progress, dynamic_ncols=True)
+    n_tok, t0 = 0, time.perf_counter()
+    try:
+        with torch.inference_mode():
+            for b in range(0, len(order), batch_size):
+                idx = order[b : b + batch_size]
+                gens = _generate_rows(model, tok, [encoded[i] for i in idx], max_new_tokens=max_new_tokens,
+                                      stop_ids=stop_ids, stop_at_answer=stop_at_answer, pad_id=pad_id,
+                                      newline_ids=nl_ids)
+                for i, g in zip(idx, gens):
+                    results[i] = g
+                    n_tok += g.new_tokens
+                bar.update(len(idx))
+                bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t0, 1e-9):.1f}")
+    finally:
+        bar.close()
+    return [results[u] for u in slot]  # type: ignore[misc]
+
+
+def generate_simple(
+    lm,
+    texts: Sequence[str],
+    *,
+    max_new_tokens: int = 512,
+    batch_size: int = 8,
+    stop_at_answer: bool = True,
+    progress: bool = True,
+    desc: str = "generate",
+    batch_context: Callable[[list[int]], contextlib.AbstractContextManager] | None = None,
+    sort_by_length: bool = True,
+    dedupe: bool = True,
+) -> list[Generation]:
+    """The simple path: length-sorted, left-padded ``model.generate`` batches (the reference the fast path
+    is tested against, and the path ``batch_context`` callers take). Same arguments and records as
+    :func:`generate`; ``batch_size=1`` is the one-at-a-time baseline."""
     import torch
     from tqdm.auto import tqdm
     from transformers import StoppingCriteriaList
@@ -128,19 +334,13 @@ def generate(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     model, tok = lm.model, lm.tokenizer
     # with dedupe, identical texts share one generation (steering turns it off: same text, other alpha)
-    slot: list[int] = []  # input row -> unique row
-    first: list[int] = []  # unique row -> first input row
-    seen: dict[str, int] = {}
-    for i, t in enumerate(texts):
-        u = seen.setdefault(t, len(first)) if dedupe else len(first)
-        if u == len(first):
-            first.append(i)
-        slot.append(u)
+    slot, first = _unique(texts, dedupe)
     utexts = [texts[i] for i in first]
     encoded = [encode(tok, t) for t in utexts]
     order = sorted(range(len(utexts)), key=lambda i: -len(encoded[i])) if sort_by_length else list(range(len(utexts)))
     stop_ids = _stop_ids(tok, model)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else stop_ids[0]
+    pad_id = _pad_id(tok, stop_ids)
+    nl_ids = _newline_ids(tok) if stop_at_answer else frozenset()
     device = next(model.parameters()).device
     results: list[Generation | None] = [None] * len(utexts)
     bar = tqdm(total=len(utexts), desc=desc, unit="seq", disable=not progress, dynamic_ncols=True)
@@ -173,7 +373,9 @@ def generate(
                     stopping_criteria=StoppingCriteriaList(criteria),
                 )
             for r, i in enumerate(idx):
-                g = _postprocess(tok, out[r, width:].tolist(), set(stop_ids), stop_at_answer)
+                # a row stopped early is followed by padding (often an end-of-turn id): `finish` reads the
+                # row's own tokens up to its first stop, so the record does not depend on the batch
+                g = finish(tok, out[r, width:].tolist(), set(stop_ids), stop_at_answer, newline_ids=nl_ids)
                 results[i] = g
                 n_tok += g.new_tokens
             bar.update(len(idx))

