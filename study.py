@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                 store_done = True
         except StoreError:
             pass
-    cache_args = [str(out), "--layers", "all", "--labels", "rule"] + quiet
+    cache_args = [str(out), "--layers", "all", "--labels", "rule", "--conditions", "perturbed"] + quiet
     if store.is_file() and not store_done:
         cache_args.append("--resume")
     _stage("activations", cache_main, cache_args, store_done)

@@ -130,13 +130,19 @@ def wrong_elimination(line: str, question, seed: int):
     return f"{line} This rules out option ({gold}), which cannot be correct."
 
 
-def false_analogy(line: str, question, seed: int):
-    """Replace the line's claim with a changed one justified by an analogy to a different problem."""
+def _wrong_version(line: str, question, seed: int):
+    """The line with its result changed, else with its logic inverted (or NotApplicable)."""
     changed = arithmetic_change(line, question, seed)
     if isinstance(changed, NotApplicable):
         changed = reversed_logic(line, question, seed)
-        if isinstance(changed, NotApplicable):
-            return NotApplicable("no number or invertible claim to carry the analogy")
+    return changed
+
+
+def false_analogy(line: str, question, seed: int):
+    """Replace the line's claim with a changed one justified by an analogy to a different problem."""
+    changed = _wrong_version(line, question, seed)
+    if isinstance(changed, NotApplicable):
+        return NotApplicable("no number or invertible claim to carry the analogy")
     return f"Just as in a similar problem we solved before, {changed[0].lower() + changed[1:]}"
 
 
@@ -169,9 +175,7 @@ def reversed_logic(line: str, question, seed: int):
 
 def confidence_injection(line: str, question, seed: int):
     """A wrong version of the line (changed result, else inverted logic) asserted with certainty."""
-    changed = arithmetic_change(line, question, seed)
-    if isinstance(changed, NotApplicable):
-        changed = reversed_logic(line, question, seed)
+    changed = _wrong_version(line, question, seed)
     if isinstance(changed, NotApplicable):
         return NotApplicable("no number or claim to assert wrongly")
     return f"{changed} I am completely certain of this."
