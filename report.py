@@ -93,8 +93,10 @@ def _probes(out: Path) -> list[str]:
         return ["_No probes yet._"]
     lines = []
     data = r.get("data", {})
-    lines.append(f"Rows {data.get('n_rows')} from {data.get('n_questions')} questions; classes {data.get('class_counts')}; "
-                 f"majority baseline {r.get('majority_baseline')}.")
+    classes = ", ".join(f"{c}: {v['rows']} rows / {v['questions']} questions" for c, v in data.get("class_counts", {}).items())
+    maj = (r.get("majority_baseline") or {}).get("accuracy")
+    lines.append(f"Rows {data.get('n_rows')} from {data.get('n_questions')} questions ({classes}); majority-class baseline "
+                 f"{_pct(maj)}.")
     lines.append("")
     lines.append("Headline (nested CV: the layer is chosen on inner folds of each outer training split, then scored on the "
                  "outer fold):")
@@ -118,6 +120,16 @@ def _probes(out: Path) -> list[str]:
         so = p.get("selected_optimistic")
         if so:
             lines += ["", f"Best single layer by its own CV score (optimistic, not the headline): layer {so['layer']}."]
+    for name, t in r.get("transfer", {}).items():
+        if not t.get("by"):
+            continue
+        lines += ["", f"Transfer (`{name}`, layer {t.get('layer')}): train on one group, test on the others' held-out questions "
+                      "(a probe that only decodes the edit type fails here):", "",
+                  "| trained on | accuracy on the others | accuracy within |", "|---|---|---|"]
+        for key, rows in t["by"].items():
+            for row in rows:
+                within = (row.get("within") or {}).get("accuracy")
+                lines.append(f"| {key}={row['train_on']} | {_pct((row.get('others') or {}).get('accuracy'))} | {_pct(within)} |")
     if (out / "probes" / "accuracy_vs_layer.png").is_file():
         lines += ["", "![probe accuracy vs layer](probes/accuracy_vs_layer.png)"]
     return lines

@@ -9,9 +9,9 @@ Each stage is the same command a researcher would run by hand (``python -m behav
 is skipped on ``--resume``. ``report.md`` collects every stage's tables, figures and the steering verdict.
 
 The CPU default is the ``arith`` ladder at the two levels where SmolLM2-135M-Instruct answers a useful
-fraction correctly, with two edits that give both outcomes: ``arithmetic`` (the original evaluator's edit of
-the first number, often an operand the model then ignores) and ``arithmetic_change`` (the line's result,
-which the model copies forward).
+fraction correctly (s2_o3, s2_o5), with three edits that together give both outcomes: ``arithmetic`` (the
+original evaluator's edit of the first number, often an operand the model then ignores),
+``arithmetic_change`` (the line's result, which the model copies forward) and ``contradiction``.
 """
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="s2_o3,s2_o5", help="task / arith levels")
     p.add_argument("--data-dir", default=None, help="benchmark data directory (gsm8k/mmlu/bbh)")
     p.add_argument("--max-examples", type=int, default=64, help="questions")
-    p.add_argument("--strategy", default="arithmetic,arithmetic_change", help="perturbation strategies")
+    p.add_argument("--strategy", default="arithmetic,arithmetic_change,contradiction", help="perturbation strategies (mixed, so both outcomes occur)")
     p.add_argument("--max-new-tokens", type=int, default=96, help="generation budget (behaviour and steering)")
     p.add_argument("--batch-size", type=int, default=16, help="generation batch size")
     p.add_argument("--folds", type=int, default=5, help="probes: outer cross-validation folds (grouped by question)")
     p.add_argument("--k", default="1,2,4", help="steering: numbers of directions")
-    p.add_argument("--alphas", default="0.5,1,2", help="steering: strengths relative to the mean residual norm")
+    p.add_argument("--alphas", default="0.1,0.25,0.5", help="steering: strengths relative to the mean residual norm (>= 1 turns SmolLM2 into noise)")
     p.add_argument("--steer-layers", default=None, help="steering layers (default: the probes' nested-CV selection)")
-    p.add_argument("--max-cases", type=int, default=24, help="steering: C cases to steer")
+    p.add_argument("--max-cases", type=int, default=12, help="steering: C cases to steer")
     p.add_argument("--random-seeds", type=int, default=2, help="steering: random-direction control seeds")
     p.add_argument("--seed", type=int, default=42, help="sampling and perturbation seed")
     p.add_argument("--device", default=None, help="cpu | cuda | auto")
