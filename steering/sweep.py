@@ -691,7 +691,10 @@ def plot_sweep(summary: dict, path) -> None:
         ax.set_ylim(-0.02, 1.02)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle(summary["verdict"][:110], fontsize=8)
+    import textwrap
+
+    width = max(60, 14 * 5 * max(len(layers), 1))
+    fig.suptitle("\n".join(textwrap.wrap(summary["verdict"], width)[:4]), fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
