@@ -27,7 +27,8 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     from activations.store import open_store
 
     with open_store(out / "activations.h5") as st:
-        assert st.n_rows == summary["continuations"] and len(st.layers) == 31  # SmolLM2: embeddings + 30 blocks
+        # the perturbed continuations only (the probes read those); SmolLM2: embeddings + 30 blocks
+        assert st.n_rows == summary["overall"]["perturbed"] and len(st.layers) == 31
     probes = json.loads((out / "probes" / "results.json").read_text())
     assert probes["headline"] and (out / "probes" / "directions.h5").is_file()
     steer = json.loads((out / "steering" / "summary.json").read_text())
