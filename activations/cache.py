@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -204,44 +203,25 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
 def find_labels(run_dir: Path, name: str | None) -> tuple[dict[str, str | None], str]:
     """``({continuation_id: "A"|"B"|"C"|None}, "labels/<name>")`` from a labelling, or ``({}, "")``.
 
-    ``name=None`` picks the most recent finished labelling (``settings.json`` status ok, newest ``created``;
-    else the newest ``labels.jsonl``); ``name="none"`` disables labels.
+    Read through :func:`behavioural.label.load_labels`: ``name=None`` picks the newest complete labelling;
+    ``name="none"`` disables labels.
     """
     if name is not None and name.lower() == "none":
         return {}, ""
-    root = run_dir / "labels"
-    if name is not None:
-        d = root / name
-        if not (d / "labels.jsonl").is_file():
-            have = sorted(p.parent.name for p in root.glob("*/labels.jsonl")) if root.is_dir() else []
-            raise CacheError(f"labelling {str(d)!r} not found (have: {have or 'none'}); run python -m behavioural.label "
-                             f"{run_dir} first, fix --labels, or pass --labels none")
-    else:
-        cands = []
-        for f in sorted(root.glob("*/labels.jsonl")) if root.is_dir() else []:
-            created, ok = "", True
-            sp = f.parent / "settings.json"
-            if sp.is_file():
-                try:
-                    s = json.loads(sp.read_text(encoding="utf-8"))
-                    created, ok = str(s.get("created", "")), s.get("status", "ok") == "ok"
-                except (OSError, ValueError):
-                    ok = False
-            if ok:
-                cands.append((created, f.stat().st_mtime, f.parent))
-        if not cands:
-            return {}, ""
-        d = max(cands)[2]
-    from behavioural.rundir import read_jsonl
+    from behavioural.label import load_labels
+    from behavioural.rundir import RunDirError
 
-    out: dict[str, str | None] = {}
-    for r in read_jsonl(d / "labels.jsonl"):
-        cid = r.get("continuation_id", r.get("id"))
-        lab = r.get("label")
+    try:
+        found, labels = load_labels(run_dir, name)
+    except RunDirError as e:
+        raise CacheError(f"{e}, or pass --labels none") from e
+    if found is None:
+        return {}, ""
+    for cid, lab in labels.items():
         if lab not in ("A", "B", "C", None):
-            raise CacheError(f"{d / 'labels.jsonl'}: continuation {cid!r} has label {lab!r}; expected A, B, C or null")
-        out[cid] = lab
-    return out, f"labels/{d.name}"
+            raise CacheError(f"{run_dir / 'labels' / found / 'labels.jsonl'}: continuation {cid!r} has label {lab!r}; "
+                             "expected A, B, C or null")
+    return labels, f"labels/{found}"
 
 
 def load_continuations(run_dir: Path, conditions: str = "all") -> list[dict]:
