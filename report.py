@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 
 
-def _json(path: Path):
+def read_json_if_exists(path: Path):
+    """A stage's JSON output, or None when that stage has not written it yet."""
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+_json = read_json_if_exists
 
 
 def _pct(r) -> str:

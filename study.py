@@ -16,7 +16,6 @@ original evaluator's edit of the first number, often an operand the model then i
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -60,16 +59,13 @@ def _stage(name: str, fn, argv: list[str], done: bool) -> None:
     print(f"{bar} {name} done in {time.perf_counter() - t:.0f} s {bar}", flush=True)
 
 
-def _json(path: Path):
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from activations.cache import main as cache_main
     from behavioural.label import main as label_main
     from behavioural.run import main as run_main
     from probes.train import main as probes_main
+    from report import read_json_if_exists as _json
     from steering.sweep import main as sweep_main
 
     if not args.output_dir and not args.resume:

@@ -497,17 +497,26 @@ def make_engine(name: str, lm, layers: list[int]) -> Engine:
     raise CacheError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
 
-def run_batch(engine: Engine, items: list[Item], pad_id: int, positions: Sequence[str]) -> dict[str, np.ndarray]:
-    """One forward pass over ``items`` (right-padded); returns ``{position: float32 [b, n_layers, d_model]}``."""
+def pad_right(items: Sequence[Item], pad_id: int):
+    """Right-padded ``(ids, mask)`` tensors ``[b, seq]`` for a batch of prepared items."""
     import torch
 
-    device = next(engine.lm.model.parameters()).device
     seq = max(len(it.ids) for it in items)
     ids = torch.full((len(items), seq), pad_id, dtype=torch.long)
     mask = torch.zeros((len(items), seq), dtype=torch.long)
     for i, it in enumerate(items):
         ids[i, : len(it.ids)] = torch.tensor(it.ids)
         mask[i, : len(it.ids)] = 1
+    return ids, mask
+
+
+def run_batch(engine: Engine, items: list[Item], pad_id: int, positions: Sequence[str]) -> dict[str, np.ndarray]:
+    """One forward pass over ``items`` (right-padded); returns ``{position: float32 [b, n_layers, d_model]}``."""
+    import torch
+
+    device = next(engine.lm.model.parameters()).device
+    ids, mask = pad_right(items, pad_id)
+    seq = ids.shape[1]
     reducer = _Reducer({p: [it.spans[p] for it in items] for p in positions}, seq, device)
     got = engine.run(ids.to(device), mask.to(device), reducer)
     missing = [l for l in engine.layers if l not in got]

@@ -108,15 +108,9 @@ def _batches(lm, run_dir, positions, batch_size):
 
 
 def _padded(batch, pad_id):
-    import torch
+    from activations.cache import pad_right
 
-    seq = max(len(it.ids) for it in batch)
-    ids = torch.full((len(batch), seq), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), seq), dtype=torch.long)
-    for i, it in enumerate(batch):
-        ids[i, : len(it.ids)] = torch.tensor(it.ids)
-        mask[i, : len(it.ids)] = 1
-    return ids, mask
+    return pad_right(batch, pad_id)
 
 
 def _median_time(fn, repeats: int) -> float:
