@@ -1,0 +1,241 @@
+"""The one home for reading a run directory written by ``python -m behavioural.run``.
+
+Every later stage (labels, activations, probes, steering, gradient, browser, study) reads a run through
+:class:`Run`; no other module opens ``manifest.json``, ``baselines.jsonl`` or ``continuations.jsonl`` by
+name::
+
+    from behavioural.runs import Run
+    run = Run("runs/arith")              # refuses a path that is not a run directory, in one line
+    run.manifest["model"]["name"]        # the manifest, read once
+    run.continuations("perturbed")       # list[Continuation], validated once (one clear error per bad line)
+    run.questions()                      # question id -> Baseline (question text, gold, choices...)
+    run.labels()                         # ("rule", {continuation id: "A"|"B"|"C"|None}) of the newest labelling
+    lm = run.load_model()                # the run's model, weights hash checked against the manifest
+
+File names are constants here (``MANIFEST``, ``BASELINES``...). Writing stays with each stage.
+"""
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from behavioural.records import Baseline, Continuation, Skipped
+from behavioural.rundir import RunDirError, read_jsonl
+
+MANIFEST = "manifest.json"
+BASELINES = "baselines.jsonl"
+CONTINUATIONS = "continuations.jsonl"
+SKIPPED = "skipped.jsonl"
+SUMMARY = "summary.json"
+LABELS_DIR = "labels"
+LABELS_FILE = "labels.jsonl"
+LABEL_SETTINGS = "settings.json"
+
+Condition = Literal["perturbed", "control", "all"]
+CONDITIONS = ("perturbed", "control", "all")
+
+
+class ModelMismatchError(RunDirError):
+    """The loaded model is not the one that wrote the run."""
+
+
+def _read_json_file(path: Path, what: str) -> dict:
+    if not path.is_file():
+        raise RunDirError(f"{str(path)!r} not found; is {str(path.parent)!r} a {what}?")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{str(path)!r} is not valid JSON ({e}); it was cut off or edited by hand: "
+                          "restore it, or re-run the stage that wrote it") from None
+    if not isinstance(obj, dict):
+        raise RunDirError(f"{str(path)!r} holds a {type(obj).__name__}, not a JSON object; restore it")
+    return obj
+
+
+def _records(path: Path, cls: type, *, required: bool) -> list:
+    if not path.is_file():
+        if required:
+            raise RunDirError(f"{str(path)!r} not found; is {str(path.parent)!r} a run directory written by "
+                              "python -m behavioural.run?")
+        return []
+    out = []
+    for i, d in enumerate(read_jsonl(path), 1):
+        if not isinstance(d, dict):
+            raise RunDirError(f"{path}:{i}: record is a {type(d).__name__}, not a JSON object; fix or delete that line")
+        try:
+            out.append(cls.from_dict(d))
+        except (TypeError, ValueError) as e:
+            raise RunDirError(f"{path}:{i}: not a {cls.__name__} record ({e}); fix or delete that line") from None
+    return out
+
+
+class Run:
+    """A run directory, read lazily and validated once. ``Run(path)`` refuses a non-run path at once."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise RunDirError(f"run directory {str(self.path)!r} does not exist; pass a directory written by "
+                              "python -m behavioural.run")
+        if not (self.path / MANIFEST).is_file():
+            raise RunDirError(f"{str(self.path / MANIFEST)!r} not found; is {str(self.path)!r} a run directory "
+                              "written by python -m behavioural.run?")
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    # ---------------------------------------------------------------- files
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        return _read_json_file(self.path / MANIFEST, "run directory written by python -m behavioural.run")
+
+    @property
+    def status(self) -> str | None:
+        return self.manifest.get("status")
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def require_complete(self, *, allow_incomplete: bool = False, flag: str = "--allow-incomplete") -> None:
+        """Refuse a run whose manifest is not ``complete`` (unless the user asked for it by name)."""
+        if not self.complete and not allow_incomplete:
+            raise RunDirError(f"run {str(self.path)!r} has status {self.status!r}, not 'complete'; finish it with "
+                              f"python -m behavioural.run --resume {self.path}, or pass {flag}")
+
+    @property
+    def model_spec(self) -> dict[str, Any]:
+        m = self.manifest.get("model") or {}
+        return {"name": m} if isinstance(m, str) else dict(m)
+
+    @property
+    def weights_hash(self) -> str | None:
+        return self.model_spec.get("weights_hash")
+
+    @cached_property
+    def _baselines(self) -> list[Baseline]:
+        return _records(self.path / BASELINES, Baseline, required=True)
+
+    @cached_property
+    def _continuations(self) -> list[Continuation]:
+        recs = _records(self.path / CONTINUATIONS, Continuation, required=False)
+        seen: set[str] = set()
+        for c in recs:
+            if c.id in seen:
+                raise RunDirError(f"{self.path / CONTINUATIONS}: duplicate continuation id {c.id!r} (two writers?); "
+                                  f"repair the run with python -m behavioural.run --resume {self.path}")
+            seen.add(c.id)
+        return recs
+
+    def baselines(self) -> list[Baseline]:
+        return list(self._baselines)
+
+    def continuations(self, condition: Condition = "all", *, required: bool = False) -> list[Continuation]:
+        """Continuation records, optionally one condition; ``required`` refuses an empty result."""
+        if condition not in CONDITIONS:
+            raise RunDirError(f"unknown condition {condition!r}; choose {', '.join(CONDITIONS)}")
+        recs = [c for c in self._continuations if condition == "all" or c.condition == condition]
+        if required and not recs:
+            what = "continuations" if condition == "all" else f"{condition} continuations"
+            raise RunDirError(f"{str(self.path / CONTINUATIONS)!r} holds no {what} (no eligible baselines, or the run "
+                              "is still at the baseline stage); run or --resume python -m behavioural.run first")
+        return recs
+
+    def continuation_dicts(self, condition: Condition = "all", *, required: bool = False) -> list[dict[str, Any]]:
+        return [c.to_dict() for c in self.continuations(condition, required=required)]
+
+    def skipped(self) -> list[Skipped]:
+        return _records(self.path / SKIPPED, Skipped, required=False)
+
+    def summary(self) -> dict[str, Any] | None:
+        p = self.path / SUMMARY
+        return _read_json_file(p, "run directory") if p.is_file() else None
+
+    # ---------------------------------------------------------------- questions
+    def questions(self) -> dict[str, Baseline]:
+        """Question id -> its baseline record (question text, gold, task, difficulty)."""
+        return {b.question_id: b for b in self._baselines}
+
+    def question_texts(self) -> dict[str, str]:
+        return {b.question_id: b.question for b in self._baselines}
+
+    # ---------------------------------------------------------------- labels
+    def labelling_dir(self, name: str | None = None) -> Path | None:
+        """``labels/<name>`` (default: the newest complete labelling), or None when there is none."""
+        root = self.path / LABELS_DIR
+        if name:
+            d = root / name
+            if not (d / LABELS_FILE).is_file():
+                raise RunDirError(f"labelling {str(d)!r} not found; run python -m behavioural.label {self.path} first "
+                                  "or fix the labelling name")
+            return d
+        best: tuple[str, Path] | None = None
+        for s_path in sorted(root.glob(f"*/{LABEL_SETTINGS}")) if root.is_dir() else []:
+            try:
+                s = json.loads(s_path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # a labelling cut off while writing its settings is not complete
+            if isinstance(s, dict) and s.get("status") == "ok" and (best is None or s.get("created", "") >= best[0]):
+                best = (s.get("created", ""), s_path.parent)
+        return best[1] if best else None
+
+    def labels(self, name: str | None = None) -> tuple[str | None, dict[str, str | None]]:
+        """(labelling name, continuation id -> final label "A"|"B"|"C"|None); ``(None, {})`` when unlabelled."""
+        d = self.labelling_dir(name)
+        if d is None:
+            return None, {}
+        out: dict[str, str | None] = {}
+        path = d / LABELS_FILE
+        for i, r in enumerate(read_jsonl(path), 1):
+            if not isinstance(r, dict) or "id" not in r:
+                raise RunDirError(f"{path}:{i}: label record has no 'id'; fix or delete that line, or relabel")
+            lab = r.get("label")
+            if lab not in ("A", "B", "C", None):
+                raise RunDirError(f"{path}:{i}: continuation {r['id']!r} has label {lab!r}; expected A, B, C or null")
+            out[str(r["id"])] = lab
+        return d.name, out
+
+    # ---------------------------------------------------------------- the run's model
+    def load_model(self, name: str | None = None, **overrides: Any):
+        """Load the model that wrote this run (same name, revision, quantisation, dtype) and check its weights.
+
+        ``name`` overrides the model (its weights must still match); ``overrides`` (device, dtype...) go to
+        :func:`behavioural.models.load_model`.
+        """
+        from behavioural.models import load_model
+
+        m = self.model_spec
+        name = name or m.get("name")
+        if not name:
+            raise RunDirError(f"{self.path / MANIFEST} names no model; pass --model")
+        kw: dict[str, Any] = {}
+        for key, src in (("quantize", "quantize"), ("revision", "revision"), ("dtype", "dtype_requested")):
+            if m.get(src):
+                kw[key] = m[src]
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        lm = load_model(name, **kw)
+        self.check_model(lm)
+        return lm
+
+    def check_model(self, lm: Any, *, allow_unverified: bool = True) -> str:
+        """Refuse a model whose weights hash differs from the run's; returns "verified" or "unverified"."""
+        want, have = self.weights_hash, getattr(lm, "weights_hash", None)
+        if want and have and want != have:
+            raise ModelMismatchError(
+                f"mismatched model: run {str(self.path)!r} was generated with weights {want[:16]}... "
+                f"({self.model_spec.get('name')!r}) but the loaded model {getattr(lm, 'name', '?')!r} has "
+                f"{have[:16]}...; use the run's model (omit --model)")
+        if want and not have and not allow_unverified:
+            raise ModelMismatchError(f"the run records weights hash {want[:16]}... but the loaded model has none, so it "
+                                     "cannot be verified; use the run's model (omit --model)")
+        return "verified" if want and have else "unverified"
+
+
+__all__ = ["Run", "ModelMismatchError", "MANIFEST", "BASELINES", "CONTINUATIONS", "SKIPPED", "SUMMARY",
+           "LABELS_DIR", "LABELS_FILE", "CONDITIONS"]
