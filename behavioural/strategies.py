@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,18 @@ STRATEGIES: dict[str, Callable] = {
     "reversed_logic": reversed_logic,
     "confidence_injection": confidence_injection,
 }
+#: the family of each strategy, for analyses that pool strategies (numerical edits vs text edits vs logical ones)
+FAMILIES: dict[str, str] = {
+    "arithmetic": "numerical",
+    "contradiction": "text",
+    "arithmetic_change": "numerical",
+    "operation_swap": "numerical",
+    "premise_contradiction": "logical",
+    "wrong_elimination": "logical",
+    "false_analogy": "logical",
+    "reversed_logic": "logical",
+    "confidence_injection": "logical",
+}
 #: strategies that only make sense for some datasets (others raise at the command line)
 DATASET_ONLY = {"wrong_elimination": ("mmlu", "bbh")}
 DEFAULT_STRATEGY = {"gsm8k": "arithmetic_change", "arith": "arithmetic_change", "mmlu": "wrong_elimination",
@@ -214,7 +226,8 @@ def parse_strategies(spec: str | None, dataset: str) -> list[str]:
             raise StrategyError(f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)} or 'all'")
         if dataset not in DATASET_ONLY.get(s, (dataset,)):
             raise StrategyError(
-                f"strategy {s!r} does not apply to dataset {dataset!r} (only {', '.join(DATASET_ONLY[s])}); drop it from --strategy"
+                f"strategy {s!r} does not apply to dataset {dataset!r} (only {', '.join(DATASET_ONLY[s])}); "
+                "drop it from --strategy"
             )
     if not names:
         raise StrategyError("--strategy is empty; name at least one strategy or 'all'")
