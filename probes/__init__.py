@@ -2,19 +2,19 @@
 steering directions they export.
 
     python -m probes.train runs/demo/activations.h5          # writes runs/demo/probes/
-    from probes import load_directions, load_direction_info  # steering stage API (numpy + h5py only)
+    from probes import read_directions        # steering stage API: every layer + metadata (numpy + h5py only)
 
 Importing this package loads no model and imports scikit-learn only when an estimator is asked for.
 """
 from probes.data import ProbeError
-from probes.directions import load_direction_info, load_directions
+from probes.directions import DirectionSet, load_direction_info, load_directions, read_directions
 
 _LAZY = {
     "LogisticProbe": "probes.estimators",
     "MassMeanProbe": "probes.estimators",
     "make_probe_pipeline": "probes.estimators",
     "raw_direction": "probes.estimators",
-    "fit_directions": "probes.directions",
+    "fit_directions": "probes.direction_fit",
     "load_probe_data": "probes.data",
     "train_probes": "probes.train",
 }
@@ -28,4 +28,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'probes' has no attribute {name!r}")
 
 
-__all__ = ["ProbeError", "load_directions", "load_direction_info", *_LAZY]
+__all__ = ["ProbeError", "DirectionSet", "read_directions", "load_directions", "load_direction_info", *_LAZY]

@@ -1,10 +1,16 @@
-"""Steering directions per layer, in raw residual-stream coordinates, and their HDF5 file.
+"""The one reader (and writer) of ``directions.h5``: steering directions per layer, in raw residual-stream
+coordinates.
+
+    from probes.directions import read_directions
+    ds = read_directions("runs/demo/probes")          # a probes output directory or its directions.h5
+    ds.bases[ds.selected_layer]                       # float32 [k, d_model], orthonormal rows
 
 ``directions.h5`` (``kind="probe_directions"``, ``schema_version=1``)::
 
     attrs   layers (int array), target, position, d_model, store (JSON: the activation store's path and
             provenance attributes), fitted_on (text), conventions (text), n_directions, selected_layer (the
-            layer nested CV chose most often for the logistic probe, ties -> earlier) + selected_layer_method
+            layer nested CV chose most often for the logistic probe, ties -> earlier) + selected_layer_method,
+            layer_module (decoder-layer module path, e.g. "model.layers", when the store recorded it)
     /layer_{L}/logistic   float32 [d]  C-vs-non-C logistic normal, raw coordinates (StandardScaler and PCA
                                        undone: w_raw = PCA^T w / scale), unit norm, pointing toward non-C
     /layer_{L}/mass_mean  float32 [d]  mean(non-C) - mean(C), unit norm
@@ -14,17 +20,20 @@
     /layer_{L} attrs      resid_norm (mean L2 norm of the layer's activations over the fitted rows), names
                           (basis row names), logistic_C, n_rows, n_C, n_nonC, cos_logistic_mass_mean
 
-The directions are fitted on ALL labelled rows (no held-out split): they are for steering, not scored; the
-cross-validated scores in ``results.json`` say how well such directions decode the label.
-
-Reading needs only numpy and h5py: :func:`load_directions` and :func:`load_direction_info` are the
-steering stage's API.
+The directions are fitted on the labelled rows passed to the probes stage (for steering, not scored); the
+cross-validated scores in ``results.json`` say how well such directions decode the label. Reading needs
+only numpy and h5py. Every problem with the file (missing, truncated, corrupt, not a directions file, a
+listed layer missing, non-finite bases) is a :class:`ProbeError` with a one-line message naming the file
+and the fix.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,187 +46,222 @@ FITTED_ON = ("all labelled rows used by the probes (no held-out split): for stee
              "see results.json for cross-validated accuracy")
 CONVENTIONS = ("raw residual-stream coordinates (scaler/PCA undone), unit norm; logistic and mass_mean point "
                "from C toward non-C (toward the correct answer); basis rows orthonormal")
+# store attribute names under which the activations stage may record the decoder-layer module path
+LAYER_MODULE_KEYS = ("layer_module", "layer_module_path", "layers_path", "decoder_layers_path", "decoder_layers")
+REMAKE = "re-create it with: python -m probes.train STORE --output NEW_DIR"
 
 
-def _orthonormalise(rows: list[np.ndarray], names: list[str], tol: float = 1e-6):
-    """Gram-Schmidt (twice, for stability) keeping rows that are not (near) dependent on the ones before."""
-    basis, kept = [], []
-    for v, n in zip(rows, names):
-        v = np.asarray(v, dtype=np.float64).copy()
-        n0 = np.linalg.norm(v)
-        if n0 == 0 or not np.isfinite(n0):
-            continue
-        for _ in range(2):
-            for b in basis:
-                v -= (b @ v) * b
-        nv = np.linalg.norm(v)
-        if nv <= tol * n0:
-            continue
-        basis.append(v / nv)
-        kept.append(n)
-    return np.array(basis), kept
+@dataclass
+class DirectionSet:
+    """Everything ``directions.h5`` holds, read once (see the module docstring for the meaning of each part)."""
+
+    path: str
+    sha256: str
+    layers: list[int]
+    bases: dict[int, np.ndarray]  # layer -> float32 [k, d_model], orthonormal rows
+    names: dict[int, list[str]]  # layer -> basis row names
+    resid_norm: dict[int, float | None]  # layer -> mean L2 norm of the layer's activations
+    selected_layer: int | None
+    selected_layer_method: str = ""
+    logistic: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> float32 [d_model]
+    mass_mean: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> float32 [d_model]
+    layer_attrs: dict[int, dict[str, Any]] = field(default_factory=dict)  # layer -> group attrs
+    attrs: dict[str, Any] = field(default_factory=dict)  # file attrs (store parsed from JSON)
+
+    @property
+    def d_model(self) -> int:
+        return int(next(iter(self.bases.values())).shape[1]) if self.bases else int(self.attrs.get("d_model", 0))
+
+    @property
+    def layer_module(self) -> str | None:
+        """Decoder-layer module path the hidden-states indices refer to (None when not recorded)."""
+        v = self.attrs.get("layer_module")
+        return str(v) if v else None
+
+    def basis(self, layer: int, k: int | None = None) -> np.ndarray:
+        """The first ``k`` (default all) basis rows of ``layer``; unknown layer or k too large -> ProbeError."""
+        L = _as_layer(layer)
+        if L not in self.bases:
+            raise ProbeError(f"no directions for layer {layer!r} in {self.path}; available layers: {self.layers}")
+        b = self.bases[L]
+        if k is not None and not 1 <= int(k) <= len(b):
+            raise ProbeError(f"k={k} directions asked for layer {L} but {self.path} has {len(b)} there; "
+                             f"use k between 1 and {len(b)}")
+        return b if k is None else b[: int(k)]
+
+    def info(self, layer: int) -> dict[str, Any]:
+        """``{"resid_norm", "names", "logistic", "mass_mean", "basis", "layer", "target", "position", ...}``."""
+        L = _as_layer(layer)
+        b = self.basis(L)
+        return {**self.layer_attrs.get(L, {}), "names": list(self.names[L]), "resid_norm": self.resid_norm[L],
+                "logistic": self.logistic.get(L), "mass_mean": self.mass_mean.get(L), "basis": b, "layer": L,
+                "target": str(self.attrs.get("target", "")), "position": str(self.attrs.get("position", ""))}
 
 
-def _unit(v):
-    v = np.asarray(v, dtype=np.float64)
-    n = np.linalg.norm(v)
-    return v / n if n > 0 else v
+def _as_layer(layer: Any) -> int | None:
+    try:
+        return int(layer)
+    except (TypeError, ValueError):
+        return None
 
 
-def _sign_fix(v):
-    """Deterministic sign: the largest-magnitude component positive."""
-    return v if v[np.argmax(np.abs(v))] >= 0 else -v
-
-
-def within_class_pcs(X, y, k: int, seed: int = 0) -> np.ndarray:
-    """Top ``k`` principal directions [k, d] of ``X`` minus its class means."""
-    X = np.asarray(X, dtype=np.float64)
-    Xc = X.copy()
-    for c in np.unique(y):
-        Xc[y == c] -= X[y == c].mean(axis=0)
-    k = max(0, min(k, *Xc.shape))
-    if k == 0:
-        return np.zeros((0, X.shape[1]))
-    if min(Xc.shape) > 500:
-        from sklearn.utils.extmath import randomized_svd
-
-        _, _, vt = randomized_svd(Xc, n_components=k, random_state=seed)
-    else:
-        _, _, vt = np.linalg.svd(Xc, full_matrices=False)
-    return np.array([_sign_fix(v) for v in vt[:k]])
-
-
-def fit_directions(X, y_c, groups=None, *, n_directions: int = 8, pca: int | None = None, seed: int = 0,
-                   inner_folds: int = 3, Cs=None) -> dict:
-    """Directions for one layer from ``X`` [n, d] (raw activations) and ``y_c`` (1 = C, 0 = non-C).
-
-    The logistic probe is the same pipeline the CV scores (scaler, optional PCA, ``LogisticProbe`` with C
-    chosen by inner grouped CV), fitted on all rows. Returns ``{"logistic", "mass_mean", "basis", "names",
-    "resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"}``.
-    """
-    from probes.cv import pipeline_for
-    from probes.estimators import raw_direction
-
-    X = np.asarray(X, dtype=np.float64)
-    y_c = np.asarray(y_c).astype(np.int64)
-    if len(np.unique(y_c)) < 2:
-        raise ProbeError("directions need both C and non-C rows")
-    kw = {} if Cs is None else {"Cs": tuple(Cs)}
-    pipe = pipeline_for("logistic", X.shape[0], X.shape[1], pca=pca, seed=seed, inner_folds=inner_folds, **kw)
-    pipe.fit(X, y_c, probe__groups=groups)
-    probe = pipe.named_steps["probe"]
-    w = raw_direction(pipe)  # gradient of the C logit in raw coordinates
-    if list(probe.classes_) == [0, 1]:
-        w = -w  # point toward non-C
-    logistic = _unit(w)
-    mass = _unit(X[y_c == 0].mean(axis=0) - X[y_c == 1].mean(axis=0))
-    n_pc = max(0, int(n_directions) - 2) + 2  # a couple spare, in case some are dependent
-    pcs = within_class_pcs(X, y_c, n_pc, seed)
-    cand = [logistic, mass] + list(pcs)
-    cand_names = ["logistic", "mass_mean_orth"] + [f"within_pc{i + 1}" for i in range(len(pcs))]
-    basis, names = _orthonormalise(cand, cand_names)
-    basis, names = basis[: int(n_directions)], names[: int(n_directions)]
-    return {
-        "logistic": logistic.astype(np.float32),
-        "mass_mean": mass.astype(np.float32),
-        "basis": basis.astype(np.float32),
-        "names": names,
-        "resid_norm": float(np.linalg.norm(X, axis=1).mean()),
-        "logistic_C": float(probe.C_),
-        "n_rows": int(len(y_c)),
-        "n_C": int(np.sum(y_c == 1)),
-        "n_nonC": int(np.sum(y_c == 0)),
-        "cos_logistic_mass_mean": float(logistic @ mass),
-    }
-
-
-def write_directions(path, per_layer: dict[int, dict], *, target: str, position: str, store: dict,
-                     n_directions: int, selected_layer: int | None = None, selected_layer_method: str = "") -> Path:
-    """Write ``directions.h5`` (see the module docstring) from :func:`fit_directions` results per layer."""
-    import h5py
-
-    path = Path(path)
-    layers = sorted(per_layer)
-    with h5py.File(path, "w") as f:
-        f.attrs["schema_version"] = SCHEMA_VERSION
-        f.attrs["kind"] = KIND
-        f.attrs["layers"] = np.asarray(layers, dtype=np.int64)
-        f.attrs["target"] = target
-        f.attrs["position"] = position
-        f.attrs["store"] = json.dumps(store, sort_keys=True, default=str)
-        f.attrs["fitted_on"] = FITTED_ON
-        f.attrs["conventions"] = CONVENTIONS
-        f.attrs["n_directions"] = int(n_directions)
-        if selected_layer is not None:
-            f.attrs["selected_layer"] = int(selected_layer)
-            f.attrs["selected_layer_method"] = selected_layer_method
-        d_model = None
-        for L in layers:
-            r = per_layer[L]
-            g = f.create_group(f"layer_{L}")
-            g.create_dataset("logistic", data=np.asarray(r["logistic"], np.float32))
-            g.create_dataset("mass_mean", data=np.asarray(r["mass_mean"], np.float32))
-            g.create_dataset("basis", data=np.asarray(r["basis"], np.float32))
-            g.attrs["names"] = np.array(r["names"], dtype=h5py.string_dtype("utf-8"))
-            for k in ("resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"):
-                g.attrs[k] = r[k]
-            d_model = len(r["logistic"])
-        f.attrs["d_model"] = int(d_model or 0)
-    return path
-
-
-def _resolve(path) -> Path:
+def resolve_path(path: str | os.PathLike) -> Path:
+    """``path`` itself, or ``path/directions.h5`` for a directory; missing -> ProbeError with the fix."""
     p = Path(path)
     if p.is_dir():
         p = p / FILENAME
     if not p.is_file():
-        raise ProbeError(f"no probe directions at {p}; create them with: python -m probes.train STORE")
+        raise ProbeError(f"no probe directions at {p}; create them with: python -m probes.train STORE "
+                         f"(and pass its output directory)")
     return p
 
 
-def _open_layer(path, layer):
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return [_plain(x) for x in v.tolist()]
+    return v
+
+
+def _read(p: Path) -> DirectionSet:
     import h5py
 
-    p = _resolve(path)
-    f = h5py.File(p, "r")
-    if str(f.attrs.get("kind", "")) != KIND:
-        f.close()
-        raise ProbeError(f"{p} is not a probe directions file (kind={f.attrs.get('kind')!r})")
-    layers = [int(x) for x in f.attrs["layers"]]
+    with h5py.File(p, "r") as h:
+        kind = h.attrs.get("kind")
+        if kind is not None and str(_plain(kind)) != KIND:
+            raise ProbeError(f"{p} is not a probe directions file (kind={_plain(kind)!r}); pass the probes output "
+                             f"directory written by python -m probes.train")
+        attrs = {k: _plain(v) for k, v in h.attrs.items()}
+        if isinstance(attrs.get("store"), str):
+            try:
+                attrs["store"] = json.loads(attrs["store"])
+            except ValueError:
+                pass
+        layers = [int(x) for x in np.atleast_1d(h.attrs.get("layers", []))]
+        if not layers:
+            layers = sorted(int(k.split("_", 1)[1]) for k in h.keys() if k.startswith("layer_"))
+        if not layers:
+            raise ProbeError(f"{p} holds no layers; {REMAKE}")
+        bases, names, norms, logi, mass, lattrs = {}, {}, {}, {}, {}, {}
+        for L in layers:
+            g = h.get(f"layer_{L}")
+            if g is None or "basis" not in g:
+                raise ProbeError(f"{p}: layer {L} is listed but /layer_{L}/basis is missing; {REMAKE}")
+            b = np.asarray(g["basis"][()], dtype=np.float32)
+            if b.ndim == 1:
+                b = b[None, :]
+            if b.ndim != 2 or b.shape[0] == 0:
+                raise ProbeError(f"{p}: /layer_{L}/basis has shape {b.shape}, expected [k >= 1, d_model]; {REMAKE}")
+            if not np.all(np.isfinite(b)):
+                what = "all NaN" if np.all(np.isnan(b)) else "non-finite values"
+                raise ProbeError(f"{p}: the layer {L} basis is {what} (a degenerate fit, e.g. constant "
+                                 f"activations); {REMAKE} after checking the store")
+            bases[L] = b
+            la = {k: _plain(v) for k, v in g.attrs.items()}
+            nm = la.pop("names", None)
+            names[L] = [str(x) for x in (nm if isinstance(nm, list) else [])] or [f"dir{i}" for i in range(len(b))]
+            rn = la.pop("resid_norm", None)
+            norms[L] = float(rn) if rn is not None and np.isfinite(rn) else None
+            lattrs[L] = la
+            for ds_name, dst in (("logistic", logi), ("mass_mean", mass)):
+                if ds_name in g:
+                    dst[L] = np.asarray(g[ds_name][()], dtype=np.float32)
+        sel = attrs.get("selected_layer")
+    return DirectionSet(path=str(p), sha256="", layers=layers, bases=bases, names=names, resid_norm=norms,
+                        selected_layer=int(sel) if sel is not None else None,
+                        selected_layer_method=str(attrs.get("selected_layer_method", "")), logistic=logi,
+                        mass_mean=mass, layer_attrs=lattrs, attrs=attrs)
+
+
+def read_directions(path: str | os.PathLike) -> DirectionSet:
+    """Read every layer of ``directions.h5`` (``path`` is the file or a probes output directory)."""
+    p = resolve_path(path)
     try:
-        L = int(layer)
-    except (TypeError, ValueError):
-        L = None
-    if L not in layers:
-        f.close()
-        raise ProbeError(f"no directions for layer {layer!r} in {p}; available layers: {layers}")
-    return f, f[f"layer_{L}"]
+        ds = _read(p)
+    except ProbeError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError) as e:  # h5py: truncated / corrupt / half-written file
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ProbeError(f"cannot read {p} as probe directions (truncated or corrupt HDF5: {why}); {REMAKE}") from None
+    ds.sha256 = _sha256(p)
+    return ds
 
 
 def load_directions(path: str | os.PathLike, layer: int) -> np.ndarray:
     """The orthonormal steering basis of ``layer``: float32 ``[k, d_model]`` (row 0 the logistic direction,
     row 1 mass-mean orthogonalised, then within-class PCs; all pointing from C toward non-C where signed).
-    ``path`` is a probes output directory or its ``directions.h5``."""
-    f, g = _open_layer(path, layer)
-    try:
-        return np.asarray(g["basis"][()], dtype=np.float32)
-    finally:
-        f.close()
+    A thin wrapper over :func:`read_directions`."""
+    return read_directions(path).basis(layer)
 
 
-def load_direction_info(path: str | os.PathLike, layer: int) -> dict:
-    """``{"resid_norm", "names", "logistic", "mass_mean", "basis", ...attrs}`` for ``layer``."""
-    f, g = _open_layer(path, layer)
+def load_direction_info(path: str | os.PathLike, layer: int) -> dict[str, Any]:
+    """``{"resid_norm", "names", "logistic", "mass_mean", "basis", "layer", ...attrs}`` for ``layer``."""
+    return read_directions(path).info(layer)
+
+
+def layer_module_from(store_attrs: dict[str, Any]) -> str | None:
+    """The decoder-layer module path recorded by the activations stage, if any."""
+    for k in LAYER_MODULE_KEYS:
+        v = store_attrs.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, target: str, position: str,
+                     store: dict, n_directions: int, selected_layer: int | None = None,
+                     selected_layer_method: str = "", layer_module: str | None = None) -> Path:
+    """Write ``directions.h5`` (see the module docstring) from :func:`probes.direction_fit.fit_directions`
+    results per layer; written to a temporary file and renamed, so a crash never leaves a partial file."""
+    import h5py
+
+    path = Path(path)
+    layers = sorted(per_layer)
+    if layer_module is None:
+        layer_module = layer_module_from(store.get("attrs", {}) if isinstance(store, dict) else {})
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        out = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in g.attrs.items()}
-        out["names"] = [x.decode() if isinstance(x, bytes) else str(x) for x in g.attrs["names"]]
-        out["resid_norm"] = float(g.attrs["resid_norm"])
-        out["logistic"] = np.asarray(g["logistic"][()], dtype=np.float32)
-        out["mass_mean"] = np.asarray(g["mass_mean"][()], dtype=np.float32)
-        out["basis"] = np.asarray(g["basis"][()], dtype=np.float32)
-        out["layer"] = int(layer)
-        out["target"] = str(f.attrs.get("target", ""))
-        out["position"] = str(f.attrs.get("position", ""))
-        return out
-    finally:
-        f.close()
+        with h5py.File(tmp, "w") as f:
+            f.attrs["schema_version"] = SCHEMA_VERSION
+            f.attrs["kind"] = KIND
+            f.attrs["layers"] = np.asarray(layers, dtype=np.int64)
+            f.attrs["target"] = target
+            f.attrs["position"] = position
+            f.attrs["store"] = json.dumps(store, sort_keys=True, default=str)
+            f.attrs["fitted_on"] = FITTED_ON
+            f.attrs["conventions"] = CONVENTIONS
+            f.attrs["n_directions"] = int(n_directions)
+            if layer_module:
+                f.attrs["layer_module"] = str(layer_module)
+            if selected_layer is not None:
+                f.attrs["selected_layer"] = int(selected_layer)
+                f.attrs["selected_layer_method"] = selected_layer_method
+            d_model = None
+            for L in layers:
+                r = per_layer[L]
+                g = f.create_group(f"layer_{L}")
+                g.create_dataset("logistic", data=np.asarray(r["logistic"], np.float32))
+                g.create_dataset("mass_mean", data=np.asarray(r["mass_mean"], np.float32))
+                g.create_dataset("basis", data=np.asarray(r["basis"], np.float32))
+                g.attrs["names"] = np.array(r["names"], dtype=h5py.string_dtype("utf-8"))
+                for k in ("resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"):
+                    if k in r:
+                        g.attrs[k] = r[k]
+                d_model = len(r["logistic"])
+            f.attrs["d_model"] = int(d_model or 0)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -124,7 +124,7 @@ def train_probes(data, *, probes=PROBES, folds: int = 5, inner_folds: int = 3, g
     ``directions`` maps layer -> :func:`probes.directions.fit_directions` result (empty if disabled)."""
     from probes.cv import (cross_val_predict_grouped, majority_baseline, nested_selection, outer_folds,
                            permute_by_group, score_predictions, transfer_check)
-    from probes.directions import fit_directions
+    from probes.direction_fit import fit_directions
 
     log = log or (lambda *_: None)
     for pk in probes:

@@ -11,7 +11,7 @@ from activations.store import StoreWriter, open_store
 from probes import ProbeError, load_direction_info, load_directions
 from probes.cv import cross_val_predict_grouped, outer_folds, permute_by_group, score_predictions
 from probes.data import check_folds, load_probe_data
-from probes.directions import fit_directions
+from probes.direction_fit import fit_directions
 from probes.estimators import LogisticProbe, MassMeanProbe, make_probe_pipeline, raw_direction
 from probes.train import main, train_probes
 

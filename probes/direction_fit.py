@@ -1,0 +1,111 @@
+"""Fitting steering directions for one layer: logistic normal, mass-mean, within-class PCs, orthonormalised.
+
+    from probes.direction_fit import fit_directions
+    r = fit_directions(X, y_c, groups)          # X [n, d_model] raw activations, y_c 1 = C, 0 = non-C
+
+The logistic probe is the same pipeline the cross-validation scores (scaler, optional PCA,
+``LogisticProbe`` with C chosen by inner grouped CV), fitted on all rows; the result is written by
+:func:`probes.directions.write_directions` and read back by :func:`probes.directions.read_directions`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from probes.data import ProbeError
+
+
+def _orthonormalise(rows: list[np.ndarray], names: list[str], tol: float = 1e-6) -> tuple[np.ndarray, list[str]]:
+    """Gram-Schmidt (twice, for stability) keeping rows that are not (near) dependent on the ones before."""
+    basis, kept = [], []
+    for v, n in zip(rows, names):
+        v = np.asarray(v, dtype=np.float64).copy()
+        n0 = np.linalg.norm(v)
+        if n0 == 0 or not np.isfinite(n0):
+            continue
+        for _ in range(2):
+            for b in basis:
+                v -= (b @ v) * b
+        nv = np.linalg.norm(v)
+        if nv <= tol * n0:
+            continue
+        basis.append(v / nv)
+        kept.append(n)
+    return np.array(basis), kept
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    n = np.linalg.norm(v)
+    return v / n if n > 0 else v
+
+
+def _sign_fix(v: np.ndarray) -> np.ndarray:
+    """Deterministic sign: the largest-magnitude component positive."""
+    return v if v[np.argmax(np.abs(v))] >= 0 else -v
+
+
+def within_class_pcs(X: np.ndarray, y: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Top ``k`` principal directions [k, d] of ``X`` minus its class means."""
+    X = np.asarray(X, dtype=np.float64)
+    Xc = X.copy()
+    for c in np.unique(y):
+        Xc[y == c] -= X[y == c].mean(axis=0)
+    k = max(0, min(k, *Xc.shape))
+    if k == 0:
+        return np.zeros((0, X.shape[1]))
+    if min(Xc.shape) > 500:
+        from sklearn.utils.extmath import randomized_svd
+
+        _, _, vt = randomized_svd(Xc, n_components=k, random_state=seed)
+    else:
+        _, _, vt = np.linalg.svd(Xc, full_matrices=False)
+    return np.array([_sign_fix(v) for v in vt[:k]])
+
+
+def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = None, *, n_directions: int = 8,
+                   pca: int | None = None, seed: int = 0,
+                   inner_folds: int = 3, Cs: Sequence[float] | None = None) -> dict:
+    """Directions for one layer from ``X`` [n, d] (raw activations) and ``y_c`` (1 = C, 0 = non-C).
+
+    The logistic probe is the same pipeline the CV scores (scaler, optional PCA, ``LogisticProbe`` with C
+    chosen by inner grouped CV), fitted on all rows. Returns ``{"logistic", "mass_mean", "basis", "names",
+    "resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"}``.
+    """
+    from probes.cv import pipeline_for
+    from probes.estimators import raw_direction
+
+    X = np.asarray(X, dtype=np.float64)
+    y_c = np.asarray(y_c).astype(np.int64)
+    if len(np.unique(y_c)) < 2:
+        raise ProbeError("directions need both C and non-C rows")
+    kw = {} if Cs is None else {"Cs": tuple(Cs)}
+    pipe = pipeline_for("logistic", X.shape[0], X.shape[1], pca=pca, seed=seed, inner_folds=inner_folds, **kw)
+    pipe.fit(X, y_c, probe__groups=groups)
+    probe = pipe.named_steps["probe"]
+    w = raw_direction(pipe)  # gradient of the C logit in raw coordinates
+    if list(probe.classes_) == [0, 1]:
+        w = -w  # point toward non-C
+    logistic = _unit(w)
+    mass = _unit(X[y_c == 0].mean(axis=0) - X[y_c == 1].mean(axis=0))
+    n_pc = max(0, int(n_directions) - 2) + 2  # a couple spare, in case some are dependent
+    pcs = within_class_pcs(X, y_c, n_pc, seed)
+    cand = [logistic, mass] + list(pcs)
+    cand_names = ["logistic", "mass_mean_orth"] + [f"within_pc{i + 1}" for i in range(len(pcs))]
+    basis, names = _orthonormalise(cand, cand_names)
+    basis, names = basis[: int(n_directions)], names[: int(n_directions)]
+    return {
+        "logistic": logistic.astype(np.float32),
+        "mass_mean": mass.astype(np.float32),
+        "basis": basis.astype(np.float32),
+        "names": names,
+        "resid_norm": float(np.linalg.norm(X, axis=1).mean()),
+        "logistic_C": float(probe.C_),
+        "n_rows": int(len(y_c)),
+        "n_C": int(np.sum(y_c == 1)),
+        "n_nonC": int(np.sum(y_c == 0)),
+        "cos_logistic_mass_mean": float(logistic @ mass),
+    }
+
+

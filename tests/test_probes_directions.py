@@ -1,0 +1,78 @@
+"""The one directions reader: every layer with its metadata, and one-line errors for broken files."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probes import DirectionSet, ProbeError, load_direction_info, load_directions, read_directions
+from probes.directions import write_directions
+
+
+def _per_layer(d=6, k=3, layers=(1, 3), seed=0):
+    rng = np.random.default_rng(seed)
+    out = {}
+    for L in layers:
+        q, _ = np.linalg.qr(rng.normal(size=(d, k)))
+        out[L] = {"logistic": q[:, 0], "mass_mean": q[:, 1], "basis": q.T, "names": ["logistic", "m", "pc1"][:k],
+                  "resid_norm": 10.0 + L, "logistic_C": 1.0, "n_rows": 20, "n_C": 8, "n_nonC": 12,
+                  "cos_logistic_mass_mean": 0.0}
+    return out
+
+
+def _write(tmp_path, per_layer=None, **kw):
+    p = tmp_path / "directions.h5"
+    store = {"path": "/x/activations.h5", "attrs": {"layer_module": "model.layers"}}
+    return write_directions(p, per_layer or _per_layer(), target="propagation", position="prefix_last", store=store,
+                            n_directions=3, selected_layer=3, selected_layer_method="modal", **kw)
+
+
+def test_read_directions_returns_all_layers_and_metadata(tmp_path):
+    p = _write(tmp_path)
+    ds = read_directions(tmp_path)
+    assert isinstance(ds, DirectionSet)
+    assert ds.path == str(p) and len(ds.sha256) == 64
+    assert ds.layers == [1, 3] and ds.selected_layer == 3 and ds.selected_layer_method == "modal"
+    assert ds.bases[1].dtype == np.float32 and ds.bases[1].shape == (3, 6)
+    assert np.allclose(ds.bases[3] @ ds.bases[3].T, np.eye(3), atol=1e-5)
+    assert ds.names[1] == ["logistic", "m", "pc1"] and ds.resid_norm == {1: 11.0, 3: 13.0}
+    assert ds.layer_module == "model.layers" and ds.attrs["store"]["path"] == "/x/activations.h5"
+    assert ds.d_model == 6 and ds.layer_attrs[1]["n_C"] == 8
+    assert ds.basis(3, k=2).shape == (2, 6)
+    with pytest.raises(ProbeError, match="available layers: \\[1, 3\\]"):
+        ds.basis(7)
+    with pytest.raises(ProbeError, match="k=5"):
+        ds.basis(1, k=5)
+    # thin wrappers agree
+    assert np.array_equal(load_directions(p, 1), ds.bases[1])
+    info = load_direction_info(tmp_path, 3)
+    assert info["resid_norm"] == 13.0 and info["layer"] == 3 and info["target"] == "propagation"
+    assert not list(tmp_path.glob(".*partial*"))  # atomic write left no temp file
+
+
+def test_missing_truncated_corrupt_and_wrong_kind(tmp_path):
+    with pytest.raises(ProbeError, match="no probe directions at .*python -m probes.train"):
+        read_directions(tmp_path)
+    p = _write(tmp_path)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 3])  # truncated
+    with pytest.raises(ProbeError) as e:
+        read_directions(p)
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and "truncated or corrupt" in msg and "python -m probes.train" in msg
+    p.write_bytes(b"not hdf5 at all" * 10)
+    with pytest.raises(ProbeError, match="truncated or corrupt"):
+        read_directions(p)
+    import h5py
+
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f.attrs["kind"] = "activations"
+    with pytest.raises(ProbeError, match="not a probe directions file"):
+        read_directions(tmp_path / "other.h5")
+
+
+def test_nan_basis_is_refused(tmp_path):
+    pl = _per_layer()
+    pl[3]["basis"] = np.full((3, 6), np.nan)
+    _write(tmp_path, pl)
+    with pytest.raises(ProbeError, match="layer 3 basis is all NaN"):
+        read_directions(tmp_path)
