@@ -33,9 +33,9 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 __all__ = [
     "ARITH_LEVELS",
@@ -47,6 +47,7 @@ __all__ = [
     "arith_few_shot",
     "dataset_fingerprint",
     "load_questions",
+    "question_key",
     "sample",
 ]
 
@@ -121,7 +122,7 @@ class Question:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Question":
+    def from_dict(cls, d: dict) -> Question:
         """Inverse of :meth:`to_dict`; unknown keys are ignored."""
         missing = [k for k in ("id", "dataset", "question", "answer") if k not in d]
         if missing:
@@ -179,6 +180,19 @@ def load_questions(
             return [q for s in tasks for q in _mmlu_local(root, s, split)]
         return [q for t in tasks for q in _bbh_local(root, t)]
     return _load_hub(dataset, tasks, split, revision)
+
+
+def normalise_question(text: str) -> str:
+    """The text that identifies a question: lowercased, whitespace runs collapsed to one space, stripped."""
+    return " ".join(str(text).lower().split())
+
+
+def question_key(text: str) -> str:
+    """Stable key of a question: the first 16 hex digits of sha256 of its normalised text.
+
+    Two draws of the same text are one question; grouping, cross-validation folds and bootstraps use this key.
+    """
+    return hashlib.sha256(normalise_question(text).encode("utf-8")).hexdigest()[:16]
 
 
 def sample(questions: Sequence[Question], n: int | None, seed: int) -> list[Question]:

@@ -1,17 +1,164 @@
 """Statistics with honest intervals: every rate comes with an interval, and a rate with no
 denominator is null (``None``), never 0.
 
+    .venv/bin/python -c "from behavioural.stats import wilson_rate, format_rate; print(format_rate(wilson_rate(14, 57)))"
+
+The one rate type and the one formatter (every stage uses them):
+
+* :class:`Rate` - ``k`` of ``n`` with an interval ``[lo, hi]``, the ``method`` that made it, and how many
+  questions and distinct generations stand behind it. ``Rate.to_dict()`` / ``Rate.from_dict()`` for JSON.
+* :func:`format_rate` - ``"72.1% [60.4, 81.3] (49/68; 23 q)"``; ``"n/a (0/0)"`` when n == 0.
+* :func:`wilson_rate` - a row-level Wilson interval: only where rows are independent (one per question).
+* :func:`clustered_rate` - pooled k/n with a percentile bootstrap over questions (clusters): the headline
+  interval wherever a question contributes several rows.
+
+Lower-level pieces:
+
 * :func:`proportion_ci` - Wilson or Clopper-Pearson ("exact") interval through statsmodels.
-* :func:`rate` - a JSON-ready dict ``{k, n, rate, wilson, exact}``.
-* :func:`cluster_bootstrap_ci` - a seeded bootstrap that resamples *questions* (clusters), for rates
-  and differences whose rows share questions.
+* :func:`rate` - the legacy JSON dict ``{k, n, rate, wilson, exact, lo, hi, method}`` (readable by
+  :meth:`Rate.from_dict`).
+* :func:`cluster_bootstrap_ci` - a seeded bootstrap that resamples *questions* (clusters), for any statistic.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+__all__ = [
+    "Rate",
+    "format_rate",
+    "wilson_rate",
+    "clustered_rate",
+    "proportion_ci",
+    "rate",
+    "cluster_bootstrap_ci",
+    "paired_difference_ci",
+]
+
+#: method names a :class:`Rate` may carry
+METHODS = ("wilson", "exact", "cluster-bootstrap", "cluster-wilson", "none")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``k`` successes out of ``n`` rows with a two-sided interval ``[lo, hi]`` (fractions in [0, 1]).
+
+    ``method`` says how the interval was made: ``"wilson"``/``"exact"`` (rows independent),
+    ``"cluster-bootstrap"`` (percentile bootstrap over questions), ``"cluster-wilson"`` (Wilson over the
+    number of questions, used when every row agrees and a bootstrap cannot move), ``"none"``.
+    ``n_questions`` / ``n_generations``: distinct questions and distinct model inputs behind the rows.
+    """
+
+    k: int
+    n: int
+    lo: float | None
+    hi: float | None
+    method: str
+    n_questions: int | None = None
+    n_generations: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.n < 0 or self.k < 0 or self.k > self.n:
+            raise ValueError(f"Rate needs 0 <= k <= n, got k={self.k}, n={self.n}")
+
+    @property
+    def value(self) -> float | None:
+        """k / n, or None when there is no denominator."""
+        return self.k / self.n if self.n else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "n": self.n, "rate": self.value, "lo": self.lo, "hi": self.hi, "method": self.method,
+                "n_questions": self.n_questions, "n_generations": self.n_generations}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Rate:
+        """Read :meth:`to_dict` output, or a legacy :func:`rate` dict (``wilson: [lo, hi]``)."""
+        if "k" not in d or "n" not in d:
+            raise ValueError(f"not a rate dict (needs k and n): {dict(d)!r}")
+        lo, hi, method = d.get("lo"), d.get("hi"), d.get("method")
+        if method is None:
+            lo, hi = (d.get("wilson") or [None, None])[:2]
+            method = "wilson"
+        return cls(int(d["k"]), int(d["n"]), None if lo is None else float(lo), None if hi is None else float(hi),
+                   str(method), d.get("n_questions"), d.get("n_generations"))
+
+
+def format_rate(r: Rate | Mapping[str, Any] | None, style: str = "text", digits: int = 1) -> str:
+    """One way to print a rate: ``"72.1% [60.4, 81.3] (49/68; 23 q)"``.
+
+    ``r`` is a :class:`Rate` or its dict (new or legacy form). n == 0 prints ``"n/a (0/0)"``; a rate whose
+    interval is undefined (one question) prints ``[n/a]``. ``n_generations`` is shown when it differs from
+    n. ``style="md"`` gives the same text with markdown-safe characters (for table cells).
+    """
+    if style not in ("text", "md"):
+        raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
+    if r is None:
+        return "n/a"
+    if not isinstance(r, Rate):
+        r = Rate.from_dict(r)
+    if r.n == 0:
+        return "n/a (0/0)"
+    f = f"{{:.{digits}f}}"
+    pct = f.format(100 * r.k / r.n) + "%"
+    ci = "[n/a]" if r.lo is None or r.hi is None else f"[{f.format(100 * r.lo)}, {f.format(100 * r.hi)}]"
+    extra = []
+    if r.n_questions is not None:
+        extra.append(f"{r.n_questions} q")
+    if r.n_generations is not None and r.n_generations != r.n:
+        extra.append(f"{r.n_generations} gen")
+    counts = f"{r.k}/{r.n}" + ("; " + ", ".join(extra) if extra else "")
+    out = f"{pct} {ci} ({counts})"
+    return out.replace("|", "\\|") if style == "md" else out
+
+
+def wilson_rate(k: int, n: int, *, n_questions: int | None = None, n_generations: int | None = None,
+                level: float = 0.95) -> Rate:
+    """Row-level Wilson interval: use only where rows are independent (e.g. one baseline per question)."""
+    lo, hi = proportion_ci(k, n, "wilson", level)
+    return Rate(int(k), int(n), lo, hi, "wilson", n_questions, n_generations)
+
+
+def clustered_rate(successes: Sequence[bool], groups: Sequence[Hashable], *, n_boot: int = 2000, seed: int = 0,
+                   level: float = 0.95, n_generations: int | None = None) -> Rate:
+    """Pooled rate k/n whose interval is a percentile bootstrap over questions (``groups``).
+
+    Whole questions are resampled with replacement and the pooled rate recomputed, so a question with many
+    rows counts as one unit of evidence. When every row agrees (k == 0 or k == n) the bootstrap cannot leave
+    the point, so the interval is Wilson over the number of questions (``method="cluster-wilson"``): the
+    effective sample is at most the number of questions. With one question the interval is undefined.
+    """
+    if len(successes) != len(groups):
+        raise ValueError(f"successes and groups differ in length ({len(successes)} vs {len(groups)})")
+    n = len(successes)
+    k = int(sum(bool(s) for s in successes))
+    by: dict[Hashable, list[int]] = defaultdict(lambda: [0, 0])
+    for s, g in zip(successes, groups):
+        by[g][0] += bool(s)
+        by[g][1] += 1
+    g_n = len(by)
+    if n == 0:
+        return Rate(0, 0, None, None, "none", 0, n_generations)
+    if g_n < 2:
+        return Rate(k, n, None, None, "none", g_n, n_generations)
+    if k == 0 or k == n:
+        lo, hi = proportion_ci(0 if k == 0 else g_n, g_n, "wilson", level)
+        return Rate(k, n, lo, hi, "cluster-wilson", g_n, n_generations)
+    kg = np.array([v[0] for v in by.values()], dtype=np.int64)
+    ng = np.array([v[1] for v in by.values()], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(n_boot)
+    block = max(1, 2_000_000 // g_n)
+    for i in range(0, n_boot, block):
+        m = min(block, n_boot - i)
+        pick = rng.integers(0, g_n, size=(m, g_n))
+        stats[i:i + m] = kg[pick].sum(1) / ng[pick].sum(1)
+    a = (1 - level) / 2
+    lo, hi = float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+    return Rate(k, n, lo, hi, "cluster-bootstrap", g_n, n_generations)
 
 
 def proportion_ci(k: int, n: int, method: str = "wilson", level: float = 0.95) -> tuple[float | None, float | None]:
@@ -29,13 +176,18 @@ def proportion_ci(k: int, n: int, method: str = "wilson", level: float = 0.95) -
 
 
 def rate(k: int, n: int, level: float = 0.95) -> dict:
-    """``{"k", "n", "rate", "wilson", "exact"}`` with null rate and intervals when n == 0."""
+    """Legacy JSON dict ``{"k", "n", "rate", "wilson", "exact", "lo", "hi", "method"}`` (lo/hi = Wilson);
+    null rate and intervals when n == 0. New code: :func:`wilson_rate` / :func:`clustered_rate`."""
+    w = list(proportion_ci(k, n, "wilson", level))
     return {
         "k": int(k),
         "n": int(n),
         "rate": (k / n) if n else None,
-        "wilson": list(proportion_ci(k, n, "wilson", level)),
+        "wilson": w,
         "exact": list(proportion_ci(k, n, "exact", level)),
+        "lo": w[0],
+        "hi": w[1],
+        "method": "wilson",
     }
 
 

@@ -8,10 +8,10 @@ continuations are unscored (reported as coverage), and a rate with no denominato
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from .records import LABEL_C
-from .stats import paired_difference_ci, rate
+from .stats import format_rate, paired_difference_ci, rate
 
 BREAKDOWNS = ("position", "strategy", "task", "difficulty")
 
@@ -83,18 +83,11 @@ def summarise(baselines: list[dict], continuations: list[dict], skipped: Iterabl
     return out
 
 
-def _pct(r: dict) -> str:
-    if r["rate"] is None:
-        return "n/a (no scored rows)"
-    lo, hi = r["wilson"]
-    return f"{100 * r['rate']:5.1f}% [{100 * lo:4.1f}, {100 * hi:5.1f}] ({r['k']}/{r['n']})"
-
-
 def format_table(summary: dict, min_rows: int = 5) -> str:
     """A readable text table of the summary (what the CLI prints)."""
     lines = []
     acc = summary["baseline_accuracy"]
-    lines.append(f"questions {summary['questions']}, baseline accuracy {_pct(acc)}, eligible {summary['eligible']}, "
+    lines.append(f"questions {summary['questions']}, baseline accuracy {format_rate(acc)}, eligible {summary['eligible']}, "
                  f"continuations {summary['continuations']}, not applicable {summary['not_applicable']}")
     if summary["ineligible_reasons"]:
         lines.append("baselines by reason: " + ", ".join(f"{k} {v}" for k, v in summary["ineligible_reasons"].items()))
@@ -106,7 +99,7 @@ def format_table(summary: dict, min_rows: int = 5) -> str:
         if r["propagation"]["n"] < min_rows:
             note = f"  <- too few eligible cases (n={r['propagation']['n']}) for a useful rate"
         cov = r["coverage"]["rate"]
-        return (f"{name:<28} {_pct(r['propagation']):<36} {_pct(r['control_error']):<30} "
+        return (f"{name:<28} {format_rate(r['propagation']):<36} {format_rate(r['control_error']):<30} "
                 f"{'' if cov is None else f'{100 * cov:.0f}%':>9}{note}")
 
     lines.append(row("overall", summary["overall"]))
@@ -121,5 +114,5 @@ def format_table(summary: dict, min_rows: int = 5) -> str:
                      f"over {d['n_pairs']} pairs / {d['n_clusters']} questions")
     if summary.get("baseline_by_level") and len(summary["baseline_by_level"]) > 1:
         lines.append("\nbaseline by level: " + "; ".join(
-            f"{lvl}: {_pct(v['accuracy'])}, eligible {v['eligible']}" for lvl, v in summary["baseline_by_level"].items()))
+            f"{lvl}: {format_rate(v['accuracy'])}, eligible {v['eligible']}" for lvl, v in summary["baseline_by_level"].items()))
     return "\n".join(lines)

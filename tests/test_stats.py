@@ -2,7 +2,16 @@
 import pytest
 from scipy.stats import beta
 
-from behavioural.stats import cluster_bootstrap_ci, paired_difference_ci, proportion_ci, rate
+from behavioural.stats import (
+    Rate,
+    cluster_bootstrap_ci,
+    clustered_rate,
+    format_rate,
+    paired_difference_ci,
+    proportion_ci,
+    rate,
+    wilson_rate,
+)
 
 
 def test_wilson_matches_the_paper_figure():
@@ -29,11 +38,16 @@ def test_cluster_bootstrap_is_wider_when_rows_share_questions():
     # 10 questions, each with 10 identical rows: the effective sample is 10, not 100
     groups = [g for g in range(10) for _ in range(10)]
     values = [float(g % 2) for g in groups]
-    mean = lambda v: sum(v) / len(v) if v else None
+    def mean(v):
+        return sum(v) / len(v) if v else None
+
     clustered = cluster_bootstrap_ci(groups, values, mean, seed=1)
     naive = cluster_bootstrap_ci(list(range(100)), values, mean, seed=1)
     assert clustered["estimate"] == 0.5 and clustered["n_clusters"] == 10
-    width = lambda r: r["ci"][1] - r["ci"][0]
+
+    def width(r):
+        return r["ci"][1] - r["ci"][0]
+
     assert width(clustered) > 2 * width(naive)
     assert cluster_bootstrap_ci(groups, values, mean, seed=1) == clustered  # seeded
 
@@ -43,3 +57,55 @@ def test_paired_difference_drops_unscored_pairs():
     r = paired_difference_ci(rows, seed=0)
     assert r["n_pairs"] == 3 and r["estimate"] == pytest.approx(2 / 3)
     assert paired_difference_ci([], seed=0)["estimate"] is None
+
+
+# ---------------------------------------------------------------- the one rate type and formatter
+
+
+def test_rate_round_trips_and_formats():
+    r = Rate(49, 68, 0.604, 0.813, "cluster-bootstrap", n_questions=23, n_generations=68)
+    assert r.value == pytest.approx(49 / 68)
+    assert Rate.from_dict(r.to_dict()) == r
+    assert format_rate(r) == "72.1% [60.4, 81.3] (49/68; 23 q)"
+    assert format_rate(r.to_dict()) == format_rate(r)
+    assert format_rate(Rate(3, 10, 0.1, 0.6, "wilson", n_generations=4)) == "30.0% [10.0, 60.0] (3/10; 4 gen)"
+    assert format_rate(Rate(0, 0, None, None, "none")) == "n/a (0/0)" and Rate(0, 0, None, None, "none").value is None
+    assert format_rate(Rate(1, 2, None, None, "none", 1)) == "50.0% [n/a] (1/2; 1 q)"
+    assert format_rate(r, style="md") == format_rate(r)
+    with pytest.raises(ValueError, match="style"):
+        format_rate(r, style="html")
+    with pytest.raises(ValueError):
+        Rate(3, 2, None, None, "wilson")
+
+
+def test_legacy_rate_dict_reads_as_wilson():
+    d = rate(14, 57)
+    r = Rate.from_dict(d)
+    assert r.method == "wilson" and r == wilson_rate(14, 57)
+    assert format_rate(d) == "24.6% [15.2, 37.1] (14/57)"
+    legacy = {k: d[k] for k in ("k", "n", "rate", "wilson", "exact")}
+    assert Rate.from_dict(legacy) == r
+
+
+def test_clustered_rate_is_pooled_and_wider_than_rowwise():
+    groups = [g for g in range(10) for _ in range(10)]
+    succ = [g % 2 == 0 for g in groups]
+    r = clustered_rate(succ, groups, n_boot=500, seed=0)
+    assert (r.k, r.n, r.n_questions, r.method) == (50, 100, 10, "cluster-bootstrap")
+    w = wilson_rate(50, 100)
+    assert r.hi - r.lo > 1.5 * (w.hi - w.lo)
+    assert clustered_rate(succ, groups, n_boot=500, seed=0) == r  # seeded
+    # pooled point, not a mean of per-question rates
+    p = clustered_rate([True, False, False, False, True], ["a", "a", "a", "a", "b"], n_boot=200, seed=0)
+    assert p.value == pytest.approx(2 / 5)
+
+
+def test_clustered_rate_edge_cases():
+    assert clustered_rate([], [], n_boot=10, seed=0).value is None
+    one = clustered_rate([True, False], ["q", "q"], n_boot=10, seed=0)
+    assert one.value == 0.5 and one.lo is None and one.n_questions == 1
+    # all rows agree: the effective sample is the questions (0 of 30 questions -> Wilson 0-11.4%)
+    z = clustered_rate([False] * 207, [i % 30 for i in range(207)], n_boot=10, seed=0)
+    assert z.method == "cluster-wilson" and z.lo == 0.0 and round(100 * z.hi, 1) == 11.4
+    with pytest.raises(ValueError, match="length"):
+        clustered_rate([True], [], n_boot=10, seed=0)
