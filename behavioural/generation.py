@@ -28,8 +28,10 @@ import contextlib
 import re
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+
+from behavioural.batching import decode_continuous
 
 ANSWER_STATEMENT_RE = re.compile(r"(?:the (?:final )?answer is|final answer\s*[:：]|^\W*answer\s*[:：]|^\s*####)\s*\S",
                                  re.IGNORECASE | re.MULTILINE)
@@ -97,7 +99,7 @@ def _stop_ids(tokenizer, model) -> list[int]:
     return sorted(ids)
 
 
-_NEWLINE_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NEWLINE_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _newline_ids(tokenizer) -> frozenset[int]:
@@ -160,93 +162,30 @@ def _unique(texts: Sequence[str], dedupe: bool) -> tuple[list[int], list[int]]:
     return slot, first
 
 
-def _common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
-    first = rows[0]
-    n = min(len(r) for r in rows)
-    for r in rows[1:]:
-        k = 0
-        lim = min(n, len(r))
-        while k < lim and r[k] == first[k]:
-            k += 1
-        n = k
-        if n == 0:
-            break
-    return n
+def _row_stepper(tokenizer, results: list, generated: list[list[int]], *, max_new_tokens: int,
+                 stop_ids: frozenset[int], stop_at_answer: bool, newline_ids: frozenset[int]):
+    """The stop rule as a ``step(row, token) -> done`` callback for :func:`behavioural.batching.decode_continuous`.
 
+    Same rule as :func:`finish`: end of turn ("eos", id not kept), a completed final-answer line
+    ("answer_line"), or ``max_new_tokens`` tokens ("length").
+    """
+    def step(r: int, t: int) -> bool:
+        g = generated[r]
+        if t in stop_ids:
+            results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "eos")
+            return True
+        g.append(t)
+        if stop_at_answer and t in newline_ids:
+            text = tokenizer.decode(g, skip_special_tokens=True)
+            if has_complete_answer_line(text):
+                results[r] = Generation(text, len(g), "answer_line")
+                return True
+        if len(g) >= max_new_tokens:
+            results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "length")
+            return True
+        return False
 
-#: a shared prefix shorter than this is not worth a separate forward pass
-MIN_SHARED_PREFIX = 8
-
-
-def _generate_rows(model, tokenizer, rows: list[list[int]], *, max_new_tokens: int, stop_ids: frozenset[int],
-                   stop_at_answer: bool, pad_id: int, newline_ids: frozenset[int]) -> list[Generation]:
-    """Greedy-decode one batch of token rows with a shared-prefix KV cache; drop rows as they finish."""
-    import torch
-    from transformers import DynamicCache
-
-    device = next(model.parameters()).device
-    n = len(rows)
-    if any(len(r) == 0 for r in rows):
-        raise ValueError("cannot generate from an empty input (no tokens)")
-    shared = _common_prefix_len(rows) if n > 1 else 0
-    shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token of its own
-    if shared < MIN_SHARED_PREFIX:
-        shared = 0
-    cache = DynamicCache(config=model.config)
-    if shared:
-        # [1, shared] -> cache of the common prefix, computed once, then repeated for each row
-        prefix = torch.tensor([rows[0][:shared]], dtype=torch.long, device=device)
-        model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(n)
-    suffixes = [r[shared:] for r in rows]
-    width = max(len(s) for s in suffixes)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, shared + width), dtype=torch.long)
-    mask[:, :shared] = 1
-    pos = torch.zeros((n, width), dtype=torch.long)
-    for r, s in enumerate(suffixes):
-        k = len(s)
-        ids[r, width - k :] = torch.tensor(s, dtype=torch.long)
-        mask[r, shared + width - k :] = 1
-        pos[r, width - k :] = torch.arange(shared, shared + k)
-    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    # [n, width] suffix prefill against the shared cache; logits for the last position only
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                   logits_to_keep=1).logits[:, -1, :]
-    last_pos = pos[:, -1]
-    active = list(range(n))  # batch row -> input row
-    generated: list[list[int]] = [[] for _ in range(n)]
-    results: list[Generation | None] = [None] * n
-    while True:
-        nxt = logits.argmax(dim=-1)  # [b] greedy
-        keep: list[int] = []
-        for b, (r, t) in enumerate(zip(active, nxt.tolist())):
-            g = generated[r]
-            if t in stop_ids:
-                results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "eos")
-                continue
-            g.append(t)
-            if stop_at_answer and t in newline_ids:
-                text = tokenizer.decode(g, skip_special_tokens=True)
-                if has_complete_answer_line(text):
-                    results[r] = Generation(text, len(g), "answer_line")
-                    continue
-            if len(g) >= max_new_tokens:
-                results[r] = Generation(tokenizer.decode(g, skip_special_tokens=True), len(g), "length")
-                continue
-            keep.append(b)
-        if not keep:
-            break
-        if len(keep) < len(active):
-            sel = torch.tensor(keep, dtype=torch.long, device=device)
-            cache.batch_select_indices(sel)
-            mask, last_pos, nxt = mask[sel], last_pos[sel], nxt[sel]
-            active = [active[b] for b in keep]
-        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-        last_pos = last_pos + 1
-        logits = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
-                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
-    return results  # type: ignore[return-value]
+    return step
 
 
 def _pad_id(tok, stop_ids) -> int:
@@ -265,8 +204,11 @@ def generate(
     batch_context: Callable[[list[int]], contextlib.AbstractContextManager] | None = None,
     sort_by_length: bool = True,
     dedupe: bool = True,
+    refill: bool = True,
 ) -> list[Generation]:
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
+
+    ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
@@ -275,7 +217,6 @@ def generate(
         return generate_simple(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                                stop_at_answer=stop_at_answer, progress=progress, desc=desc,
                                batch_context=batch_context, sort_by_length=sort_by_length, dedupe=dedupe)
-    import torch
     from tqdm.auto import tqdm
 
     if batch_size < 1:
@@ -291,20 +232,24 @@ def generate(
     pad_id = _pad_id(tok, stop_ids)
     nl_ids = _newline_ids(tok) if stop_at_answer else frozenset()
     results: list[Generation | None] = [None] * len(encoded)
+    generated: list[list[int]] = [[] for _ in encoded]
+    row_step = _row_stepper(tok, results, generated, max_new_tokens=max_new_tokens, stop_ids=stop_ids,
+                            stop_at_answer=stop_at_answer, newline_ids=nl_ids)
     bar = tqdm(total=len(encoded), desc=desc, unit="seq", disable=not progress, dynamic_ncols=True)
-    n_tok, t0 = 0, time.perf_counter()
+    t0 = time.perf_counter()
+    n_tok = 0
+
+    def step(r: int, t: int) -> bool:
+        nonlocal n_tok
+        n_tok += 1
+        done = row_step(r, t)
+        if done:
+            bar.update(1)
+            bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t0, 1e-9):.1f}", refresh=False)
+        return done
+
     try:
-        with torch.inference_mode():
-            for b in range(0, len(order), batch_size):
-                idx = order[b : b + batch_size]
-                gens = _generate_rows(model, tok, [encoded[i] for i in idx], max_new_tokens=max_new_tokens,
-                                      stop_ids=stop_ids, stop_at_answer=stop_at_answer, pad_id=pad_id,
-                                      newline_ids=nl_ids)
-                for i, g in zip(idx, gens):
-                    results[i] = g
-                    n_tok += g.new_tokens
-                bar.update(len(idx))
-                bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t0, 1e-9):.1f}")
+        decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]
