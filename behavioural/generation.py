@@ -6,21 +6,25 @@
 * Inputs are full model input texts (chat-templated prompt, optionally followed by an assistant prefix);
   each is tokenised exactly once with ``add_special_tokens=False`` (the chat template already wrote any
   BOS, so no second BOS is added), see :func:`encode`.
-* Stops at end of turn (EOS) or, with ``stop_at_answer=True``, as soon as a final-answer line
-  (``Answer: ...``, ``The answer is ...``, ``Final answer: ...``, ``#### ...``) is complete. The stop rule is
+* Stops at end of turn (EOS) or, with ``stop_at_answer=True``, as soon as a final-answer line anchored at a
+  line start (``Answer: ...``, ``Final answer: ...``, ``#### ...``, a lone ``\\boxed{...}``) is complete
+  (:func:`behavioural.answers.has_final_answer_line`). The stop rule is
   one pure function of a row's own tokens (:func:`finish`), shared by every backend (HF fast, HF simple,
   vLLM), so a record never depends on what else was in its batch.
-* Fast path (the default): rows are sorted by their token ids (rows that share a prefix - a question's
-  perturbed and control continuations, or every prompt's system + few-shot turns - become neighbours) and
-  cut into batches of ``batch_size``. Each batch's longest common token prefix is run through the model once
-  (batch 1) and its KV cache (``DynamicCache``) is repeated for the rows; only the rows' own suffixes are
-  prefilled (left-padded inside the suffix region, with explicit position ids), logits are computed for the
-  last position only, and the greedy decode loop drops each row from the batch (and the cache) as soon as
-  it is done. Results are put back in input order; identical texts are generated once (``dedupe``).
-* ``batch_context(indices)`` lets a caller wrap each batch's ``model.generate`` in a context manager that
-  knows which input rows are in the batch, in batch-row order (steering applies per-row settings this way).
-  Such calls take the simple path (:func:`generate_simple`: length-sorted, left-padded ``model.generate``
-  batches of a fixed composition), because per-row hooks need every batch row present in every forward.
+* Fast path (the default, :mod:`behavioural.batching`): rows are sorted by their token ids (rows that share
+  a prefix - a question's perturbed and control continuations, or every prompt's system + few-shot turns -
+  become neighbours). Up to ``batch_size`` rows decode at once (continuous batching): a group's longest
+  common token prefix is run through the model once and its KV cache (``DynamicCache``) repeated for the
+  rows; only the rows' own suffixes are prefilled (left-padded, explicit position ids), logits are computed
+  for the last position only, each row leaves the batch as soon as it is done, and freed slots are refilled
+  from the queue (the newcomers' cache is left-padded and concatenated). Results are put back in input
+  order; identical texts are generated once (``dedupe``).
+* ``row_hook(rows)`` is called before every forward of the fast path with the input rows in batch-row order,
+  so a caller can apply per-row settings (steering's per-row vectors) without leaving the fast path.
+* ``batch_context(indices)`` wraps each batch's ``model.generate`` in a context manager that knows which
+  input rows are in the batch; such calls take the simple path (:func:`generate_simple`: length-sorted,
+  left-padded ``model.generate`` batches of a fixed composition), the reference the fast path is tested
+  against.
 """
 from __future__ import annotations
 
@@ -45,11 +49,9 @@ class Generation:
 
 
 def has_complete_answer_line(text: str) -> bool:
-    """True when ``text`` contains a newline-terminated line that states a final answer."""
-    if "\n" not in text:
-        return False
-    complete = text[: text.rfind("\n")]
-    return any(ANSWER_STATEMENT_RE.search(line) for line in complete.split("\n"))
+    """True when ``text`` holds a complete final-answer line anchored at a line start (the stop rule lives in
+    :func:`behavioural.answers.has_final_answer_line`; a mid-sentence "the answer is" never stops)."""
+    return has_final_answer_line(text)
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -205,10 +207,13 @@ def generate(
     sort_by_length: bool = True,
     dedupe: bool = True,
     refill: bool = True,
+    row_hook: Callable[[list[int]], None] | None = None,
 ) -> list[Generation]:
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
 
     ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
+    ``row_hook(rows)`` receives, before every forward, the *input* indices (into ``texts``) of the rows in
+    the batch, in batch-row order; with it identical texts are not merged (``dedupe`` is ignored).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
@@ -224,7 +229,7 @@ def generate(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     model, tok = lm.model, lm.tokenizer
-    slot, first = _unique(texts, dedupe)
+    slot, first = _unique(texts, dedupe and row_hook is None)
     encoded = [encode(tok, texts[i]) for i in first]
     # token-id order puts rows that share a prefix next to each other (and similar lengths near each other)
     order = sorted(range(len(encoded)), key=lambda i: encoded[i]) if sort_by_length else list(range(len(encoded)))
@@ -249,7 +254,9 @@ def generate(
         return done
 
     try:
-        decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill)
+        hook = (lambda rows: row_hook([first[u] for u in rows])) if row_hook is not None else None
+        decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill,
+                          row_hook=hook)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]

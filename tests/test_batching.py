@@ -51,3 +51,15 @@ def varied_tiny(tokenizer):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                       tie_word_embeddings=False, initializer_range=0.5)
     return LlamaForCausalLM(cfg).eval()
+
+
+def test_row_hook_sees_every_row_in_batch_order(tiny_lm):
+    from behavioural.generation import generate
+
+    texts = [f"Question {i}: " + "x " * i for i in range(7)]
+    seen: list[list[int]] = []
+    a = generate(tiny_lm, texts, max_new_tokens=4, batch_size=3, progress=False, row_hook=seen.append)
+    b = generate(tiny_lm, texts, max_new_tokens=4, batch_size=3, progress=False)
+    assert a == b
+    assert sorted({i for rows in seen for i in rows}) == list(range(7))
+    assert max(len(rows) for rows in seen) <= 3
