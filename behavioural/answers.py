@@ -40,10 +40,16 @@ Rules, in order:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["extract_answer", "is_correct", "normalize_number", "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS"]
+__all__ = [
+    "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS", "Score", "as_question", "choices_from_text", "extract_answer",
+    "final_answer_line", "has_final_answer_line", "is_correct", "normalize_number", "score",
+]
 
 BBH_MC_TASKS = frozenset({
     "date_understanding", "disambiguation_qa", "geometric_shapes", "hyperbaton",
@@ -73,6 +79,37 @@ _MARKER_RE = re.compile(
     r"(?:is\b|would\s+be\b|should\s+be\b|[:=])",
     re.IGNORECASE,
 )
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?;])\s+")
+# a marker line and nothing else (the answer follows on the next line)
+_BARE_MARKER_LINE_RE = re.compile(
+    r"^[\s>#*_`\-]*(?:(?:the|my|our)\s+)?(?:final\s+|correct\s+|best\s+)?answer[\s*_`]*[:：][\s*_`]*$", re.I
+)
+# words before the marker (same sentence) that make the statement not a claim of the answer
+_NOT_DEFINITIVE_CONTEXT_RE = re.compile(
+    r"\b(?:whether|if|unless|suppose|supposing|assuming|assume|not\s+sure|unsure|wonder|maybe|perhaps|"
+    r"probably|possibly|might|could)\b",
+    re.I,
+)
+# a statement that is a negation ("not 5", "not (B)"); its corrected tail ("..., it is 7") is read instead
+_NEGATED_RE = re.compile(r"^[\s*_]*(?:not|never|no\s+longer)\b", re.I)
+_NEGATION_TAIL_RE = re.compile(
+    r"(?:[,;]\s*(?:but\s+|rather\s+|instead\s+)?|\s+but\s+)(?:it(?:'s|\s+is)\s+|the\s+answer\s+is\s+)?(?P<tail>\S.*)$", re.I
+)
+_HEDGED_RE = re.compile(
+    r"\b(?:probably|maybe|perhaps|possibly|likely|presumably|might|may\s+be|could\s+be|if|unless|whether|"
+    r"assuming|not\s+sure|unsure|let\s+me\s+(?:check|verify|double[- ]check|re-?check)|"
+    r"let's\s+(?:check|verify|double[- ]check))\b|\?",
+    re.I,
+)
+_CONCLUSION_TAIL_RE = re.compile(r"[,;]\s*(?:so|therefore|thus|hence)\s*,?\s+(?:it(?:'s|\s+is)\s+)?(?P<tail>[^,;]+)$", re.I)
+_BARE_OPTION_RE = re.compile(r"\W*(?:option\s+|choice\s+)?\(?[A-Za-z]\)?\W*")
+_LETTER_LIST_RE = re.compile(r"^(?:option\s+)?\(?[A-Z]\)?\s*(?:,|and|or|/|&)\s*(?:option\s+)?\(?[A-Z]\)?(?:\W|$)")
+# task-specific synonyms in the gold's vocabulary
+_SYNONYMS: dict[str, tuple[tuple[str, str], ...]] = {
+    "sports_understanding": ((r"\bnot\s+plausible\b", "no"), (r"\bimplausible\b", "no"), (r"\bplausible\b", "yes")),
+}
+_LITERAL_TASKS = frozenset({"word_sorting"})
+_WORD_SYNONYMS = {"plausible": "yes", "implausible": "no", "not plausible": "no"}
 _MINUS = "\u2212"  # unicode minus sign
 _NUM_RE = re.compile(
     r"(?<![\w.])(?P<sign>-\s?)?\$?\s?(?P<sign2>-)?"
@@ -82,7 +119,7 @@ _MATH_RUN_RE = re.compile(r"[\d\s,.$+\-*/×÷x()=]*")
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
 _LEAD_JUNK = " \t*_:`'\"$\u201c\u201d\u2018\u2019"
 _HEDGE_RE = re.compile(
-    r"(?:(?:most\s+)?(?:likely|probably|clearly|definitely)\s+|the\s+)?(?P<opt>(?:option|choice|letter)\s+)?", re.I
+    r"(?:(?:clearly|definitely|certainly)\s+|the\s+)?(?P<opt>(?:option|choice|letter)\s+)?", re.I
 )
 _CONNECTIVES = frozenset(
     {"because", "since", "as", "is", "was", "which", "and", "or", "with", "in", "from", "here", "that", "option"}
@@ -104,12 +141,14 @@ def normalize_number(s: Any) -> str | None:
     return _canonical(m) if m else None
 
 
-def extract_answer(text: str, dataset: str, task: str | None = None) -> str | None:
+def extract_answer(text: str, dataset: str, task: str | None = None,
+                   choices: Sequence[str] | None = None) -> str | None:
     """The final answer stated in ``text`` for a question of ``dataset``/``task``, or None.
 
     See the module docstring for the exact rules. The result is in the gold's format: a number string
     (gsm8k, arith, numeric BBH tasks), ``"B"`` (mmlu), ``"(B)"`` or the target spelling (bbh), or the
-    statement text (custom datasets and BBH tasks this module does not know).
+    statement text (custom datasets and BBH tasks this module does not know). With ``choices`` (the option
+    texts) a multiple-choice answer given as an option's text without its letter maps to that letter.
     """
     if not text:
         return None
@@ -117,11 +156,11 @@ def extract_answer(text: str, dataset: str, task: str | None = None) -> str | No
         text = text.rsplit("</think>", 1)[1]
     if "<think>" in text:
         return None  # a think block that is still open: no answer yet
-    parse = _parser(dataset, task)
-    for statement, is_hash in reversed(_statements(text)):
-        if is_hash and not re.match(r"\s*[-\u2212$\d(.]", statement):
+    parse = _parser(dataset, task, tuple(choices) if choices else None)
+    for st in reversed(_statements(text)):
+        if st.is_hash and not re.match(r"\s*[-\u2212$\d(.]", st.text):
             continue  # "#### Step 2" is a markdown heading, not GSM8K's final line
-        got = parse(statement)
+        got = _read(st, parse, task)
         if got is not None:
             return got
     return None
@@ -144,6 +183,7 @@ def is_correct(pred: str | None, question: Any) -> bool | None:
     if kind == "letter":
         return _compare_letter(pred, gold, getattr(question, "choices", None))
     if kind == "word":
+        pred = _WORD_SYNONYMS.get(pred.lower(), pred) if gold.lower() in ("yes", "no") else pred
         return pred.lower() == gold.lower()
     if kind == "dyck":
         p, g = _squash(pred), _squash(gold)
@@ -152,22 +192,184 @@ def is_correct(pred: str | None, question: Any) -> bool | None:
     return _tokens(pred) == _tokens(gold)
 
 
+@dataclass(frozen=True)
+class Score:
+    """The one verdict on a text: the parsed answer (None = unparseable) and whether it is right (None = unscored)."""
+
+    parsed: str | None
+    correct: bool | None
+
+
+def score(text: str, question_like: Any) -> Score:
+    """Parse ``text`` and score it against ``question_like`` - the ONE scorer of every stage.
+
+    ``question_like`` is a :class:`~behavioural.data.Question`, a record (``Baseline``/``Continuation``) or a
+    dict with ``dataset``, ``task``, the gold (``answer`` or ``gold``) and optionally ``choices`` and
+    ``question``. Missing choices are read back from the question text (MMLU ``A. ...`` lines, BBH
+    ``Options:`` block), so a record scores exactly like the question it came from.
+    """
+    q = as_question(question_like)
+    parsed = extract_answer(text, q.dataset, q.task, choices=q.choices)
+    return Score(parsed, is_correct(parsed, q))
+
+
+def as_question(question_like: Any) -> SimpleNamespace:
+    """``dataset``, ``task``, ``answer``, ``question``, ``choices`` of a question, record or dict."""
+    def get(name: str, default: Any = None) -> Any:
+        if isinstance(question_like, dict):
+            return question_like.get(name, default)
+        return getattr(question_like, name, default)
+
+    answer = get("answer")
+    if answer is None:
+        answer = get("gold")
+    question = get("question") or ""
+    choices = get("choices") or choices_from_text(str(question), get("dataset"))
+    return SimpleNamespace(dataset=get("dataset"), task=get("task"), answer="" if answer is None else str(answer),
+                           question=str(question), choices=tuple(choices) if choices else None)
+
+
+def choices_from_text(question: str, dataset: str | None = None) -> tuple[str, ...] | None:
+    """Option texts written in a question: a BBH ``Options:`` block of ``(A) ...`` lines, or MMLU's trailing
+    ``A. ...`` .. ``D. ...`` lines; None when there are none."""
+    lines = [ln.strip() for ln in (question or "").splitlines()]
+    if "Options:" in lines:
+        opts = []
+        for ln in lines[lines.index("Options:") + 1:]:
+            m = re.match(r"\(([A-Z])\)\s*(.*)$", ln)
+            if not m or m.group(1) != _BBH_LETTERS[len(opts)]:
+                break
+            opts.append(m.group(2).strip())
+        return tuple(opts) or None
+    if dataset in (None, "mmlu") and len(lines) >= 4:
+        tail = lines[-4:]
+        ms = [re.match(rf"{L}\.\s(.*)$", ln) for L, ln in zip(_MMLU_LETTERS, tail)]
+        if all(ms):
+            return tuple(m.group(1).strip() for m in ms)  # type: ignore[union-attr]
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------
+# the stop rule
+
+_FINAL_LINE_RE = re.compile(
+    r"^[ \t>*_`\-]*(?:(?:the|my|our)[ \t]+)?(?:final[ \t]+|correct[ \t]+|best[ \t]+)?answer[ \t*_`]*[:：]"
+    r"(?P<rest>.*)$"
+    r"|^[ \t]*\#\#\#\#[ \t]*(?P<hash>.*)$"
+    r"|^[ \t]*\$*[ \t]*\\boxed[ \t]*\{(?P<boxed>.*)\}[ \t]*\$*[ \t.]*$",
+    re.I,
+)
+
+
+def final_answer_line(line: str) -> bool | None:
+    """Whether ``line`` is a complete, definitive final-answer line anchored at its start.
+
+    True for ``Answer: 12``, ``**Final answer:** (B)``, ``#### 12``, a lone ``\boxed{12}``; None for a bare
+    marker line (``**The Correct Answer:**``: the answer follows on the next line); False for anything else,
+    including a phrase in mid-sentence (``Let's check whether the answer is 12.``) and a negated, hedged or
+    conditional answer line (``Answer: not 5``, ``Answer: probably 12``).
+    """
+    m = _FINAL_LINE_RE.match(line)
+    if not m:
+        return False
+    rest = next(g for g in (m.group("rest"), m.group("hash"), m.group("boxed")) if g is not None)
+    if m.group("hash") is not None and not re.match(r"\s*[-\u2212$\d(.]", rest):
+        return False  # "#### Step 2" is a heading
+    body = _cut_sentence(rest.strip(_LEAD_JUNK + " "))
+    if not body.strip(_LEAD_JUNK + " ."):
+        return None if m.group("rest") is not None else False
+    if _NEGATED_RE.match(body) and not _NEGATION_TAIL_RE.search(body):
+        return False
+    return not _HEDGED_RE.search(body)
+
+
+def has_final_answer_line(text: str) -> bool:
+    """The stop rule: True once ``text`` holds a complete (newline-terminated) final-answer line.
+
+    Only :func:`final_answer_line` lines count (or a bare marker line followed by a complete non-blank
+    line); text inside a ``<think>`` block that is still open never counts. Generation otherwise runs to
+    the end of the turn.
+    """
+    if "\n" not in text:
+        return False
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        return False
+    pending = False  # a bare marker line waits for the next non-blank line
+    for line in text[: text.rfind("\n")].split("\n"):
+        if pending:
+            if line.strip():
+                return True
+            continue
+        verdict = final_answer_line(line)
+        if verdict:
+            return True
+        pending = verdict is None
+    return False
+
+
 # ----------------------------------------------------------------------------------------------------
 # statement finding
 
 
-def _statements(text: str) -> list[tuple[str, bool]]:
-    """(statement, came_from_####) for every answer marker, in text order."""
+@dataclass(frozen=True)
+class _Statement:
+    text: str  # what follows the marker: the rest of its line, or the next line after a bare marker line
+    context: str  # the sentence before the marker, on the marker's line ("Let's check whether the")
+    is_hash: bool  # came from "####"
+
+
+def _statements(text: str) -> list[_Statement]:
+    """Every answer statement, in text order."""
     out = []
     for m in _MARKER_RE.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        context = _SENTENCE_SPLIT_RE.split(text[line_start:m.start()])[-1]
         if m.group("boxed"):
             inner = _braced(text, m.end())
             if inner is not None:
-                out.append((inner.strip(), False))
+                out.append(_Statement(inner.strip(), context, False))
             continue
-        rest = text[m.end():].lstrip()
-        out.append((rest.split("\n", 1)[0].strip(), bool(m.group("hash"))))
+        rest = text[m.end():]
+        first, _, after = rest.partition("\n")
+        if not first.strip(_LEAD_JUNK + " .") and _BARE_MARKER_LINE_RE.match(text[line_start:m.end()] + first):
+            # a bare marker line ("**The Correct Answer:**"): the answer is on the next non-blank line
+            first = next((ln for ln in after.split("\n") if ln.strip()), "")
+        out.append(_Statement(first.strip(), context, bool(m.group("hash"))))
     return out
+
+
+def _read(st: _Statement, parse, task: str | None) -> str | None:
+    """Parse one statement unless it is negated, hedged or conditional (then None)."""
+    if _NOT_DEFINITIVE_CONTEXT_RE.search(st.context):
+        return None  # "Let's check whether the answer is 12", "If the answer is 12, ..."
+    s = _cut_sentence(st.text)
+    for pat, rep in _SYNONYMS.get(task or "", ()):
+        s = re.sub(pat, rep, s, flags=re.I)
+    if task in _LITERAL_TASKS:
+        return parse(s)  # the answer is a list of arbitrary words ("maybe", "if", "not" included)
+    if _NEGATED_RE.match(s):  # "not 5, it is 7" -> "7"; a bare "not (B)" states no answer
+        m = _NEGATION_TAIL_RE.search(s)
+        if not m:
+            return None
+        s = m.group("tail")
+    if _HEDGED_RE.search(s):
+        return None  # "probably 12 but let me check", "12?"
+    m = _CONCLUSION_TAIL_RE.search(s)
+    if m and _BARE_OPTION_RE.fullmatch(m.group("tail")):  # "A and B are both wrong, so C": the conclusion
+        got = parse(m.group("tail"))
+        if got is not None:
+            return got
+    if _LETTER_LIST_RE.match(_clean(s)):
+        return None  # "A and B ..." names several options, not one answer
+    return parse(s)
+
+
+def _cut_sentence(statement: str) -> str:
+    """The statement up to its first sentence end (a '.' before whitespace/end, '!' or '?' kept)."""
+    m = re.search(r"(?<=[^\d\s])\.(?=\s|$)|(?<=\d)\.(?=\s+[A-Z]|\s*$)", statement)
+    return statement[: m.start()] if m else statement
 
 
 def _braced(text: str, start: int) -> str | None:
@@ -204,14 +406,15 @@ def _clean(statement: str) -> str:
 # statement parsers
 
 
-def _parser(dataset: str, task: str | None):
+def _parser(dataset: str, task: str | None, choices: tuple[str, ...] | None = None):
     if dataset in ("gsm8k", "arith"):
         return _parse_number
     if dataset == "mmlu":
-        return lambda s: _parse_letter(s, _MMLU_LETTERS, parens=False)
+        return lambda s: _parse_letter(s, _MMLU_LETTERS, parens=False) or _option_text(s, choices, parens=False)
     if dataset == "bbh" and task is not None:
         if task in BBH_MC_TASKS:
-            return lambda s: _parse_letter(s, _BBH_LETTERS, parens=True) or _parse_text(s)
+            return lambda s: (_parse_letter(s, _BBH_LETTERS, parens=True) or _option_text(s, choices, parens=True)
+                              or _parse_text(s))
         if task in BBH_NUMBER_TASKS:
             return _parse_number
         if task in BBH_WORD_TASKS:
@@ -273,6 +476,18 @@ def _parse_letter(statement: str, letters: str, parens: bool) -> str | None:
             letter = (m.group(1) or m.group(2)).upper()
     if letter is None or letter not in letters:
         return None
+    return f"({letter})" if parens else letter
+
+
+def _option_text(statement: str, choices: tuple[str, ...] | None, parens: bool) -> str | None:
+    """The letter of the option whose text the statement is (``Paris`` -> ``B``), else None."""
+    if not choices:
+        return None
+    said = _tokens(_clean(statement))
+    hits = [i for i, c in enumerate(choices) if said and _tokens(c) == said]
+    if len(hits) != 1:
+        return None
+    letter = _BBH_LETTERS[hits[0]]
     return f"({letter})" if parens else letter
 
 

@@ -30,7 +30,7 @@ def Q(dataset, answer, task=None, choices=None, question="q"):
 @needs_data
 def test_every_gsm8k_gold_from_worked_solution():
     for split in ("test", "train"):
-        rows = [json.loads(l) for l in (DATA / "gsm8k" / f"{split}.jsonl").open(encoding="utf-8")]
+        rows = [json.loads(ln) for ln in (DATA / "gsm8k" / f"{split}.jsonl").open(encoding="utf-8")]
         qs = load_questions("gsm8k", data_dir=DATA, split=split)
         assert len(rows) == len(qs)
         for row, q in zip(rows, qs):
@@ -102,7 +102,7 @@ def test_bbh_option_text_answers_map_onto_options():
 
 
 def test_arith_few_shot_answers_parse():
-    for question, solution in arith_few_shot():
+    for _question, solution in arith_few_shot():
         gold = solution.rsplit("Answer:", 1)[1].strip()
         assert is_correct(extract_answer(solution, "arith"), Q("arith", gold))
 
@@ -154,7 +154,8 @@ CASES = [
     ("The answer is (c)", "mmlu", None, "C"),  # parenthesised: unambiguous
     ("The answer is E.", "mmlu", None, None),  # not an MMLU option
     ("Option A is wrong because of X. Option B is correct.", "mmlu", None, None),  # no answer statement
-    ("The answer is most likely (B), since the others fail.", "mmlu", None, "B"),
+    # v1.1: a hedged statement is not an answer (v1.0 read "most likely (B)" as B)
+    ("The answer is most likely (B), since the others fail.", "mmlu", None, None),
     # --- BBH letters and free-form
     ("So the answer is (B).", "bbh", "snarks", "(B)"),
     ("So the answer is B.", "bbh", "snarks", "(B)"),
