@@ -34,6 +34,9 @@ LABELS_DIR = "labels"
 LABELS_FILE = "labels.jsonl"
 LABEL_SETTINGS = "settings.json"
 
+#: manifest statuses of a finished run ("insufficient_data": finished, but no eligible baseline)
+DONE_STATUSES = ("ok", "insufficient_data", "complete")
+
 Condition = Literal["perturbed", "control", "all"]
 CONDITIONS = ("perturbed", "control", "all")
 
@@ -101,12 +104,12 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        return self.status == "complete"
+        return self.status in DONE_STATUSES
 
     def require_complete(self, *, allow_incomplete: bool = False, flag: str = "--allow-incomplete") -> None:
-        """Refuse a run whose manifest is not ``complete`` (unless the user asked for it by name)."""
+        """Refuse a run whose manifest says it has not finished (unless the user asked for it by name)."""
         if not self.complete and not allow_incomplete:
-            raise RunDirError(f"run {str(self.path)!r} has status {self.status!r}, not 'complete'; finish it with "
+            raise RunDirError(f"run {str(self.path)!r} has status {self.status!r}: it has not finished; finish it with "
                               f"python -m behavioural.run --resume {self.path}, or pass {flag}")
 
     @property
@@ -237,5 +240,5 @@ class Run:
         return "verified" if want and have else "unverified"
 
 
-__all__ = ["Run", "ModelMismatchError", "MANIFEST", "BASELINES", "CONTINUATIONS", "SKIPPED", "SUMMARY",
+__all__ = ["Run", "ModelMismatchError", "DONE_STATUSES", "MANIFEST", "BASELINES", "CONTINUATIONS", "SKIPPED", "SUMMARY",
            "LABELS_DIR", "LABELS_FILE", "CONDITIONS"]
