@@ -110,6 +110,8 @@ def output_lock(path: str | os.PathLike, command: str | None = None) -> Iterator
 
 def create_run_dir(path: str | os.PathLike) -> Path:
     p = Path(path)
+    if p.is_dir() and {x.name for x in p.iterdir()} <= {".lock"}:
+        return p  # created (and locked) by this command's own writer: see output_lock
     if p.exists():
         raise RunDirError(
             f"output directory {str(p)!r} already exists; choose a new --output-dir, or continue it with --resume {p}"

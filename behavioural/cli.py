@@ -1,0 +1,130 @@
+"""Shared command-line plumbing: one-line errors, device and number checks, for every stage's ``main(argv)``.
+
+    from behavioural.cli import run_cli
+    def main(argv=None) -> int:
+        args = build_parser().parse_args(argv)
+        return run_cli(lambda: _main(args), errors=(MyStageError,))
+
+A user mistake never ends in a traceback: the stage raises its own error type with a message naming the
+problem and the fix, and :func:`run_cli` prints it as ``error: ...`` on one line to stderr and returns 2.
+OS errors on user paths (read-only or full destinations, missing files) are reported the same way.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from typing import TextIO
+
+from behavioural.rundir import RunDirError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(ValueError):
+    """A bad command-line value; the message names the option and the fix."""
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message as one line (an OSError names its file and reason)."""
+    if isinstance(e, OSError) and e.strerror:
+        where = f" {e.filename!r}" if e.filename else ""
+        msg = f"{e.strerror}{where}"
+    else:
+        msg = str(e) or type(e).__name__
+    return " ".join(part.strip() for part in msg.splitlines() if part.strip())
+
+
+def default_errors() -> tuple[type[BaseException], ...]:
+    """The error types every stage shares (imported lazily, so importing this module stays cheap)."""
+    errs: list[type[BaseException]] = [RunDirError, UsageError, OSError]
+    for mod, name in (("behavioural.models", "ModelError"), ("behavioural.data", "DataError"),
+                      ("behavioural.strategies", "StrategyError"), ("behavioural.protocol", "ProtocolError")):
+        try:
+            errs.append(getattr(__import__(mod, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+def run_cli(body: Callable[[], int | None], *, errors: Iterable[type[BaseException]] = (),
+            interrupted_hint: str | Callable[[], str] | None = None, stderr: TextIO | None = None) -> int:
+    """Run a CLI body; a stage error becomes ``error: <one line>`` on stderr and exit status 2."""
+    err = stderr or sys.stderr
+    try:
+        rc = body()
+    except KeyboardInterrupt:
+        hint = interrupted_hint() if callable(interrupted_hint) else interrupted_hint
+        print("\ninterrupted" + (f"; {hint}" if hint else ""), file=err)
+        return EXIT_INTERRUPTED
+    except (*default_errors(), *tuple(errors)) as e:
+        print(f"error: {one_line(e)}", file=err)
+        return EXIT_USAGE
+    return 0 if rc is None else rc
+
+
+def available_devices() -> list[str]:
+    """Devices this machine can run on: cpu, and cuda / cuda:N when CUDA is available."""
+    out = ["cpu", "auto"]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    except ImportError:
+        pass
+    return out
+
+
+def check_device(device: str | None, option: str = "--device") -> None:
+    """Refuse an unknown or unavailable device before any model is loaded, listing the available ones."""
+    if device is None:
+        return
+    avail = available_devices()
+    if device not in avail:
+        raise UsageError(f"{option} {device!r} is not available here; choose one of {', '.join(avail)}")
+
+
+def check_number(value: float | int | None, option: str, *, minimum: float | None = None,
+                 maximum: float | None = None, allow_none: bool = True) -> None:
+    """Refuse NaN/inf and values outside ``[minimum, maximum]``, naming the option."""
+    if value is None:
+        if allow_none:
+            return
+        raise UsageError(f"{option} is required")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"{option} must be a finite number, got {value}")
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{option} must be >= {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{option} must be <= {maximum:g}, got {value:g}")
+
+
+def parse_float_list(spec: str, option: str, *, minimum: float | None = None) -> tuple[float, ...]:
+    """A comma list of finite numbers (NaN, inf and an empty list are refused)."""
+    parts = [s.strip() for s in str(spec).split(",") if s.strip()]
+    if not parts:
+        raise UsageError(f"{option} is empty; give a comma list of numbers")
+    out = []
+    for s in parts:
+        try:
+            v = float(s)
+        except ValueError:
+            raise UsageError(f"{option}: {s!r} is not a number; give a comma list of numbers") from None
+        check_number(v, option, minimum=minimum)
+        out.append(v)
+    return tuple(out)
+
+
+def explicit_options(parser, argv: list[str] | None) -> set[str]:
+    """The ``dest`` names of the options given on the command line (not left at their defaults)."""
+    import argparse
+    import copy
+
+    p = copy.deepcopy(parser)
+    for a in p._actions:
+        if a.dest != "help":
+            a.default = argparse.SUPPRESS
+    ns, _ = p.parse_known_args(argv)
+    return set(vars(ns))
