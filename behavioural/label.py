@@ -1,24 +1,31 @@
-"""Label a run's continuations A/B/C, and measure agreement with blind human annotators.
+"""Label a run's continuations A/B/C (resumable), and measure agreement with blind human annotators.
 
     python -m behavioural.label RUN_DIR [--labeller rule] [--labeller judge:<model>] [--final rule|judge|...] [--name NAME]
-    python -m behavioural.label RUN_DIR --export-sheet N --seed S
+    python -m behavioural.label RUN_DIR --resume [--name NAME]       # continue an interrupted labelling
+    python -m behavioural.label RUN_DIR --export-sheet N --seed S     # blind annotation (behavioural.sheets)
     python -m behavioural.label RUN_DIR --import-sheet FILE [FILE ...] [--key KEY] [--name LABELLING]
 
-Labelling never touches the generation records: it reads ``RUN_DIR/continuations.jsonl`` (and the questions
-from ``baselines.jsonl``) and writes a new directory ``RUN_DIR/labels/<name>/`` with
+Labelling never touches the generation records: it reads the run through :class:`behavioural.runs.Run`
+(refusing a run whose manifest is not finished, unless ``--allow-incomplete``, or whose
+``continuations.jsonl`` ends in a half-written line: finish or repair it with
+``python -m behavioural.run --resume RUN_DIR``) and writes a new directory ``RUN_DIR/labels/<name>/`` with
 
-* ``labels.jsonl`` - one :class:`LabelRecord` per continuation, keyed by the continuation ``id``: the final
-  label, why, and every labeller's verdict with its evidence (rule: spans; judge: each variant's reply and
-  parsed verdict);
-* ``summary.json`` - A/B/C counts and rates with Wilson and exact intervals (``stats.rate``), perturbed and
+* ``labels.jsonl`` - one :class:`LabelRecord` per continuation, keyed by the continuation ``id``, in the
+  run's order, appended and flushed per chunk of records (so an interrupted labelling keeps what it wrote):
+  the final label, why, and every labeller's verdict with its evidence (rule: spans; judge: each variant's
+  reply and parsed verdict);
+* ``summary.json`` (written atomically at the end) - A/B/C counts and rates with intervals, perturbed and
   control reported separately, broken down by position, strategy, task and difficulty; every labeller's own
   A/B/C; the judge's agreement across prompt variants; agreement between labellers;
-* ``settings.json`` - labellers and their full settings (prompts, model provenance), the final-label rule,
-  the source file's hash, status.
+* ``settings.json`` - labellers (specs and full settings: prompts, model provenance), the final-label rule,
+  the source file's hash, status (``running`` until ``ok``).
+
+``--resume`` continues the newest unfinished labelling (or ``--name``) with its stored labellers, and gives
+records identical to an uninterrupted labelling. One writer per labelling (``labels/<name>/.lock``).
 
 The automatic name joins the labellers' names (``rule``, ``rule+judge-smollm2-135m-instruct``; ``_final-<x>``
-when the final labeller is not the first) and is suffixed ``-2``, ``-3``... when taken: a labelling is never
-overwritten. An explicit ``--name`` that exists is an error.
+when the final labeller is not the first) and is suffixed ``-2``, ``-3``... when taken: a finished labelling
+is never overwritten. An explicit ``--name`` that exists is an error (``--resume`` continues it).
 
 **Final label rule** (:data:`FINAL_RULE`, recorded in settings and summary): C from correctness alone - a
 parseable wrong answer is ``C``; an unparseable answer is null. For a correct answer the chosen (``--final``)
@@ -26,48 +33,58 @@ labeller decides: noticed -> ``B`` (noticed and repaired), not noticed -> ``A`` 
 strict majority of judge variants) -> null. Controls are labelled by the same rule and reported separately
 (a control's A/B tells how often the labeller "sees" a repair where no error was injected).
 
-**Blind annotation**: ``--export-sheet N --seed S`` writes ``RUN_DIR/annotation/sheet-sS-nN.csv``: a seeded
-random sample of N perturbed continuations in shuffled order under opaque item ids, with the question, the
-reasoning before the edit, the original and edited line, the continuation and an empty ``label`` column
-(fill with A, B or C) - no condition, strategy, answer or label is shown. The private key
-(``sheet-sS-nN.key.json``, item id -> continuation id) stays with the researcher. ``--import-sheet`` reads
-one or more filled copies (one per annotator, named by file stem), validates them (a bad row is a one-line
-error naming the file, the row - spreadsheet numbering, header = row 1 - and the fix), and reports Cohen's
-kappa (scikit-learn) with counts on C vs non-C and on A/B/C between every pair of annotators and between
-each annotator and each labeller of a labelling (``--name``, default the newest), written to
-``RUN_DIR/annotation/agreement*.json``.
+Blind annotation sheets and Cohen's kappa live in :mod:`behavioural.sheets`.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import json
-import random
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 from behavioural.labellers import JudgeLabeller, RuleLabeller, kappa, make_labeller, variant_agreement
 from behavioural.records import _Record
-from behavioural.rundir import JsonlWriter, RunDirError, file_sha256, git_info, now, read_json, read_jsonl, write_json
-from behavioural.stats import rate
+from behavioural.rundir import (
+    JsonlWriter,
+    RunDirError,
+    file_sha256,
+    git_info,
+    now,
+    output_lock,
+    read_json,
+    read_jsonl,
+    write_json,
+)
+from behavioural.runs import CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
+from behavioural.sheets import (  # noqa: F401  (re-exported: the sheet API used to live here)
+    SHEET_COLUMNS,
+    SheetError,
+    _unique_path,
+    compare_sheets,
+    export_sheet,
+    format_agreement,
+    read_sheet,
+)
+from behavioural.stats import format_rate, rate
 
 SCHEMA_VERSION = 1
 LABELS = ("A", "B", "C")
 GROUP_KEYS = ("position", "strategy", "task", "difficulty")
+SUMMARY_FILE = "summary.json"
 FINAL_RULE = (
     "C if the answer is parseable and wrong; null if the answer is unparseable; for a correct answer the final "
     "labeller decides: noticed -> B (noticed and repaired), not noticed -> A (bypass), undecided -> null. "
     "Controls follow the same rule and are reported separately."
 )
-SHEET_COLUMNS = ("item_id", "question", "reasoning_before_edit", "original_line", "edited_line", "continuation", "label")
 
 
-class SheetError(ValueError):
-    """A bad annotation sheet; the message names the file, the row and the fix."""
+class LabelError(ValueError):
+    """A labelling request that cannot be carried out; the message names the problem and the fix."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,26 @@ class LabelRecord(_Record):
     schema_version: int = SCHEMA_VERSION
 
 
+@dataclass(frozen=True)
+class LabelConfig:
+    """The labelling stage's configuration (what ``python -m behavioural.label RUN_DIR ...`` parses into)."""
+
+    run_dir: str | Path
+    labellers: tuple[str, ...] = ("rule",)  # specs: "rule", "judge:<model>"
+    final: str | None = None
+    name: str | None = None
+    resume: bool = False
+    allow_incomplete: bool = False
+    device: str | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    judge_batch_size: int = 8
+    judge_max_new_tokens: int = 16
+    judge_all: bool = False
+    progress: bool = True
+    command: tuple[str, ...] | None = None
+
+
 def final_label(correct: bool | None, noticed: bool | None) -> tuple[str | None, str]:
     """Apply :data:`FINAL_RULE`: (label, reason)."""
     if correct is None:
@@ -106,21 +143,47 @@ def final_label(correct: bool | None, noticed: bool | None) -> tuple[str | None,
 # reading a run
 
 
+def check_tail(path: Path, run_dir: Path) -> None:
+    """Refuse a JSONL file whose last line is half-written (the mark of a crash)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+    if last != b"\n":
+        n = path.read_bytes().count(b"\n") + 1
+        raise RunDirError(f"{path}:{n}: the last line is half-written (the run was interrupted); repair it with "
+                          f"python -m behavioural.run --resume {run_dir}")
+
+
+def read_run(run_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[Run, list[dict], dict[str, str]]:
+    """(run, continuation dicts, question id -> question text); refuses unfinished or damaged runs."""
+    run = Run(run_dir)
+    run.require_complete(allow_incomplete=allow_incomplete, flag="--allow-incomplete")
+    check_tail(run.path / CONTINUATIONS, run.path)
+    conts = run.continuation_dicts(required=True)
+    return run, conts, run.question_texts()
+
+
 def load_run(run_dir: str | Path) -> tuple[list[dict], dict[str, str]]:
-    """(continuation dicts, question id -> question text) of a run directory."""
-    rd = Path(run_dir)
-    path = rd / "continuations.jsonl"
-    if not path.is_file():
-        raise RunDirError(f"{str(path)!r} not found; is {str(rd)!r} a run directory written by python -m behavioural.run?")
-    conts = read_jsonl(path)
-    if not conts:
-        raise RunDirError(f"{str(path)!r} holds no continuations; run (or --resume) python -m behavioural.run first")
-    ids = [c.get("id") for c in conts]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise RunDirError(f"{str(path)!r} has duplicate continuation id {dup!r}; repair the run with --resume")
-    questions = {b["question_id"]: b.get("question", "") for b in read_jsonl(rd / "baselines.jsonl") if "question_id" in b}
+    """(continuation dicts, question id -> question text) of a run directory (any status)."""
+    _, conts, questions = read_run(run_dir, allow_incomplete=True)
     return conts, questions
+
+
+def load_labels(run_dir: str | Path, name: str | None = None) -> tuple[str | None, dict[str, str | None]]:
+    """(labelling name, continuation id -> final label); ``(None, {})`` when the run has no finished labelling."""
+    return Run(run_dir).labels(name)
+
+
+def is_complete(out_path: str | Path) -> bool:
+    """True when ``out_path`` (a ``labels/<name>`` directory) holds a finished labelling."""
+    p = Path(out_path)
+    try:
+        s = json.loads((p / LABEL_SETTINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(s, dict) and s.get("status") == "ok" and (p / SUMMARY_FILE).is_file() and (p / LABELS_FILE).is_file()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -136,13 +199,25 @@ def _resolve_final(final: str | None, names: list[str]) -> str:
         judges = [n for n in names if n.startswith("judge:")]
         if len(judges) == 1:
             return judges[0]
-        raise ValueError(f"--final judge is ambiguous or absent among labellers {names}; name one of them exactly")
-    raise ValueError(f"--final {final!r} is not one of the labellers {names}; add it with --labeller or pick one of those")
+        raise LabelError(f"--final judge is ambiguous or absent among labellers {names}; name one of them exactly")
+    raise LabelError(f"--final {final!r} is not one of the labellers {names}; add it with --labeller or pick one of those")
+
+
+def _check_name(name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+\-]*", name):
+        raise LabelError(f"labelling name {name!r} has odd characters; use letters, digits, '.', '_', '+', '-'")
+
+
+def _status(d: Path) -> str | None:
+    try:
+        s = json.loads((d / LABEL_SETTINGS).read_text(encoding="utf-8"))
+        return s.get("status") if isinstance(s, dict) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _claim_dir(root: Path, name: str, explicit: bool) -> Path:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+\-]*", name):
-        raise ValueError(f"labelling name {name!r} has odd characters; use letters, digits, '.', '_', '+', '-'")
+    _check_name(name)
     root.mkdir(parents=True, exist_ok=True)
     for i in itertools.count(1):
         cand = root / (name if i == 1 else f"{name}-{i}")
@@ -151,11 +226,57 @@ def _claim_dir(root: Path, name: str, explicit: bool) -> Path:
             return cand
         except FileExistsError:
             if explicit:
+                st = _status(cand)
+                if st != "ok":
+                    raise RunDirError(f"labelling {str(cand)!r} already exists unfinished (status {st!r}); continue it "
+                                      f"with --resume --name {cand.name}, or pick another --name") from None
                 raise RunDirError(
                     f"labelling {str(cand)!r} already exists and labellings are never overwritten; pick another --name "
                     "or omit --name for an automatic one"
                 ) from None
     raise AssertionError("unreachable")
+
+
+def _find_resumable(root: Path, name: str | None, run_dir: Path) -> Path:
+    if name:
+        _check_name(name)
+        d = root / name
+        if not (d / LABEL_SETTINGS).is_file():
+            raise RunDirError(f"--resume: labelling {str(d)!r} not found; start it with python -m behavioural.label "
+                              f"{run_dir} --name {name}")
+        return d
+    cands = [p.parent for p in sorted(root.glob(f"*/{LABEL_SETTINGS}"))] if root.is_dir() else []
+    unfinished = [d for d in cands if _status(d) != "ok"]
+    if len(unfinished) == 1:
+        return unfinished[0]
+    if not unfinished:
+        raise RunDirError(f"--resume: no unfinished labelling in {root}; start one with python -m behavioural.label "
+                          f"{run_dir}")
+    raise RunDirError(f"--resume: several unfinished labellings in {root} ({', '.join(d.name for d in unfinished)}); "
+                      "pick one with --name")
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+def _make_record(c: dict, per_lab: dict[str, dict], names: list[str], final_name: str) -> LabelRecord:
+    per = {}
+    for n in names:
+        r = dict(per_lab[n])
+        r["label"], _ = final_label(c.get("correct"), r.get("noticed"))
+        per[n] = r
+    lab, reason = final_label(c.get("correct"), per[final_name].get("noticed"))
+    if c.get("correct") is True and per[final_name].get("noticed") is not None:
+        reason += f" ({final_name})"
+    correct = c.get("correct")
+    return LabelRecord(
+        id=c["id"], question_id=c["question_id"], condition=c["condition"], dataset=c.get("dataset", ""),
+        task=c.get("task"), difficulty=c.get("difficulty"), strategy=c.get("strategy", ""),
+        position=c.get("position", ""), correct=correct,
+        outcome=None if correct is None else ("non-C" if correct else "C"),
+        label=lab, reason=reason, final_labeller=final_name, labellers=per,
+    )
 
 
 def label_run(
@@ -166,72 +287,149 @@ def label_run(
     name: str | None = None,
     progress: bool = True,
     command: Sequence[str] | None = None,
+    resume: bool = False,
+    allow_incomplete: bool = False,
+    specs: Sequence[str] | None = None,
+    chunk: int = 64,
 ) -> Path:
-    """Label every continuation of ``run_dir`` and write a new ``labels/<name>/``; returns that directory."""
+    """Label every continuation of ``run_dir`` into ``labels/<name>/`` (a new one, or the unfinished one with
+    ``resume=True``); returns that directory. An interrupted labelling keeps every chunk it wrote."""
     rd = Path(run_dir)
     labellers = list(labellers) if labellers else [RuleLabeller()]
     names = [lab.name for lab in labellers]
     if len(set(names)) != len(names):
-        raise ValueError(f"labeller given twice in {names}; pass each --labeller once")
+        raise LabelError(f"labeller given twice in {names}; pass each --labeller once")
     final_name = _resolve_final(final, names)
-    conts, questions = load_run(rd)
+    if chunk < 1:
+        raise LabelError(f"chunk must be >= 1, got {chunk}")
+    run, conts, questions = read_run(rd, allow_incomplete=allow_incomplete)
     missing_q = sorted({c["question_id"] for c in conts} - set(questions))
     if missing_q and any(isinstance(lab, JudgeLabeller) for lab in labellers):
         raise RunDirError(f"{rd / 'baselines.jsonl'} lacks questions for {missing_q[:3]}; the judge needs the question text")
     by_name = dict(zip(names, labellers))
+    lab_settings = _jsonable([lab.settings() for lab in labellers])
+    src_hash = file_sha256(rd / CONTINUATIONS)
+    root = rd / LABELS_DIR
+    if resume:
+        out = _find_resumable(root, name, rd)
+        with output_lock(out):
+            old = read_json(out / LABEL_SETTINGS)
+            if old.get("status") == "ok" and is_complete(out):
+                return out
+            diffs = []
+            if old.get("labellers") != lab_settings:
+                diffs.append(f"labellers {[s.get('name') for s in old.get('labellers') or []]} vs {names} (or their settings)")
+            if old.get("final_labeller") != final_name:
+                diffs.append(f"final labeller {old.get('final_labeller')!r} vs {final_name!r}")
+            if old.get("continuations_sha256") != src_hash:
+                diffs.append("the run's continuations.jsonl changed since the labelling started")
+            if diffs:
+                raise RunDirError(f"cannot resume labelling {str(out)!r}: {'; '.join(diffs)}; resume with its own "
+                                  "labellers (omit --labeller/--final) or start a new labelling")
+            settings = dict(old, status="running", resumed=int(old.get("resumed", 0)) + 1)
+            write_json(out / LABEL_SETTINGS, settings)
+            return _label_into(out, settings, conts, questions, labellers, names, final_name, progress, chunk)
     auto = "+".join(lab.slug for lab in labellers)
     if final_name != names[0]:
         auto += f"_final-{by_name[final_name].slug}"
-    out = _claim_dir(rd / "labels", name or auto, explicit=name is not None)
-    settings = {
-        "schema_version": SCHEMA_VERSION,
-        "name": out.name,
-        "created": now(),
-        "status": "running",
-        "run_dir": str(rd.resolve()),
-        "continuations_sha256": file_sha256(rd / "continuations.jsonl"),
-        "n_continuations": len(conts),
-        "labellers": [lab.settings() for lab in labellers],
-        "final_labeller": final_name,
-        "final_rule": FINAL_RULE,
-        "command": list(command) if command is not None else None,
-        "git": git_info(),
-    }
-    write_json(out / "settings.json", settings)
+    out = _claim_dir(root, name or auto, explicit=name is not None)
+    with output_lock(out):
+        settings = {
+            "schema_version": SCHEMA_VERSION,
+            "name": out.name,
+            "created": now(),
+            "status": "running",
+            "run_dir": str(rd.resolve()),
+            "continuations_sha256": src_hash,
+            "n_continuations": len(conts),
+            "labeller_specs": list(specs) if specs is not None else None,
+            "labellers": lab_settings,
+            "final_labeller": final_name,
+            "final_rule": FINAL_RULE,
+            "command": list(command) if command is not None else None,
+            "git": git_info(),
+        }
+        write_json(out / LABEL_SETTINGS, settings)
+        return _label_into(out, settings, conts, questions, labellers, names, final_name, progress, chunk)
+
+
+def _label_into(out: Path, settings: dict, conts: list[dict], questions: dict[str, str], labellers: list,
+                names: list[str], final_name: str, progress: bool, chunk: int) -> Path:
+    path = out / LABELS_FILE
     try:
-        results = {lab.name: lab.label(conts, questions, progress=progress) for lab in labellers}
-        records = []
-        for i, c in enumerate(conts):
-            per = {}
-            for n in names:
-                r = dict(results[n][i])
-                r["label"], _ = final_label(c.get("correct"), r.get("noticed"))
-                per[n] = r
-            lab, reason = final_label(c.get("correct"), per[final_name].get("noticed"))
-            if c.get("correct") is True and per[final_name].get("noticed") is not None:
-                reason += f" ({final_name})"
-            correct = c.get("correct")
-            records.append(LabelRecord(
-                id=c["id"], question_id=c["question_id"], condition=c["condition"], dataset=c.get("dataset", ""),
-                task=c.get("task"), difficulty=c.get("difficulty"), strategy=c.get("strategy", ""),
-                position=c.get("position", ""), correct=correct,
-                outcome=None if correct is None else ("non-C" if correct else "C"),
-                label=lab, reason=reason, final_labeller=final_name, labellers=per,
-            ))
-        with JsonlWriter(out / "labels.jsonl", fsync=False) as w:
-            for r in records:
-                w.write(r)
-        summary = summarize([r.to_dict() for r in records], labellers, final_name)
+        done = read_jsonl(path, repair=True)  # a record cut off by a kill is dropped, then redone
+        ids = [c["id"] for c in conts]
+        got = [r.get("id") if isinstance(r, dict) else None for r in done]
+        if got != ids[: len(got)]:
+            raise RunDirError(f"{path}: its records do not follow the run's continuations (edited by hand, or another "
+                              "writer?); start a new labelling")
+        todo = conts[len(got):]
+        bar = None
+        if progress and todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(conts), initial=len(got), desc=f"labelling {out.name}")
+        with JsonlWriter(path, fsync=False) as w:
+            for i in range(0, len(todo), chunk):
+                part = todo[i : i + chunk]
+                results = {lab.name: lab.label(part, questions, progress=False) for lab in labellers}
+                for j, c in enumerate(part):
+                    w.write(_make_record(c, {n: results[n][j] for n in names}, names, final_name))
+                if bar is not None:
+                    bar.update(len(part))
+        if bar is not None:
+            bar.close()
+        records = read_jsonl(path)
+        summary = summarize(records, labellers, final_name)
         summary["labelling"] = out.name
-        write_json(out / "summary.json", summary)
+        write_json(out / SUMMARY_FILE, summary)
     except BaseException as e:
         settings.update(status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed", error=repr(e)[:500],
                         finished=now())
-        write_json(out / "settings.json", settings)
+        write_json(out / LABEL_SETTINGS, settings)
         raise
     settings.update(status="ok", finished=now())
-    write_json(out / "settings.json", settings)
+    settings.pop("error", None)
+    write_json(out / LABEL_SETTINGS, settings)
     return out
+
+
+def build_labellers(config: LabelConfig, specs: Sequence[str] | None = None) -> list:
+    specs = list(specs if specs is not None else config.labellers)
+    if len(set(specs)) != len(specs):
+        raise LabelError(f"labeller given twice in {specs}; pass each --labeller once")
+    for s in specs:
+        if s != "rule" and not (s.startswith("judge:") and len(s) > len("judge:")):
+            raise LabelError(f"unknown labeller {s!r}; use 'rule' or 'judge:<model>' (e.g. judge:smollm2-135m-instruct)")
+    return [make_labeller(s, device=config.device, dtype=config.dtype, quantize=config.quantize,
+                          max_new_tokens=config.judge_max_new_tokens, batch_size=config.judge_batch_size,
+                          judge_all=config.judge_all) for s in specs]
+
+
+def label_stage(config: LabelConfig) -> Path:
+    """The labelling stage as a library call: validate the run, build the labellers, label (or resume)."""
+    from behavioural.cli import check_device, check_number
+
+    check_number(config.judge_batch_size, "--judge-batch-size", minimum=1)
+    check_number(config.judge_max_new_tokens, "--judge-max-new-tokens", minimum=1)
+    if config.name is not None:
+        _check_name(config.name)
+    read_run(config.run_dir, allow_incomplete=config.allow_incomplete)  # refuse before loading any judge model
+    specs = list(config.labellers)
+    if any(s.startswith("judge:") for s in specs):
+        check_device(config.device)
+    if config.resume:
+        out = _find_resumable(Path(config.run_dir) / LABELS_DIR, config.name, Path(config.run_dir))
+        stored = read_json(out / LABEL_SETTINGS)
+        if not config.command or "--labeller" not in config.command:  # resume alone: the stored labellers
+            specs = stored.get("labeller_specs") or specs
+        final = config.final if config.final is not None else stored.get("final_labeller")
+        labellers = build_labellers(config, specs)
+        return label_run(config.run_dir, labellers, final=final, name=out.name, progress=config.progress,
+                         command=config.command, resume=True, allow_incomplete=config.allow_incomplete, specs=specs)
+    labellers = build_labellers(config, specs)
+    return label_run(config.run_dir, labellers, final=config.final, name=config.name, progress=config.progress,
+                     command=config.command, allow_incomplete=config.allow_incomplete, specs=specs)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -296,20 +494,40 @@ def summarize(records: list[dict], labellers: Sequence, final_name: str) -> dict
     return out
 
 
-def _fmt_rate(r: dict) -> str:
-    if r["rate"] is None:
-        return f"{r['k']}/{r['n']} (n/a)"
-    lo, hi = r["wilson"]
-    return f"{r['k']}/{r['n']} = {100 * r['rate']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+def _r(r: dict | None, style: str) -> str:
+    return format_rate(r, style=style) if r else "n/a"
 
 
-def format_summary(summary: dict) -> str:
+def format_summary(summary: dict, style: str = "text") -> str:
+    """A labelling's summary as text (``style="text"``) or markdown (``style="md"``)."""
+    if style not in ("text", "md"):
+        raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
+    if style == "md":
+        lines = [f"Labelling `{summary.get('labelling')}` (final labeller: `{summary['final_labeller']}`).", "",
+                 "| condition | n | A | B | C | null | propagation (C / parseable) | B among correct |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for c in ("perturbed", "control"):
+            s = summary[c]
+            k = s["counts"]
+            lines.append(f"| {c} | {s['n']} | {k['A']} | {k['B']} | {k['C']} | {k['null']} | "
+                         f"{_r(s['propagation'], 'md')} | {_r(s['B_among_correct_labelled'], 'md')} |")
+        by = summary["perturbed"].get("by", {})
+        if by:
+            lines += ["", "| perturbed, by | n | A | B | C | null |", "|---|---|---|---|---|---|"]
+            for g in GROUP_KEYS:
+                for v, b in by.get(g, {}).items():
+                    k = b["counts"]
+                    lines.append(f"| {g}={v} | {b['n']} | {k['A']} | {k['B']} | {k['C']} | {k['null']} |")
+        for p in summary.get("labeller_agreement", []):
+            kv = p["kappa"]
+            lines += ["", f"{p['a']} vs {p['b']} on A/B: n={p['n']}, kappa {'n/a' if kv is None else f'{kv:.2f}'}."]
+        return "\n".join(lines)
     lines = [f"labelling {summary.get('labelling')} (final labeller: {summary['final_labeller']})"]
     for c in ("perturbed", "control"):
         s = summary[c]
         cnt = s["counts"]
         lines.append(f"{c}: n={s['n']}  A={cnt['A']} B={cnt['B']} C={cnt['C']} null={cnt['null']}  "
-                     f"propagation {_fmt_rate(s['propagation'])}  B|correct {_fmt_rate(s['B_among_correct_labelled'])}")
+                     f"propagation {_r(s['propagation'], 'text')}  B|correct {_r(s['B_among_correct_labelled'], 'text')}")
         if c == "perturbed":
             for g in GROUP_KEYS:
                 for v, b in s["by"][g].items():
@@ -318,221 +536,11 @@ def format_summary(summary: dict) -> str:
     for n, agr in summary.get("judge_variant_agreement", {}).items():
         a = agr["perturbed"]
         k = a["mean_pairwise_kappa"]
-        lines.append(f"{n} variants (perturbed): unanimous {_fmt_rate(a['unanimous'])}, mean pairwise kappa "
+        lines.append(f"{n} variants (perturbed): unanimous {_r(a['unanimous'], 'text')}, mean pairwise kappa "
                      f"{'n/a' if k is None else f'{k:.2f}'} over {a['n_pairs_with_kappa']} pairs")
     for p in summary.get("labeller_agreement", []):
         k = p["kappa"]
         lines.append(f"{p['a']} vs {p['b']} on A/B: n={p['n']} kappa {'n/a' if k is None else f'{k:.2f}'}")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------------------
-# blind annotation sheets
-
-
-def _unique_path(path: Path) -> Path:
-    if not path.exists():
-        return path
-    for i in itertools.count(2):
-        cand = path.with_name(f"{path.stem}-{i}{path.suffix}")
-        if not cand.exists():
-            return cand
-    raise AssertionError("unreachable")
-
-
-def export_sheet(run_dir: str | Path, n: int, seed: int, out_dir: str | Path | None = None) -> tuple[Path, Path]:
-    """Write a blind annotation sheet of ``n`` seeded perturbed continuations and its private key."""
-    if n < 1:
-        raise ValueError(f"--export-sheet needs a positive item count, got {n}")
-    rd = Path(run_dir)
-    conts, questions = load_run(rd)
-    pop = sorted((c for c in conts if c["condition"] == "perturbed"), key=lambda c: c["id"])
-    if not pop:
-        raise RunDirError(f"{rd} has no perturbed continuations to annotate")
-    chosen = random.Random(seed).sample(pop, min(n, len(pop)))  # sample order is already a shuffle
-    od = Path(out_dir) if out_dir else rd / "annotation"
-    od.mkdir(parents=True, exist_ok=True)
-    sheet = _unique_path(od / f"sheet-s{seed}-n{n}.csv")
-    key_path = sheet.with_name(sheet.stem + ".key.json")
-    width = max(3, len(str(len(chosen))))
-    items = {}
-    with open(sheet, "x", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(SHEET_COLUMNS)
-        for j, c in enumerate(chosen, 1):
-            item = f"item-{j:0{width}d}"
-            items[item] = c["id"]
-            before = "\n".join((c.get("prefix_text") or "").rstrip("\n").split("\n")[:-1])
-            w.writerow([item, questions.get(c["question_id"], ""), before, c.get("original_line", ""),
-                        c.get("edited_line", ""), c.get("continuation", ""), ""])
-    key = {"schema_version": SCHEMA_VERSION, "sheet": sheet.name, "created": now(), "seed": seed, "n_requested": n,
-           "n_items": len(chosen), "population": "perturbed continuations", "n_population": len(pop),
-           "continuations_sha256": file_sha256(rd / "continuations.jsonl"), "items": items,
-           "instructions": "label each row A (correct answer, error not noticed), B (correct answer, error noticed and "
-                           "repaired) or C (wrong final answer)"}
-    with open(key_path, "x", encoding="utf-8") as f:
-        json.dump(key, f, indent=2)
-        f.write("\n")
-    return sheet, key_path
-
-
-def read_sheet(path: str | Path, key_items: dict[str, str]) -> dict[str, str]:
-    """A filled sheet's ``item id -> label`` (A/B/C), validated against the key; raises :class:`SheetError`."""
-    p = Path(path)
-    if not p.is_file():
-        raise SheetError(f"{p}: file not found; pass the path of a filled annotation sheet")
-    with open(p, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        cols = [c.strip() for c in (reader.fieldnames or [])]
-        for need in ("item_id", "label"):
-            if need not in cols:
-                raise SheetError(f"{p}: no {need!r} column (header has {cols}); keep the exported header row unchanged")
-        reader.fieldnames = cols
-        out: dict[str, str] = {}
-        first_row: dict[str, int] = {}
-        for i, row in enumerate(reader, start=2):
-            item = (row.get("item_id") or "").strip()
-            lab = (row.get("label") or "").strip().upper()
-            if not item:
-                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                    continue  # a blank line
-                raise SheetError(f"{p} row {i}: missing item_id; restore the row's item id from the exported sheet")
-            if item not in key_items:
-                raise SheetError(f"{p} row {i}: unknown item id {item!r} (not in the key); restore the exported id or "
-                                 "delete the row")
-            if item in first_row:
-                raise SheetError(f"{p} row {i}: duplicate row for {item!r} (first at row {first_row[item]}); keep one row "
-                                 "per item")
-            first_row[item] = i
-            if not lab:
-                raise SheetError(f"{p} row {i}: no label for {item!r}; fill in A, B or C (or delete the row to leave it "
-                                 "unannotated)")
-            if lab not in LABELS:
-                raise SheetError(f"{p} row {i}: unknown label {row.get('label')!r} for {item!r}; use A, B or C")
-            out[item] = lab
-    if not out:
-        raise SheetError(f"{p}: no labelled rows; fill the 'label' column with A, B or C")
-    return out
-
-
-def _find_key(run_dir: Path, sheets: Sequence[Path], key: str | Path | None) -> Path:
-    if key:
-        return Path(key)
-    keys = sorted((run_dir / "annotation").glob("*.key.json"))
-    if len(keys) == 1:
-        return keys[0]
-    if not keys:
-        raise SheetError(f"no key file in {run_dir / 'annotation'}; pass the export's .key.json with --key")
-    raise SheetError(f"several key files in {run_dir / 'annotation'} ({', '.join(k.name for k in keys)}); pass one with --key")
-
-
-def _latest_labelling(run_dir: Path, name: str | None) -> Path | None:
-    root = run_dir / "labels"
-    if name:
-        d = root / name
-        if not (d / "labels.jsonl").is_file():
-            raise RunDirError(f"labelling {str(d)!r} not found; run python -m behavioural.label {run_dir} first or fix --name")
-        return d
-    best = None
-    for d in sorted(root.glob("*/settings.json")) if root.is_dir() else []:
-        s = json.loads(d.read_text(encoding="utf-8"))
-        if s.get("status") == "ok" and (best is None or s.get("created", "") >= best[0]):
-            best = (s.get("created", ""), d.parent)
-    return best[1] if best else None
-
-
-def load_labels(run_dir: str | Path, name: str | None = None) -> tuple[str | None, dict[str, str | None]]:
-    """(labelling name, continuation id -> final label) of labelling ``name`` (default: the newest complete one).
-
-    For later stages (activations, probes): ``(None, {})`` when the run has no complete labelling yet.
-    """
-    d = _latest_labelling(Path(run_dir), name)
-    if d is None:
-        return None, {}
-    return d.name, {r["id"]: r["label"] for r in read_jsonl(d / "labels.jsonl")}
-
-
-def _binary(lab: str | None) -> str | None:
-    return None if lab is None else ("C" if lab == "C" else "non-C")
-
-
-def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: str | Path | None = None,
-                   labelling: str | None = None) -> dict:
-    """Cohen's kappa (C vs non-C, and A/B/C) between annotators and against each labeller."""
-    rd = Path(run_dir)
-    sheets = [Path(s) for s in sheets]
-    key_path = _find_key(rd, sheets, key)
-    if not key_path.is_file():
-        raise SheetError(f"key file {str(key_path)!r} not found; pass the .key.json written by --export-sheet")
-    items: dict[str, str] = json.loads(key_path.read_text(encoding="utf-8"))["items"]
-    annot: dict[str, dict[str, str]] = {}
-    for s in sheets:
-        name = s.stem
-        while name in annot:
-            name += "'"
-        annot[name] = read_sheet(s, items)
-    order = sorted(items)
-    raters: dict[str, list[str | None]] = {a: [lab.get(i) for i in order] for a, lab in annot.items()}
-    conts = {c["id"]: c for c in read_jsonl(rd / "continuations.jsonl")}
-    answer = []
-    for i in order:
-        c = conts.get(items[i])
-        corr = None if c is None else c.get("correct")
-        answer.append(None if corr is None else ("non-C" if corr else "C"))
-    labellers: dict[str, list[str | None]] = {}
-    ldir = _latest_labelling(rd, labelling)
-    if ldir is not None:
-        recs = {r["id"]: r for r in read_jsonl(ldir / "labels.jsonl")}
-        for i in order:
-            r = recs.get(items[i])
-            names = list(r["labellers"]) if r else []
-            for n in names:
-                labellers.setdefault(n, [None] * len(order))
-            labellers.setdefault(f"final ({r['final_labeller']})" if r else "final", [None] * len(order))
-        for j, i in enumerate(order):
-            r = recs.get(items[i])
-            if r is None:
-                continue
-            for n, v in r["labellers"].items():
-                labellers[n][j] = v.get("label")
-            labellers[f"final ({r['final_labeller']})"][j] = r["label"]
-
-    def both(a: list, b: list) -> dict:
-        return {"C_vs_nonC": kappa([_binary(x) for x in a], [_binary(y) for y in b]),
-                "ABC": kappa(a, b)}
-
-    report = {
-        "schema_version": SCHEMA_VERSION, "created": now(), "key": str(key_path), "labelling": ldir.name if ldir else None,
-        "n_items": len(order),
-        "annotators": {a: {"sheet": str(s), "n_labelled": len(annot[a]), "n_missing": len(order) - len(annot[a]),
-                           "counts": {k: list(annot[a].values()).count(k) for k in LABELS}}
-                       for a, s in zip(annot, sheets)},
-        "between_annotators": [{"a": a, "b": b, **both(raters[a], raters[b])} for a, b in itertools.combinations(annot, 2)],
-        "against_labellers": [],
-    }
-    for a in annot:
-        report["against_labellers"].append({"annotator": a, "labeller": "answer (correctness)",
-                                            "C_vs_nonC": kappa([_binary(x) for x in raters[a]], answer)})
-        for n, vals in labellers.items():
-            report["against_labellers"].append({"annotator": a, "labeller": n, **both(raters[a], vals)})
-    return report
-
-
-def format_agreement(rep: dict) -> str:
-    def k(d):
-        kv = "n/a" if d["kappa"] is None else f"{d['kappa']:.2f}"
-        return f"kappa {kv} (n={d['n']}, agree {d['agreement']['k']}/{d['n']})"
-
-    lines = [f"{rep['n_items']} items; labelling compared: {rep['labelling']}"]
-    for a, info in rep["annotators"].items():
-        lines.append(f"  annotator {a}: {info['n_labelled']} labelled {info['counts']}, {info['n_missing']} missing")
-    for p in rep["between_annotators"]:
-        lines.append(f"{p['a']} vs {p['b']}: C/non-C {k(p['C_vs_nonC'])}; A/B/C {k(p['ABC'])}")
-    for p in rep["against_labellers"]:
-        s = f"{p['annotator']} vs {p['labeller']}: C/non-C {k(p['C_vs_nonC'])}"
-        if "ABC" in p:
-            s += f"; A/B/C {k(p['ABC'])}"
-        lines.append(s)
     return "\n".join(lines)
 
 
@@ -543,20 +551,25 @@ def format_agreement(rep: dict) -> str:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m behavioural.label",
-        description="Label a run's continuations A/B/C (new labels/<name>/ per run, never overwritten), or export/import "
-                    "blind human annotation sheets and report Cohen's kappa.",
+        description="Label a run's continuations A/B/C (new labels/<name>/ per run, never overwritten; --resume continues "
+                    "an interrupted one), or export/import blind human annotation sheets and report Cohen's kappa.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("run_dir", help="run directory written by python -m behavioural.run")
     ap.add_argument("--labeller", action="append", default=None, metavar="SPEC",
                     help="'rule' (transparent notice detector) or 'judge:<model>' (any model load_model can load); "
-                         "repeat to combine (default: rule)")
+                         "repeat to combine (default: rule; with --resume: the labelling's own)")
     ap.add_argument("--final", default=None,
                     help="labeller whose notice verdict splits correct answers into A/B: a --labeller spec, or 'judge' "
                          "when there is one judge (default: the first --labeller)")
     ap.add_argument("--name", default=None,
                     help="labelling directory name under RUN_DIR/labels (default: from the labellers; an existing name "
-                         "is an error); with --import-sheet: the labelling to compare against (default: newest)")
+                         "is an error); with --resume: the labelling to continue; with --import-sheet: the labelling to "
+                         "compare against (default: newest)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the unfinished labelling (--name, or the only unfinished one) with its stored labellers")
+    ap.add_argument("--allow-incomplete", action="store_true",
+                    help="label a run whose manifest does not say it finished (its rates cover a partial run)")
     ap.add_argument("--device", default=None, help="judge device: cpu, cuda, cuda:N or auto")
     ap.add_argument("--dtype", default=None, help="judge dtype: float32, float16, bfloat16 or auto")
     ap.add_argument("--quantize", default=None, choices=("4bit", "8bit"), help="load the judge quantized (bitsandbytes)")
@@ -575,49 +588,47 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _sheets(args: argparse.Namespace, rd: Path) -> int:
+    if args.labeller or args.final or args.resume:
+        raise LabelError("labelling (--labeller/--final/--resume) and sheet export/import are separate runs; run them one "
+                         "at a time")
+    if args.export_sheet is not None:
+        sheet, key = export_sheet(rd, args.export_sheet, args.seed)
+        print(f"wrote blind sheet {sheet} and private key {key} (keep the key away from annotators)")
+    if args.import_sheet is not None:
+        rep = compare_sheets(rd, args.import_sheet, key=args.key, labelling=args.name)
+        out = _unique_path(rd / "annotation" / "agreement.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, rep)
+        print(format_agreement(rep))
+        print(f"wrote {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    from behavioural.cli import run_cli
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
     rd = Path(args.run_dir)
-    sheet_mode = args.export_sheet is not None or args.import_sheet is not None
-    try:
+
+    def body() -> int:
         if not rd.is_dir():
             raise RunDirError(f"run directory {str(rd)!r} does not exist; pass a directory written by python -m behavioural.run")
-        if sheet_mode:
-            if args.labeller or args.final:
-                raise ValueError("labelling (--labeller/--final) and sheet export/import are separate runs; run them one at a time")
-            if args.export_sheet is not None:
-                sheet, key = export_sheet(rd, args.export_sheet, args.seed)
-                print(f"wrote blind sheet {sheet} and private key {key} (keep the key away from annotators)")
-            if args.import_sheet is not None:
-                rep = compare_sheets(rd, args.import_sheet, key=args.key, labelling=args.name)
-                out = _unique_path(rd / "annotation" / "agreement.json")
-                out.parent.mkdir(parents=True, exist_ok=True)
-                write_json(out, rep)
-                print(format_agreement(rep))
-                print(f"wrote {out}")
-            return 0
-        specs = args.labeller or ["rule"]
-        if len(set(specs)) != len(specs):
-            raise ValueError(f"labeller given twice in {specs}; pass each --labeller once")
-        labellers = [make_labeller(s, device=args.device, dtype=args.dtype, quantize=args.quantize,
-                                   max_new_tokens=args.judge_max_new_tokens, batch_size=args.judge_batch_size,
-                                   judge_all=args.judge_all) for s in specs]
-        out = label_run(rd, labellers, final=args.final, name=args.name, progress=not args.no_progress,
-                        command=list(argv) if argv is not None else sys.argv[1:])
-        print(format_summary(read_json(out / "summary.json")))
+        if args.export_sheet is not None or args.import_sheet is not None:
+            return _sheets(args, rd)
+        config = LabelConfig(
+            run_dir=rd, labellers=tuple(args.labeller or ["rule"]), final=args.final, name=args.name, resume=args.resume,
+            allow_incomplete=args.allow_incomplete, device=args.device, dtype=args.dtype, quantize=args.quantize,
+            judge_batch_size=args.judge_batch_size, judge_max_new_tokens=args.judge_max_new_tokens,
+            judge_all=args.judge_all, progress=not args.no_progress, command=tuple(argv))
+        out = label_stage(config)
+        print(format_summary(read_json(out / SUMMARY_FILE)))
         print(f"wrote {out}")
         return 0
-    except (SheetError, RunDirError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # model loading errors and the like: one line, non-zero
-        from behavioural.models import ModelError
 
-        if isinstance(e, ModelError):
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        raise
+    return run_cli(body, errors=(LabelError, SheetError, ValueError),
+                   interrupted_hint=f"continue with: python -m behavioural.label {rd} --resume")
 
 
 if __name__ == "__main__":

@@ -193,7 +193,14 @@ def read_json(path: str | os.PathLike) -> dict:
     p = Path(path)
     if not p.is_file():
         raise RunDirError(f"{str(p)!r} not found; is this a run directory written by python -m behavioural.run?")
-    return json.loads(p.read_text(encoding="utf-8"))
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{str(p)!r} is not valid JSON ({e}); it was cut off or edited by hand: restore it, or re-run "
+                          "the command that wrote it") from None
+    if not isinstance(obj, dict):
+        raise RunDirError(f"{str(p)!r} holds a {type(obj).__name__}, not a JSON object; restore it")
+    return obj
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -30,7 +30,7 @@ from behavioural.labellers import (
     rule_evidence,
     variant_agreement,
 )
-from behavioural.records import Continuation
+from behavioural.records import Baseline, Continuation
 from behavioural.rundir import file_sha256, read_jsonl
 
 # ----------------------------------------------------------------------------------------------------
@@ -86,8 +86,13 @@ def fake_run(tmp_path: Path) -> tuple[Path, list[dict]]:
             f.write(json.dumps(c) + "\n")
     with open(rd / "baselines.jsonl", "w") as f:
         for i in range(7):
-            f.write(json.dumps({"question_id": f"arith/s2_o5/{i}", "question": Q, "trace": "", "lines": []}) + "\n")
-    (rd / "manifest.json").write_text(json.dumps({"model": {"name": "smollm2-135m-instruct"}}))
+            b = Baseline(question_id=f"arith/s2_o5/{i}", dataset="arith", task="s2_o5", difficulty="s2_o5", question=Q,
+                         prompt=PROMPT, prompt_tokens=10, trace="We start with 4.\n4 + 1 = 5\n5 + 5 = 10\nAnswer: 10",
+                         lines=("We start with 4.", "4 + 1 = 5", "5 + 5 = 10"), answer_line=3, parsed_answer="10",
+                         gold="10", correct=True, eligible=True, reason="eligible", finish_reason="eos", new_tokens=12)
+            f.write(json.dumps(b.to_dict()) + "\n")
+    (rd / "manifest.json").write_text(json.dumps({"kind": "behavioural.run", "status": "ok",
+                                                  "model": {"name": "smollm2-135m-instruct"}}))
     return rd, conts
 
 
@@ -515,3 +520,83 @@ def test_judge_smol_plumbing(tmp_path, smol):
     assert recs[1]["label"] == "C" and recs[2]["label"] is None
     s = json.loads((out / "summary.json").read_text())
     assert s["judge_variant_agreement"]["judge:smollm2-135m-instruct"]["perturbed"]["n_items"] == 1
+
+
+# ----------------------------------------------------------------------------------------------------
+# reliability: refusals and resume
+
+
+class _Dies(RuleLabeller):
+    """The rule labeller, killed (KeyboardInterrupt) on its ``after``-th call."""
+
+    def __init__(self, after: int):
+        self.after, self.calls = after, 0
+
+    def label(self, conts, questions=None, *, progress=True):
+        self.calls += 1
+        if self.calls >= self.after:
+            raise KeyboardInterrupt
+        return super().label(conts, questions, progress=progress)
+
+
+def _strip_times(p: Path) -> list[dict]:
+    return read_jsonl(p / "labels.jsonl")
+
+
+def test_interrupted_labelling_resumes_to_identical_records(tmp_path):
+    rd, conts = fake_run(tmp_path)
+    ref = label_run(rd, [RuleLabeller()], name="ref", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        label_run(rd, [_Dies(3)], name="cut", progress=False, chunk=2)
+    cut = rd / "labels" / "cut"
+    assert json.loads((cut / "settings.json").read_text())["status"] == "interrupted"
+    assert len(read_jsonl(cut / "labels.jsonl")) == 4
+    with open(cut / "labels.jsonl", "a") as f:  # and a half-written record, as a SIGKILL leaves it
+        f.write('{"id": "arith/s2_o5/2|arith')
+    # a fresh labelling with that name is refused, naming --resume
+    with pytest.raises(Exception, match="--resume"):
+        label_run(rd, [RuleLabeller()], name="cut", progress=False)
+    out = label_run(rd, [RuleLabeller()], name="cut", progress=False, resume=True, chunk=2)
+    assert out == cut and _strip_times(cut) == _strip_times(ref)
+    s = json.loads((cut / "settings.json").read_text())
+    assert s["status"] == "ok" and s["resumed"] == 1 and "error" not in s
+    assert json.loads((cut / "summary.json").read_text())["perturbed"] == json.loads((ref / "summary.json").read_text())["perturbed"]
+    # resuming a finished labelling is a no-op
+    assert label_run(rd, [RuleLabeller()], name="cut", progress=False, resume=True) == cut
+
+
+def test_cli_resume_alone_uses_stored_labellers(tmp_path, capsys):
+    rd, _ = fake_run(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        label_run(rd, [_Dies(1)], name="x", progress=False, specs=["rule"])
+    assert main([str(rd), "--resume", "--no-progress"]) == 0
+    assert json.loads((rd / "labels" / "x" / "settings.json").read_text())["status"] == "ok"
+    assert main([str(rd), "--resume", "--no-progress"]) == 2  # nothing left to resume
+    assert "no unfinished labelling" in capsys.readouterr().err
+
+
+def test_unfinished_or_damaged_run_is_refused(tmp_path, capsys):
+    rd, _ = fake_run(tmp_path)
+    m = json.loads((rd / "manifest.json").read_text())
+    (rd / "manifest.json").write_text(json.dumps(dict(m, status="running")))
+    assert main([str(rd), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "behavioural.run --resume" in err and err.count("\n") == 1
+    assert not (rd / "labels").exists()
+    assert main([str(rd), "--no-progress", "--allow-incomplete"]) == 0
+    (rd / "manifest.json").write_text(json.dumps(m))
+    with open(rd / "continuations.jsonl", "a") as f:
+        f.write('{"id": "half')
+    assert main([str(rd), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "half-written" in err and "behavioural.run --resume" in err and err.count("\n") == 1
+
+
+def test_format_summary_styles(tmp_path):
+    from behavioural.label import format_summary
+
+    rd, _ = fake_run(tmp_path)
+    s = json.loads((label_run(rd, progress=False) / "summary.json").read_text())
+    assert "perturbed: n=7" in format_summary(s)
+    md = format_summary(s, style="md")
+    assert "| perturbed | 7 | 1 | 3 | 2 | 1 |" in md
