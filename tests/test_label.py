@@ -42,7 +42,8 @@ ORIG, EDIT = "4 + 1 = 5", "4 + 1 = 13"
 
 
 def make_cont(i: int, text: str, correct: bool | None, *, condition: str = "perturbed", position: str = "middle",
-              strategy: str = "arithmetic_change", original: str = ORIG, edited: str = EDIT, question_id: str | None = None) -> dict:
+              strategy: str = "arithmetic_change", original: str = ORIG, edited: str = EDIT,
+              question_id: str | None = None) -> dict:
     qid = question_id or f"arith/s2_o5/{i}"
     edited = original if condition == "control" else edited
     prefix = f"We start with 4.\n{edited}\n"
@@ -560,7 +561,8 @@ def test_interrupted_labelling_resumes_to_identical_records(tmp_path):
     assert out == cut and _strip_times(cut) == _strip_times(ref)
     s = json.loads((cut / "settings.json").read_text())
     assert s["status"] == "ok" and s["resumed"] == 1 and "error" not in s
-    assert json.loads((cut / "summary.json").read_text())["perturbed"] == json.loads((ref / "summary.json").read_text())["perturbed"]
+    summ = [json.loads((d / "summary.json").read_text())["perturbed"] for d in (cut, ref)]
+    assert summ[0] == summ[1]
     # resuming a finished labelling is a no-op
     assert label_run(rd, [RuleLabeller()], name="cut", progress=False, resume=True) == cut
 
