@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
+import logging
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,10 @@ __all__ = [
     "DataError",
     "MMLU_SUBJECTS",
     "Question",
+    "QuestionList",
+    "dedupe",
+    "normalise_question",
+    "arith_level_size",
     "arith_few_shot",
     "dataset_fingerprint",
     "load_questions",
@@ -90,6 +96,7 @@ BBH_TASKS = (
 MMLU_LETTERS = ("A", "B", "C", "D")
 _ARITH_LEVEL_RE = re.compile(r"s([1-9]\d*)_o([1-9]\d*)")
 _BBH_OPTION_RE = re.compile(r"^\(([A-Z])\)\s?(.*)$")
+_log = logging.getLogger(__name__)
 _HUB_IDS = {"gsm8k": "openai/gsm8k", "mmlu": "cais/mmlu", "bbh": "lukaemon/bbh"}
 
 
@@ -160,11 +167,56 @@ def load_questions(
     all. ``split`` is "test" everywhere, or "train" (GSM8K) / "dev" (MMLU). ``revision`` pins the hub
     dataset revision (ignored for local files). ``n_per_level`` (default 50) and ``seed`` apply to
     arith only; they are ignored elsewhere.
+
+    Questions are deduplicated by normalised text (:func:`question_key`): the first occurrence is kept, and
+    the returned :class:`QuestionList` says how many were dropped (``duplicates_dropped``, also logged).
     """
+    qs = _load_questions(dataset, task=task, data_dir=data_dir, input_file=input_file, split=split,
+                         revision=revision, n_per_level=n_per_level, seed=seed)
+    return dedupe(qs, source=dataset if input_file is None else str(input_file))
+
+
+class QuestionList(list):
+    """A list of :class:`Question` that remembers how many duplicate texts the loader dropped."""
+
+    duplicates_dropped: int = 0
+    dropped_ids: tuple[str, ...] = ()
+
+
+def dedupe(questions: Iterable[Question], source: str = "questions") -> QuestionList:
+    """Keep the first question of each normalised text; report (log) how many were dropped."""
+    out, seen, dropped = QuestionList(), set(), []
+    for q in questions:
+        k = question_key(q.question)
+        if k in seen:
+            dropped.append(q.id)
+            continue
+        seen.add(k)
+        out.append(q)
+    out.duplicates_dropped = len(dropped)
+    out.dropped_ids = tuple(dropped)
+    if dropped:
+        _log.warning("%s: dropped %d duplicate question text(s) (kept the first of each; e.g. %s)",
+                     source, len(dropped), ", ".join(dropped[:3]))
+    return out
+
+
+def _load_questions(
+    dataset: str,
+    *,
+    task: str | None,
+    data_dir: str | Path | None,
+    input_file: str | Path | None,
+    split: str,
+    revision: str | None,
+    n_per_level: int | None,
+    seed: int,
+) -> list[Question]:
     if input_file is not None:
         return _load_jsonl(Path(input_file), dataset or "custom", task)
     if dataset == "custom":
-        raise DataError("dataset 'custom' needs a question file; pass input_file (--input-file) with JSONL rows {id, question, answer}")
+        raise DataError("dataset 'custom' needs a question file; "
+            "pass input_file (--input-file) with JSONL rows {id, question, answer}")
     if dataset not in DATASETS:
         raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)} (or 'custom' with an input file)")
     if split not in SPLITS[dataset]:
@@ -202,7 +254,9 @@ def sample(questions: Sequence[Question], n: int | None, seed: int) -> list[Ques
     only on the ids (not on list order or on Python's hash seed), and a smaller sample is always a subset
     of a larger one with the same seed. ``n`` None or ``>= len(questions)`` returns all of them.
     """
-    qs = list(questions)
+    qs = QuestionList(questions)
+    qs.duplicates_dropped = getattr(questions, "duplicates_dropped", 0)
+    qs.dropped_ids = getattr(questions, "dropped_ids", ())
     if n is None or n >= len(qs):
         return qs
     if n < 0:
@@ -212,7 +266,9 @@ def sample(questions: Sequence[Question], n: int | None, seed: int) -> list[Ques
         return hashlib.sha256(f"{seed}:{q.id}".encode()).hexdigest()
 
     chosen = {q.id for q in sorted(qs, key=key)[:n]}
-    return [q for q in qs if q.id in chosen]
+    out = QuestionList(q for q in qs if q.id in chosen)
+    out.duplicates_dropped, out.dropped_ids = qs.duplicates_dropped, qs.dropped_ids
+    return out
 
 
 def dataset_fingerprint(questions: Iterable[Question]) -> str:
@@ -258,12 +314,14 @@ def _check_task(dataset: str, task: str | None) -> tuple[str, ...]:
 
 def _dataset_dir(data_dir: Path, dataset: str) -> Path:
     if not data_dir.is_dir():
-        raise DataError(f"data directory {data_dir} does not exist; pass --data-dir pointing at a folder holding gsm8k/, mmlu/ and bbh/")
+        raise DataError(f"data directory {data_dir} does not exist; "
+            f"pass --data-dir pointing at a folder holding gsm8k/, mmlu/ and bbh/")
     if (data_dir / dataset).is_dir():
         return data_dir / dataset
     if data_dir.name == dataset:
         return data_dir
-    raise DataError(f"no {dataset}/ folder in data directory {data_dir}; pass --data-dir pointing at the folder that holds {dataset}/")
+    raise DataError(f"no {dataset}/ folder in data directory {data_dir}; "
+        f"pass --data-dir pointing at the folder that holds {dataset}/")
 
 
 def _need_file(path: Path) -> Path:
@@ -312,7 +370,8 @@ def _gsm8k_local(root: Path, split: str) -> list[Question]:
                 row = json.loads(line)
                 out.append(Question(f"gsm8k/{split}/{i}", "gsm8k", None, row["question"], _gsm8k_gold(row["answer"])))
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise DataError(f"{path}:{i + 1}: bad GSM8K row ({type(e).__name__}: {e}); use the upstream file unchanged") from None
+                raise DataError(f"{path}:{i + 1}: bad GSM8K row ({type(e).__name__}: {e}); "
+                    f"use the upstream file unchanged") from None
     return out
 
 
@@ -349,7 +408,8 @@ def _bbh_question(task: str, i: int, text: str, target: str) -> Question:
 
 def _load_jsonl(path: Path, dataset: str, task: str | None) -> list[Question]:
     if not path.is_file():
-        raise DataError(f"input file {path} does not exist; pass --input-file pointing at a JSONL file of {{id, question, answer}} rows")
+        raise DataError(f"input file {path} does not exist; "
+            f"pass --input-file pointing at a JSONL file of {{id, question, answer}} rows")
     out: list[Question] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as f:
@@ -361,7 +421,8 @@ def _load_jsonl(path: Path, dataset: str, task: str | None) -> list[Question]:
             except json.JSONDecodeError as e:
                 raise DataError(f"{path}:{n}: malformed JSON ({e.msg}); fix that line so each line is one JSON object") from None
             if not isinstance(row, dict):
-                raise DataError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}; write one {{id, question, answer}} object per line")
+                raise DataError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}; "
+                    f"write one {{id, question, answer}} object per line")
             missing = [k for k in ("id", "question", "answer") if k not in row]
             if missing:
                 raise DataError(f"{path}:{n}: missing key(s) {', '.join(missing)}; every line needs id, question and answer")
@@ -441,14 +502,41 @@ def _arith_levels(task: str | None) -> tuple[str, ...]:
     bad = [t for t in levels if not _ARITH_LEVEL_RE.fullmatch(t)]
     if bad or not levels:
         raise DataError(
-            f"unknown arith level(s) {bad or task!r}; use names like s{{steps}}_o{{max operand}}, e.g. {', '.join(ARITH_LEVELS)} (comma list allowed)"
+            f"unknown arith level(s) {bad or task!r}; "
+                f"use names like s{{steps}}_o{{max operand}}, e.g. {', '.join(ARITH_LEVELS)} (comma list allowed)"
         )
     return levels
 
 
-def _arith_question_text(start: int, ops: Sequence[tuple[str, int]]) -> str:
+#: how an arith question opens and closes (``{s}`` start value; entity forms name what is counted). The
+#: operations are always "Add x." / "Subtract x.", so every wording keeps the few-shot answer shape
+#: ("We start with N.", one ``a + b = c`` line per step, "Answer: N").
+ARITH_WORDINGS: tuple[tuple[str, str], ...] = (
+    ("Start with {s}.", "What is the result?"),
+    ("Begin with {s}.", "What is the result?"),
+    ("Start with {s}.", "What number do you get?"),
+    ("Start with {s}.", "What is the final number?"),
+    ("Begin with {s}.", "What number do you get?"),
+    ("Begin with {s}.", "What is the final number?"),
+    ("Start with the number {s}.", "What is the result?"),
+    ("Start with the number {s}.", "What number do you get?"),
+)
+ARITH_ENTITIES: tuple[tuple[str, str], ...] = (
+    ("apple", "apples"), ("marble", "marbles"), ("coin", "coins"), ("book", "books"),
+    ("sticker", "stickers"), ("pencil", "pencils"), ("card", "cards"), ("shell", "shells"),
+)
+#: start values: 1..M at level s{N}_o{M}, as before the wordings were added (larger starts cost the embedded
+#: model ~10 points of accuracy at s2_o3)
+
+
+def _arith_question_text(start: int, ops: Sequence[tuple[str, int]], form: int = 0) -> str:
+    """Question text; ``form`` < len(ARITH_WORDINGS) picks a plain wording, beyond it an entity wording."""
     words = " ".join(f"{'Add' if op == '+' else 'Subtract'} {x}." for op, x in ops)
-    return f"Start with {start}. {words} What is the result?"
+    if form < len(ARITH_WORDINGS):
+        opening, closing = ARITH_WORDINGS[form]
+        return f"{opening.format(s=start)} {words} {closing}"
+    one, many = ARITH_ENTITIES[form - len(ARITH_WORDINGS)]
+    return f"Start with {start} {one if start == 1 else many}. {words} How many {many} are there now?"
 
 
 def _arith_solution_text(start: int, ops: Sequence[tuple[str, int]]) -> str:
@@ -462,22 +550,74 @@ def _arith_solution_text(start: int, ops: Sequence[tuple[str, int]]) -> str:
     return "\n".join(lines)
 
 
+def _arith_chains(steps: int, max_operand: int) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
+    """Every (start, ops) of a level: ``steps`` operations with operands in 1..max_operand, at least one equal
+    to max_operand (so levels with the same steps never share a question), never below zero on the way."""
+    moves = [(op, x) for op in "+-" for x in range(1, max_operand + 1)]
+    out = []
+    for start in range(1, max_operand + 1):
+        for ops in itertools.product(moves, repeat=steps):
+            if max(x for _, x in ops) != max_operand:
+                continue
+            cur = start
+            for op, x in ops:
+                cur = cur + x if op == "+" else cur - x
+                if cur < 0:
+                    break
+            else:
+                out.append((start, ops))
+    return out
+
+
+def _lazy_permutation(total: int, rng: random.Random) -> Iterator[int]:
+    """A seeded permutation of range(total), produced lazily (sparse Fisher-Yates): any prefix is stable."""
+    swapped: dict[int, int] = {}
+    for i in range(total):
+        j = rng.randrange(i, total)
+        vi, vj = swapped.get(i, i), swapped.get(j, j)
+        swapped[j] = vi
+        swapped.pop(i, None)
+        yield vj
+
+
+def arith_level_size(level: str) -> int:
+    """How many distinct questions a level holds (the most ``n_per_level`` can ask for)."""
+    steps, max_operand = (int(g) for g in _ARITH_LEVEL_RE.fullmatch(level).groups())  # type: ignore[union-attr]
+    return len(_arith_chains(steps, max_operand)) * (len(ARITH_WORDINGS) + len(ARITH_ENTITIES))
+
+
 def _arith_questions(task: str | None, n_per_level: int, seed: int) -> list[Question]:
+    """``n_per_level`` distinct questions per level, drawn without replacement from the level's whole space.
+
+    Levels ``s{N}_o{M}`` are disjoint by construction (N operations, operands 1..M with at least one equal to
+    M), and the few-shot questions are never drawn. A larger ``n_per_level`` keeps the first questions.
+    """
     if n_per_level < 0:
         raise DataError(f"n_per_level must be >= 0, got {n_per_level}; pass a non-negative count")
+    shots = {normalise_question(q) for q, _ in arith_few_shot()}
+    forms = len(ARITH_WORDINGS) + len(ARITH_ENTITIES)
     out = []
     for level in _arith_levels(task):
-        steps, max_operand = (int(g) for g in _ARITH_LEVEL_RE.fullmatch(level).groups())
-        for i in range(n_per_level):
-            rng = random.Random(f"{seed}-{level}-{i}")  # str seed: stable across runs and Python hash seeds
-            cur = start = rng.randint(1, max_operand)
-            ops = []
-            for _ in range(steps):
-                op = rng.choice("+-") if cur >= 1 else "+"  # never go below zero
-                x = rng.randint(1, max_operand if op == "+" else min(max_operand, cur))
+        steps, max_operand = (int(g) for g in _ARITH_LEVEL_RE.fullmatch(level).groups())  # type: ignore[union-attr]
+        chains = _arith_chains(steps, max_operand)
+        total = len(chains) * forms
+        if n_per_level > total - len(shots):
+            raise DataError(f"arith level {level} holds only {total - len(shots)} distinct questions, asked for "
+                            f"{n_per_level}; lower --n-per-level or use more levels")
+        rng = random.Random(f"{seed}-{level}")  # str seed: stable across runs and Python hash seeds
+        perm = _lazy_permutation(total, rng)
+        seen: set[str] = set()
+        while len(seen) < n_per_level:
+            idx = next(perm)
+            start, ops = chains[idx // forms]
+            text = _arith_question_text(start, ops, idx % forms)
+            key = normalise_question(text)
+            if key in shots or key in seen:
+                continue
+            i = len(seen)
+            seen.add(key)
+            cur = start
+            for op, x in ops:
                 cur = cur + x if op == "+" else cur - x
-                ops.append((op, x))
-            out.append(
-                Question(f"arith/{level}/{i}", "arith", level, _arith_question_text(start, ops), str(cur), difficulty=level)
-            )
+            out.append(Question(f"arith/{level}/{i}", "arith", level, text, str(cur), difficulty=level))
     return out

@@ -19,8 +19,11 @@ from behavioural.data import (
     DataError,
     Question,
     arith_few_shot,
+    arith_level_size,
     dataset_fingerprint,
+    dedupe,
     load_questions,
+    question_key,
     sample,
 )
 
@@ -65,7 +68,9 @@ def test_gsm8k_data_dir_may_be_the_dataset_folder(gsm8k):
 
 @needs_data
 def test_mmlu_counts_and_format(mmlu):
-    assert len(mmlu) == 14042
+    # 14,042 published rows; 105 repeat an earlier question text (78 in college_medicine) and are dropped
+    assert len(mmlu) == 14042 - 105 and mmlu.duplicates_dropped == 105
+    assert len(mmlu.dropped_ids) == 105 and len({question_key(q.question) for q in mmlu}) == len(mmlu)
     by_subject = collections.Counter(q.task for q in mmlu)
     assert set(by_subject) == set(MMLU_SUBJECTS) and len(MMLU_SUBJECTS) == 57
     assert by_subject["professional_law"] == 1534
@@ -76,7 +81,7 @@ def test_mmlu_counts_and_format(mmlu):
     one = load_questions("mmlu", task="anatomy", data_dir=DATA)
     assert one == [q for q in mmlu if q.task == "anatomy"]
     dev = load_questions("mmlu", data_dir=DATA, split="dev")
-    assert len(dev) == 285 and dev[0].id == "mmlu/abstract_algebra/dev/0"
+    assert len(dev) == 284 and dev.duplicates_dropped == 1 and dev[0].id == "mmlu/abstract_algebra/dev/0"
 
 
 @needs_data
@@ -87,13 +92,15 @@ def test_mmlu_crlf_files_parse_like_lf_files(mmlu):
 
 @needs_data
 def test_bbh_counts(bbh):
-    assert len(bbh) == 6511
+    # 6,511 published examples; 4 repeat an earlier text (2 causal_judgement, 2 sports_understanding)
+    assert len(bbh) == 6507 and bbh.duplicates_dropped == 4
     counts = collections.Counter(q.task for q in bbh)
     assert len(counts) == 27 and set(counts) == set(BBH_TASKS)
-    assert counts["causal_judgement"] == 187
+    assert counts["causal_judgement"] == 185 and counts["sports_understanding"] == 248
     assert counts["penguins_in_a_table"] == 146
     assert counts["snarks"] == 178
-    assert all(n == 250 for t, n in counts.items() if t not in ("causal_judgement", "penguins_in_a_table", "snarks"))
+    odd = ("causal_judgement", "penguins_in_a_table", "snarks", "sports_understanding")
+    assert all(n == 250 for t, n in counts.items() if t not in odd)
     assert len(load_questions("bbh", task="snarks", data_dir=DATA)) == 178
 
 
@@ -123,7 +130,9 @@ def test_ids_unique_and_stable(gsm8k, mmlu, bbh):
 
 
 def _recompute(text: str) -> int:
-    m = re.fullmatch(r"Start with (\d+)\. ((?:(?:Add|Subtract) \d+\. )+)What is the result\?", text)
+    m = re.fullmatch(r"(?:Start|Begin) with (?:the number )?(\d+)(?: [a-z]+)?\. ((?:(?:Add|Subtract) \d+\. )+)"
+                     r"(?:What is the result|What number do you get|What is the final number|How many [a-z]+ are there now)\?",
+                     text)
     assert m, text
     value = int(m.group(1))
     assert value >= 1
@@ -141,9 +150,9 @@ def test_arith_ladder_gold_and_shape():
         assert q.dataset == "arith" and q.task == q.difficulty and q.id.startswith(f"arith/{q.difficulty}/")
         assert q.answer == str(_recompute(q.question))
         assert len(re.findall(r"(?:Add|Subtract) ", q.question)) == steps
-        assert max(map(int, re.findall(r"\d+", q.question))) <= max_operand
+        assert max(map(int, re.findall(r"\d+", q.question))) == max_operand  # operands 1..M, one equal to M
     assert len({q.id for q in qs}) == len(qs)
-    assert len({q.question for q in qs}) > len(qs) // 2  # not all alike
+    assert len({question_key(q.question) for q in qs}) == len(qs)  # unique within and across levels
 
 
 def test_arith_determinism_and_levels():
@@ -158,6 +167,38 @@ def test_arith_determinism_and_levels():
     assert len(load_questions("arith")) == 50 * len(ARITH_LEVELS)
     custom = load_questions("arith", task="s5_o3", n_per_level=5)
     assert all(q.answer == str(_recompute(q.question)) for q in custom)
+
+
+def test_arith_samples_without_replacement_and_levels_are_disjoint():
+    # the easy levels hold >= 500 distinct questions each, and a level never repeats a text
+    for level in ("s2_o3", "s2_o5"):
+        assert arith_level_size(level) >= 500
+        qs = load_questions("arith", task=level, n_per_level=500, seed=0)
+        assert len({question_key(q.question) for q in qs}) == 500 and qs.duplicates_dropped == 0
+    both = load_questions("arith", task="s2_o3,s2_o5,s2_o4", n_per_level=200, seed=3)
+    assert len({question_key(q.question) for q in both}) == 600
+    shots = {question_key(q) for q, _ in arith_few_shot()}
+    assert not shots & {question_key(q.question) for q in load_questions("arith", task="s3_o5", n_per_level=2000)}
+    with pytest.raises(DataError, match="holds only"):
+        load_questions("arith", task="s1_o2", n_per_level=100)
+    # wordings vary, the answer shape does not
+    texts = [q.question for q in load_questions("arith", task="s2_o3", n_per_level=200)]
+    assert any(t.startswith("Begin with") for t in texts) and any("How many" in t for t in texts)
+
+
+def test_question_key_and_dedupe(tmp_path):
+    assert question_key("Start with 3.  Add 2.\n") == question_key(" start with 3. ADD 2.")
+    assert question_key("Start with 3. Add 2.") != question_key("Start with 3. Add 3.")
+    assert re.fullmatch(r"[0-9a-f]{16}", question_key("x"))
+    qs = [Question(f"c/{i}", "custom", None, t, "1") for i, t in enumerate(["A b", "a  B", "c", "A B "])]
+    d = dedupe(qs)
+    assert [q.id for q in d] == ["c/0", "c/2"] and d.duplicates_dropped == 2 and d.dropped_ids == ("c/1", "c/3")
+    f = tmp_path / "q.jsonl"
+    f.write_text("".join(json.dumps(q.to_dict()) + "\n" for q in qs))
+    loaded = load_questions("custom", input_file=f)
+    assert len(loaded) == 2 and loaded.duplicates_dropped == 2
+    s = sample(loaded, 1, seed=0)
+    assert len(s) == 1 and s.duplicates_dropped == 2  # the count travels with a sample
 
 
 def test_arith_few_shot_format():
