@@ -21,7 +21,8 @@ def _input_text(tokenizer, question: str, prefix: str) -> str:
     return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + prefix
 
 
-def make_run(root: Path, tokenizer, *, n_questions: int = 5, pad_lines: int = 0, weights_hash: str | None = HASH, name: str = "tiny-llama"):
+def make_run(root: Path, tokenizer, *, n_questions: int = 5, pad_lines: int = 0, weights_hash: str | None = HASH,
+             name: str = "tiny-llama"):
     """Write ``root/continuations.jsonl`` (2 records per question: perturbed and control, varied lengths;
     every fifth question unscored) and a ``manifest.json`` naming the model and its weights hash."""
     root = Path(root)
@@ -48,7 +49,7 @@ def make_run(root: Path, tokenizer, *, n_questions: int = 5, pad_lines: int = 0,
     with open(root / "continuations.jsonl", "w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
-    (root / "manifest.json").write_text(json.dumps({"kind": "behavioural.run", "model": {
+    (root / "manifest.json").write_text(json.dumps({"kind": "behavioural.run", "status": "ok", "model": {
         "name": name, "revision": None, "quantize": None, "weights_hash": weights_hash}}))
     return root, recs
 

@@ -101,14 +101,15 @@ def _rss_mb() -> float:
 
 
 def _batches(lm, run_dir, positions, batch_size):
-    from activations.cache import load_continuations, prepare_item
+    from activations.inputs import prepare_item
+    from behavioural.runs import Run
 
-    items = [prepare_item(r, lm.tokenizer, positions) for r in load_continuations(Path(run_dir))]
+    items = [prepare_item(r, lm.tokenizer, positions) for r in Run(run_dir).continuation_dicts()]
     return [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
 
 
 def _padded(batch, pad_id):
-    from activations.cache import pad_right
+    from activations.inputs import pad_right
 
     return pad_right(batch, pad_id)
 
@@ -125,10 +126,12 @@ def _median_time(fn, repeats: int) -> float:
 def overhead(lm, run_dir: Path, args, positions) -> dict:
     import torch
 
-    from activations.cache import cache_activations, make_engine, parse_layers, run_batch, _model_dims
+    from activations.cache import CacheConfig, cache_activations
+    from activations.engines import make_engine, run_batch
+    from activations.inputs import parse_layers
+    from behavioural.layers import n_layers
 
-    n_layers, _ = _model_dims(lm.model)
-    layers = parse_layers("all", n_layers)
+    layers = parse_layers("all", n_layers(lm.model))
     batches = _batches(lm, run_dir, positions, args.batch_size)
     pad = lm.tokenizer.pad_token_id
     padded = [_padded(b, pad) for b in batches]
@@ -164,8 +167,9 @@ def overhead(lm, run_dir: Path, args, positions) -> dict:
     t_stage = []
     for i in range(args.repeats):
         t = time.perf_counter()
-        cache_activations(run_dir, lm, layers="all", positions=positions, engine=args.engine,
-                          batch_size=args.batch_size, output=tmp / f"s{i}.h5", progress=False, labels="none")
+        cache_activations(CacheConfig(run_dir, layers="all", positions=positions, engine=args.engine,
+                                      batch_size=args.batch_size, output=tmp / f"s{i}.h5", progress=False,
+                                      labels="none"), lm)
         t_stage.append(time.perf_counter() - t)
     t_stage = statistics.median(t_stage)
     n_rows = sum(len(b) for b in batches)
@@ -202,21 +206,21 @@ def store_numbers(path: str, repeats: int) -> dict:
 
 def memory_child(args) -> None:
     """In a fresh process: load, warm up, then cache N rows; print JSON with max RSS before/after."""
-    from activations.cache import cache_activations
+    from activations.cache import CacheConfig, cache_activations
     from activations.synthetic import make_run
 
     lm = _load(args.tiny)
     tmp = Path(tempfile.mkdtemp())
     warm, _ = make_run(tmp / "warm", lm.tokenizer, n_questions=args.batch_size // 2, pad_lines=args.pad_lines,
                        weights_hash=lm.weights_hash, name=lm.name)
-    cache_activations(warm, lm, positions="prefix_last,edit_mean,edit_last", engine=args.engine,
-                      batch_size=args.batch_size, progress=False, labels="none")
+    cache_activations(CacheConfig(warm, positions="prefix_last,edit_mean,edit_last", engine=args.engine,
+                                  batch_size=args.batch_size, progress=False, labels="none"), lm)
     _reset_peak()
     base = _rss_mb()
     run, _ = make_run(tmp / "run", lm.tokenizer, n_questions=args.memory_child // 2, pad_lines=args.pad_lines,
                       weights_hash=lm.weights_hash, name=lm.name)
-    cache_activations(run, lm, positions="prefix_last,edit_mean,edit_last", engine=args.engine,
-                      batch_size=args.batch_size, progress=False, labels="none")
+    cache_activations(CacheConfig(run, positions="prefix_last,edit_mean,edit_last", engine=args.engine,
+                                  batch_size=args.batch_size, progress=False, labels="none"), lm)
     print(json.dumps({"n": args.memory_child, "baseline_mb": base, "peak_mb": _peak_mb()}))
 
 

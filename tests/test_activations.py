@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from activations import StoreError, StoreWriter, open_store
-from activations.cache import CacheError, cache_activations, main, prepare_item
+from activations.cache import CacheConfig, CacheError, cache_activations, main
+from activations.inputs import prepare_item
 from activations.synthetic import make_run
 
 HASH = "tiny-weights-hash"
@@ -33,10 +34,10 @@ def run(tmp_path_factory, tokenizer):
     return make_run(tmp_path_factory.mktemp("run"), tokenizer)
 
 
-def _cache(run_dir, lm, out, **kw):
+def _cache(run_dir, lm, out, max_batches=None, **kw):
     kw.setdefault("positions", "prefix_last,edit_mean,edit_last")
     kw.setdefault("progress", False)
-    return cache_activations(run_dir, lm, output=out, **kw)
+    return cache_activations(CacheConfig(run_dir, output=out, **kw), lm, max_batches=max_batches)
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +160,10 @@ def test_resume_after_interruption(run, lm, nnsight_store, tmp_path):
         open_store(out)
     with open_store(out, allow_incomplete=True) as st:
         assert st.n_rows == 4 and not st.complete
-    # a torn second batch: datasets grown but n_rows not bumped (the crash hit mid-append)
-    with h5py.File(out, "r+") as f:
-        for name in ("acts/prefix_last", "rows/continuation_id"):
-            f[name].resize((7,) + f[name].shape[1:])
+    # a torn second batch: its part file was being written when the crash hit (never renamed into place)
+    parts = out.with_name(out.name + ".parts")
+    assert not out.exists() and (parts / "part-000000.npz").is_file()
+    (parts / ".part-000001.npz.tmp").write_bytes(b"PK\x03\x04 torn")
     with pytest.raises(CacheError, match="already exists.*--resume"):
         _cache(run[0], lm, out, batch_size=4)
     _cache(run[0], lm, out, batch_size=3, resume=True)
@@ -179,8 +180,9 @@ def test_resume_after_interruption(run, lm, nnsight_store, tmp_path):
 def test_bad_input_errors(run, lm, tmp_path, tokenizer, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(CacheError, match="continuations.jsonl.*not found"):
+    with pytest.raises(CacheError, match="manifest.json.*not found"):
         _cache(empty, lm, tmp_path / "e.h5")
+    (empty / "manifest.json").write_text(json.dumps({"status": "ok", "model": {"name": "tiny"}}))
     (empty / "continuations.jsonl").write_text("")
     with pytest.raises(CacheError, match="no continuations"):
         _cache(empty, lm, tmp_path / "e.h5")

@@ -1,0 +1,232 @@
+"""Inputs of the activation cache: which layers and positions, one continuation's tokens and spans, padding.
+
+    from activations.inputs import parse_layers, parse_positions, prepare_item, pad_right, shard_of
+    items = [prepare_item(rec, tokenizer, ["prefix_last", "edit_mean"]) for rec in records]
+    ids, mask = pad_right(items[:8], pad_id)          # [b, seq] right-padded, mask 1 on real tokens
+
+Positions (all before the outcome unless ``--allow-outcome-tokens``): ``prefix_last`` (the last input token),
+``edit_mean`` / ``edit_last`` (mean over / last of the tokens of the edited line, found through the tokenizer's
+offset mapping), ``continuation_mean`` (mean over the continuation's tokens, which contain the outcome: leaky).
+Layer indices follow :mod:`behavioural.layers` (0 = embeddings, L = output of block L-1).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from activations.store import StoreError
+
+SAFE_POSITIONS = ("prefix_last", "edit_mean", "edit_last")
+OUTCOME_POSITIONS = ("continuation_mean",)
+POSITIONS = SAFE_POSITIONS + OUTCOME_POSITIONS
+LAYER_SEMANTICS = (
+    "HF hidden_states indexing: 0 = residual stream entering block 0 (embeddings), L = residual stream after "
+    "block L-1; the last index is before the final norm"
+)
+
+
+class CacheError(StoreError):
+    """Bad input to the caching stage; the message names the problem and the fix."""
+
+
+@dataclass
+class Item:
+    """One continuation prepared for the forward pass."""
+
+    row: dict[str, Any]  # the store's row-table columns
+    ids: list[int]  # tokens fed to the model
+    spans: dict[str, tuple[int, int]]  # position -> [start, end) token offsets
+
+
+def _layer_tokens(spec: str) -> list[int]:
+    """The integers a ``--layers`` string names (syntax only; negative = from the end)."""
+    out: list[int] = []
+    for tok in [t.strip() for t in spec.split(",") if t.strip()]:
+        if "-" in tok[1:] and not tok.startswith("-"):
+            a, b = tok.split("-", 1)
+            try:
+                lo, hi = int(a), int(b)
+            except ValueError:
+                raise CacheError(f"unknown layer {tok!r}; give 'all', a list like '0,6,-1' or a range like "
+                                 "'10-20'") from None
+            if hi < lo:
+                raise CacheError(f"unknown layer range {tok!r}: it is empty; write it low-high, e.g. '10-20'")
+            out.extend(range(lo, hi + 1))
+        else:
+            try:
+                out.append(int(tok))
+            except ValueError:
+                raise CacheError(f"unknown layer {tok!r}; give 'all', a list like '0,6,-1' or a range like "
+                                 "'10-20'") from None
+    if not out:
+        raise CacheError("no layers given; give 'all', a list like '0,6,-1' or a range like '10-20'")
+    return out
+
+
+def check_layers_spec(spec: str | Sequence[int] | None) -> None:
+    """Validate a ``--layers`` value's syntax before any model is loaded (ranges are checked later)."""
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "all"):
+        return
+    if isinstance(spec, str):
+        _layer_tokens(spec)
+    else:
+        for x in spec:
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise CacheError(f"unknown layer {x!r}; layers are integers")
+
+
+def parse_layers(spec: str | Sequence[int] | None, n_layers: int) -> list[int]:
+    """``"all"`` / ``None`` -> 0..n_layers; ``"0,5,-1"`` or ``"10-20"`` -> those HF hidden_states indices."""
+    valid = f"valid layers are 0..{n_layers} (0 = embeddings, {n_layers} = last block), 'all', or e.g. '0,6,-1' / '10-20'"
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "all"):
+        return list(range(n_layers + 1))
+    try:
+        parts: list = _layer_tokens(spec) if isinstance(spec, str) else list(spec)
+    except CacheError as e:
+        raise CacheError(f"{str(e).split(';')[0]}; {valid}") from None
+    out = []
+    for x in parts:
+        try:
+            i = int(x)
+        except (TypeError, ValueError):
+            raise CacheError(f"unknown layer {x!r}; {valid}") from None
+        j = i + n_layers + 1 if i < 0 else i
+        if not 0 <= j <= n_layers:
+            raise CacheError(f"unknown layer {x!r}; {valid}")
+        if j not in out:
+            out.append(j)
+    if not out:
+        raise CacheError(f"no layers given; {valid}")
+    return sorted(out)
+
+
+def parse_positions(spec: str | Sequence[str] | None, *, allow_outcome_tokens: bool = False) -> list[str]:
+    """``"prefix_last,edit_mean"`` -> the validated list; outcome positions need ``allow_outcome_tokens``."""
+    if spec is None:
+        return ["prefix_last"]
+    names = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else [str(p) for p in spec]
+    names = [p for p in names if p]
+    out = []
+    for p in names:
+        if p not in POSITIONS:
+            raise CacheError(f"unknown position {p!r}; choose from {', '.join(SAFE_POSITIONS)} "
+                             f"(or {', '.join(OUTCOME_POSITIONS)} with --allow-outcome-tokens)")
+        if p in OUTCOME_POSITIONS and not allow_outcome_tokens:
+            raise CacheError(
+                f"position {p!r} averages over the continuation, which contains the outcome the probes predict "
+                f"(label leakage); pass --allow-outcome-tokens to cache it anyway (the store is then marked leaky)"
+            )
+        if p not in out:
+            out.append(p)
+    if not out:
+        raise CacheError(f"no positions given; choose from {', '.join(SAFE_POSITIONS)}")
+    return out
+
+
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    """``"I/N"`` -> ``(I, N)`` with ``0 <= I < N``; ``None`` -> no sharding."""
+    if spec is None or spec == "":
+        return None
+    try:
+        a, b = str(spec).split("/")
+        i, n = int(a), int(b)
+    except ValueError:
+        raise CacheError(f"bad --shard {spec!r}; write it I/N with 0 <= I < N, e.g. 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise CacheError(f"bad --shard {spec!r}; write it I/N with 0 <= I < N, e.g. 0/4")
+    return i, n
+
+
+def shard_of(question_key: str, n: int) -> int:
+    """The shard (0..n-1) a question belongs to: a stable hash of its key, the same on every machine."""
+    return int.from_bytes(hashlib.sha256(question_key.encode("utf-8")).digest()[:8], "big") % n
+
+
+def record_question_key(rec: dict) -> str:
+    """The record's ``question_key`` (the normalised-text hash), falling back to its ``question_id``."""
+    return str(rec.get("question_key") or rec.get("question_id") or "")
+
+
+def _token_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    try:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    except NotImplementedError:
+        raise CacheError("the tokenizer gives no offset mapping (a slow tokenizer?); load a fast tokenizer") from None
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | None = None,
+                 source_index: int | None = None) -> Item:
+    """Rebuild one continuation's input tokens and the token spans of each position."""
+    cid = rec.get("id")
+    text = rec.get("input_text")
+    if not isinstance(text, str) or not text:
+        raise CacheError(f"continuation {cid!r} has no input_text; was continuations.jsonl written by behavioural.run?")
+    ids, offsets = _token_offsets(tokenizer, text)
+    n = len(ids)
+    if n != rec.get("input_tokens"):
+        raise CacheError(
+            f"continuation {cid!r}: input_text tokenises to {n} tokens but the record says input_tokens="
+            f"{rec.get('input_tokens')}; the tokenizer differs from the run's (wrong --model?) or the record was edited"
+        )
+    spans: dict[str, tuple[int, int]] = {}
+    if any(p.startswith("edit_") for p in positions):
+        es = rec.get("edit_span")
+        if not es or len(es) != 2:
+            raise CacheError(f"continuation {cid!r} has no edit_span; cannot place edit_* positions")
+        a, b = int(es[0]), int(es[1])
+        toks = [i for i, (s, e) in enumerate(offsets) if s < b and e > a and e > s]
+        if not toks:
+            raise CacheError(f"continuation {cid!r}: edit_span {[a, b]} covers no token of input_text")
+        if toks != list(range(toks[0], toks[-1] + 1)):
+            raise CacheError(f"continuation {cid!r}: edit_span tokens are not contiguous ({toks})")
+        spans["edit_mean"] = (toks[0], toks[-1] + 1)
+        spans["edit_last"] = (toks[-1], toks[-1] + 1)
+    spans["prefix_last"] = (n - 1, n)
+    if "continuation_mean" in positions:
+        cont = rec.get("continuation") or ""
+        cids = list(tokenizer(cont, add_special_tokens=False)["input_ids"])
+        if not cids:
+            raise CacheError(f"continuation {cid!r} has an empty continuation; cannot average over it")
+        spans["continuation_mean"] = (n, n + len(cids))
+        ids = ids + cids
+    memberships = rec.get("memberships")
+    row = {
+        "continuation_id": cid,
+        "question_id": rec.get("question_id"),
+        "question_key": record_question_key(rec),
+        "dataset": rec.get("dataset"),
+        "task": rec.get("task"),
+        "difficulty": rec.get("difficulty"),
+        "strategy": rec.get("strategy"),
+        "edit_position": rec.get("position"),
+        "condition": rec.get("condition"),
+        "label": rec.get("label"),
+        "label3": label3,
+        "memberships": json.dumps([list(m) for m in memberships]) if memberships else None,
+        "correct": rec.get("correct"),
+        "input_tokens": n,
+        "source_index": source_index,
+    }
+    return Item(row=row, ids=ids, spans={p: spans[p] for p in positions})
+
+
+def pad_right(items: Sequence[Item], pad_id: int):
+    """Right-padded ``(ids, mask)`` long tensors ``[b, seq]`` for a batch of prepared items."""
+    import torch
+
+    seq = max(len(it.ids) for it in items)
+    ids = torch.full((len(items), seq), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), seq), dtype=torch.long)
+    for i, it in enumerate(items):
+        ids[i, : len(it.ids)] = torch.tensor(it.ids)
+        mask[i, : len(it.ids)] = 1
+    return ids, mask
+
+
+__all__ = ["CacheError", "Item", "LAYER_SEMANTICS", "OUTCOME_POSITIONS", "POSITIONS", "SAFE_POSITIONS",
+           "check_layers_spec", "pad_right", "parse_layers", "parse_positions", "parse_shard", "prepare_item",
+           "record_question_key", "shard_of"]
