@@ -1,0 +1,226 @@
+"""Text / markdown tables and the figure of a gradient summary (see :mod:`behavioural.gradient`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _fr(r: dict | None, style: str = "text") -> str:
+    if r is None:
+        return "—" if style == "md" else "-"
+    if r.get("method") == "published":
+        return f"{100 * r['rate']:.1f}% (published)"
+    try:
+        from behavioural.stats import format_rate
+    except ImportError:  # pragma: no cover
+        format_rate = None
+    if format_rate is not None:
+        return format_rate(r, style=style)
+    if not r.get("n"):  # pragma: no cover
+        return "n/a (0/0)"
+    lo, hi = r.get("lo"), r.get("hi")  # pragma: no cover
+    ci = "[n/a]" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"  # pragma: no cover
+    return f"{100 * r['k'] / r['n']:.1f}% {ci} ({r['k']}/{r['n']})"  # pragma: no cover
+
+
+def _p(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _table(header: list[str], rows: list[list[str]], style: str) -> list[str]:
+    if style == "md":
+        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+               ["| " + " | ".join(r) + " |" for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header)] + [fmt.format(*r) for r in rows]
+
+
+def _h(title: str, style: str) -> str:
+    return f"\n## {title}\n" if style == "md" else f"\n== {title} =="
+
+
+def format_summary(s: dict[str, Any], style: str = "text") -> str:
+    if style not in ("text", "md"):
+        raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
+    out: list[str] = []
+    if style == "md":
+        out.append("# Difficulty gradient\n")
+    out.append(f"{len(s['runs'])} run(s), models: {', '.join(sorted({r['model'] for r in s['runs']}))}; "
+               f"axis: {s['axis_description']}")
+    if s.get("mixed"):
+        out.append("MIXED RUNS (--allow-mixed): " + "; ".join(s["mixed"]))
+    for n in s.get("notes", []):
+        out.append(f"note: {n}")
+    out.append(_h("Per task or level", style))
+    rows = []
+    for c in s["cells"]:
+        rows.append([c["model"], c["cell"], _fr(c["baseline_accuracy"], style), _fr(c["baseline_coverage"], style),
+                     _fr(c["propagation"], style), _fr(c["control_error"], style), str(c["n_questions"]),
+                     str(c["n_generations"])])
+    out += _table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
+                   "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows, style)
+    out.append("(propagation: parseable perturbed continuations with a wrong answer; each distinct generation once; "
+               "interval: bootstrap over questions)")
+
+    reg = s["regression"]
+    out.append(_h("Clustered logistic regression of C", style))
+    if reg.get("status") != "ok":
+        out.append(f"{reg.get('status')}: {reg.get('message')}")
+    else:
+        out.append(f"{reg['formula']}  (n={reg['n']}, {reg['n_questions']} questions; errors clustered by question)")
+        rows = [[k, f"{v['coef']:+.3f}", "n/a" if v["se"] is None else f"{v['se']:.3f}",
+                 "n/a" if v["ci95"][0] is None else f"[{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}]", _p(v["p"])]
+                for k, v in reg["coefficients"].items()]
+        out += _table(["term", "coef", "cluster SE", "95% CI", "p"], rows, style)
+        for pr in reg.get("problems", []):
+            out.append(f"WARNING: {pr}")
+    for n in reg.get("notes", []):
+        out.append(f"note: {n}")
+    dp = reg.get("deviance_partition") or {}
+    out.append(_h("Sequential deviance partition (share of explained deviance)", style))
+    if dp.get("status") != "ok":
+        out.append(f"{dp.get('status', 'skipped')}: {dp.get('message')}")
+    else:
+        out.append(f"null deviance {dp['null_deviance']:.1f}, full model {dp['full_deviance']:.1f}, "
+                   f"explained {dp['explained']:.1f} (n={dp['n']})")
+        rows = []
+        for order in ("difficulty_first", "type_first"):
+            part = dp.get(order) or {}
+            if part.get("status") == "failed":
+                rows.append([order, part["message"], "", ""])
+                continue
+            rows.append([order.replace("_", " ")] + [
+                "n/a" if part[k]["share"] is None else f"{100 * part[k]['share']:.1f}%"
+                for k in ("difficulty", "type", "interaction")])
+        out += _table(["order", "difficulty", "type", "interaction"], rows, style)
+        for pr in dp.get("problems", []):
+            out.append(f"WARNING: {pr}")
+
+    out.append(_h("Within-dataset slope", style))
+    for key, v in s["within_dataset"].items():
+        if v.get("status") == "ok":
+            sl = v["slope"]
+            orr = v.get("odds_ratio_per_10_points") or v.get("odds_ratio_per_level")
+            unit = "per 10 points of accuracy lost" if v.get("odds_ratio_per_10_points") else "per level"
+            out.append(f"{key}: slope {sl['coef']:+.3f} (cluster SE {sl['se'] or float('nan'):.3f}, p {_p(sl['p'])}) "
+                       f"over {v['n_tasks']} tasks; odds ratio {orr:.2f} {unit}")
+        else:
+            out.append(f"{key}: {v.get('message')}")
+
+    pos = s["position"]
+    out.append(_h("Position gradient (early / middle / late)", style))
+    out.append("; ".join(f"{p}: {_fr(r, style)}" for p, r in pos["rates"].items()) or "no scored rows")
+    if pos.get("status") == "ok":
+        t = pos["trend_per_step"]
+        out.append(f"trend per step: {t['coef']:+.3f} (odds ratio {pos['odds_ratio_per_step']:.2f}, p {_p(t['p'])}); "
+                   f"{pos['model']}")
+        if pos.get("dropped_cells"):
+            out.append(f"cells without variation in C left out: {', '.join(pos['dropped_cells'])}")
+    else:
+        out.append(f"{pos.get('status')}: {pos.get('message')}")
+
+    tbd = s["type_by_difficulty"]["family"]
+    out.append(_h("Type against difficulty (rows: strategy family; columns: task or level)", style))
+    for model, fams in tbd["table"].items():
+        cols = [c["cell"] for c in s["cells"] if c["model"] == model]
+        rows = [[fam] + [_fr(vals.get(cl), style) for cl in cols] for fam, vals in fams.items()]
+        out.append(f"model {model}:")
+        out += _table(["family"] + cols, rows, style)
+    if tbd["missing"]:
+        out.append(f"cells that do not exist (no runs with that family there): {', '.join(tbd['missing'])}")
+
+    out.append(_h("Perturbation uptake (edited value or claim reused in a later line)", style))
+    rows = []
+    for fam, u in s["uptake"].items():
+        rows.append([fam, _fr(u["uptake_rate"], style), _fr(u["propagation_if_taken_up"], style),
+                     _fr(u["propagation_if_not_taken_up"], style), str(u["undetermined"])])
+    out += _table(["family", "uptake", "propagation | taken up", "propagation | not taken up", "undetermined"],
+                  rows, style)
+
+    cm = s["cross_model"]
+    out.append(_h("Cross-model comparison (shared eligible questions)", style))
+    if cm.get("status") != "ok":
+        out.append(f"{cm.get('status')}: {cm.get('message')}")
+    else:
+        out.append(f"{cm['n_shared_questions']} shared questions; " +
+                   "; ".join(f"{m}: {_fr(r, style)}" for m, r in cm["rates"].items()))
+        for pair, d in cm["pairs"].items():
+            est = d.get("estimate")
+            ci = d.get("ci") or [None, None]
+            ci_s = "n/a" if ci[0] is None else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+            out.append(f"{pair}: " + ("n/a" if est is None else f"{100 * est:+.1f} pp {ci_s}") +
+                       f" over {d.get('n_pairs', 0)} matched cells / {d.get('n_clusters', 0)} questions (paired, clustered)")
+
+    tx = s["taxonomy"]
+    out.append(_h("A/B/C taxonomy (the paper's Table 4)", style))
+    if tx.get("status") != "ok":
+        out.append(f"{tx.get('status')}: {tx.get('message')}")
+    else:
+        rows = []
+        for key in ("position", "strategy", "dataset"):
+            for g, v in tx[key].items():
+                rows.append([key, g] + [f"{v[lbl]['count']} ({100 * v[lbl]['share']:.1f}%)" for lbl in ("A", "B", "C")])
+        out += _table(["by", "group", "A silent bypass", "B self-correction", "C error propagation"], rows, style)
+    return "\n".join(out)
+
+
+def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """gradient.png: propagation vs baseline accuracy per (model, task-or-level), both-way bars, fitted curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    use_acc = s["axis"] == "accuracy"
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    models = sorted({c["model"] for c in s["cells"]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    plotted = 0
+    for i, m in enumerate(models):
+        col = colors[i % len(colors)]
+        xs = []
+        for c in s["cells"]:
+            if c["model"] != m or c["propagation"]["n"] == 0:
+                continue
+            p = c["propagation"]
+            y = p["k"] / p["n"]
+            ylo, yhi = (p["lo"], p["hi"]) if p.get("lo") is not None else (y, y)
+            if use_acc:
+                a = c["baseline_accuracy"]
+                x = a["rate"]
+                xlo, xhi = (a["lo"], a["hi"]) if a.get("lo") is not None else (x, x)
+            else:
+                x, xlo, xhi = c["difficulty"], c["difficulty"], c["difficulty"]
+            ax.errorbar([100 * x], [100 * y], xerr=[[100 * (x - xlo)], [100 * (xhi - x)]],
+                        yerr=[[100 * (y - ylo)], [100 * (yhi - y)]], fmt="o", color=col, capsize=3,
+                        label=m if not xs else None)
+            ax.annotate(c["cell"], (100 * x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            xs.append(x)
+            plotted += 1
+        curve = (s.get("curves") or {}).get(m)
+        if curve and xs:
+            lo, hi = min(xs), max(xs)
+            grid = np.linspace(lo, hi, 100)
+            d = (1 - grid) if use_acc else grid
+            yy = 1 / (1 + np.exp(-(curve["intercept"] + curve["slope"] * d)))
+            ax.plot(100 * grid, 100 * yy, "-", color=col, alpha=0.6, lw=1.2)
+    if use_acc:
+        ax.set_xlabel("baseline accuracy, % (unparseable counted wrong; 95% Wilson)")
+        ax.invert_xaxis()
+    else:
+        ax.set_xlabel("difficulty level (ordinal)")
+    ax.set_ylabel("error propagation, % (95% CI clustered by question)")
+    ax.set_ylim(-2, 102)
+    ax.set_title("Propagation rises as the model's own accuracy falls?" if use_acc else "Propagation by difficulty level",
+                 fontsize=10)
+    if models:
+        ax.legend(fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return {"path": Path(path).name, "points": plotted, "x": "baseline_accuracy" if use_acc else "difficulty_level"}
