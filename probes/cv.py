@@ -59,11 +59,13 @@ def cross_val_predict_grouped(kind: str, X, y, groups, fold_ids, *, seed: int = 
     pred = np.full(len(y), -1, dtype=np.int64)
     dec = np.full(len(y) if n_classes <= 2 else (len(y), n_classes), np.nan)
     inner, Cs, nwarn, skipped = [], [], 0, []
+    C_per_fold: list[float | None] = []
     for k in range(int(fold_ids.max()) + 1):
         tr, te = fold_ids != k, fold_ids == k
         if not te.any() or len(np.unique(y[tr])) < 2:  # nothing to score / nothing to learn: rows unscored
             inner.append(float("nan"))
             skipped.append(k)
+            C_per_fold.append(None)
             continue
         pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], seed=seed, **pipe_kw)
         pipe.fit(X[tr], y[tr], probe__groups=groups[tr])
@@ -75,11 +77,12 @@ def cross_val_predict_grouped(kind: str, X, y, groups, fold_ids, *, seed: int = 
         elif d.ndim == 2 and d.shape[1] == n_classes:
             dec[te] = d
         inner.append(float(probe.inner_score_))
+        C_per_fold.append(float(probe.C_) if hasattr(probe, "C_") else None)
         if hasattr(probe, "C_"):
             Cs.append(float(probe.C_))
         nwarn += int(getattr(probe, "n_convergence_warnings_", 0))
-    return {"pred": pred, "decision": dec, "inner_score": inner, "C": Cs, "n_convergence_warnings": nwarn,
-            "skipped_folds": skipped}
+    return {"pred": pred, "decision": dec, "inner_score": inner, "C": Cs, "C_per_fold": C_per_fold,
+            "n_convergence_warnings": nwarn, "skipped_folds": skipped}
 
 
 def _cluster_boot(groups, y, correct, n_classes: int, n_boot: int, seed: int, level: float):
@@ -126,6 +129,9 @@ def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boo
         acc_ci, bal_ci = _cluster_boot(np.asarray(groups)[ok], y, correct, len(class_names), n_boot, seed, level)
         out["accuracy"]["cluster_ci"] = acc_ci
         out["balanced_accuracy"]["cluster_ci"] = bal_ci
+        if acc_ci[0] is not None:  # lead with the question-clustered interval (behavioural.stats.Rate form)
+            out["accuracy"].update(lo=acc_ci[0], hi=acc_ci[1], method="cluster-bootstrap")
+        out["accuracy"]["n_questions"] = int(len(np.unique(np.asarray(groups)[ok].astype(str))))
     if decision is not None and len(class_names) == 2 and len(np.unique(y)) == 2:
         d = np.asarray(decision)[ok]
         if d.ndim == 1 and np.all(np.isfinite(d)):
@@ -163,7 +169,7 @@ def permute_by_group(y, groups, rng: np.random.Generator) -> np.ndarray:
         by_size.setdefault(len(m), []).append(i)
     out = y.copy()
     pool = []
-    for size, gs in by_size.items():
+    for _size, gs in by_size.items():
         if len(gs) < 2:
             pool.extend(gs)
             continue

@@ -34,10 +34,11 @@ class ProbeData:
     y: np.ndarray  # int class index into class_names
     class_names: list[str]
     y_c: np.ndarray  # 1 = C, 0 = non-C (for directions)
-    questions: np.ndarray  # question id per row (object)
+    questions: np.ndarray  # question key per row (object): ``question_key`` when the store has it, else question_id
     meta: object  # pandas DataFrame of the used rows (reset index)
     conditions: str
     notes: list[str] = field(default_factory=list)
+    group_key: str = "question_id"  # which row column ``questions`` came from
 
     @property
     def n(self) -> int:
@@ -130,9 +131,15 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
                          f"needs at least two classes ({' and '.join(names)}); cache a study that produces both "
                          f"(mix strategies/positions){'' if conditions == 'all' else ', or pass --conditions all'}")
     yc = np.where(lab[idx] != "", (lab[idx] == "C").astype(np.int64), (lab3[idx] == "C").astype(np.int64))
-    q = rows["question_id"].to_numpy(dtype=object)[idx]
+    group_key = "question_id"
+    if "question_key" in rows.columns:
+        qk = rows["question_key"].to_numpy(dtype=object)[idx]
+        if all(v is not None and v != "" for v in qk):
+            group_key = "question_key"  # stable hash of the normalised question text: twins are one question
+    q = rows[group_key].to_numpy(dtype=object)[idx]
     if any(v is None or v == "" for v in q):
-        raise ProbeError(f"{store.path}: some labelled rows have no question_id; grouped CV needs one per row")
+        raise ProbeError(f"{store.path}: some labelled rows have no question_id; grouped CV needs one per row "
+                         f"(re-cache the activations)")
     meta = rows.iloc[idx].reset_index(drop=True)
     notes = []
     if len(present) < len(names):
@@ -143,7 +150,8 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
         y = np.array([remap[v] for v in y], dtype=np.int64)
         names = present
     return ProbeData(store=store, target=target, position=position, layers=layer_list, idx=idx, y=y,
-                     class_names=list(names), y_c=yc, questions=q, meta=meta, conditions=conditions, notes=notes)
+                     class_names=list(names), y_c=yc, questions=q, meta=meta, conditions=conditions, notes=notes,
+                     group_key=group_key)
 
 
 def check_folds(y, groups, folds: int, class_names, *, flag: str = "--folds") -> None:

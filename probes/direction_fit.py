@@ -66,11 +66,13 @@ def within_class_pcs(X: np.ndarray, y: np.ndarray, k: int, seed: int = 0) -> np.
 
 def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = None, *, n_directions: int = 8,
                    pca: int | None = None, seed: int = 0,
-                   inner_folds: int = 3, Cs: Sequence[float] | None = None) -> dict:
+                   inner_folds: int = 3, Cs: Sequence[float] | None = None, solver: str = "sklearn",
+                   device: str = "cpu") -> dict:
     """Directions for one layer from ``X`` [n, d] (raw activations) and ``y_c`` (1 = C, 0 = non-C).
 
     The logistic probe is the same pipeline the CV scores (scaler, optional PCA, ``LogisticProbe`` with C
-    chosen by inner grouped CV), fitted on all rows. Returns ``{"logistic", "mass_mean", "basis", "names",
+    chosen by inner grouped CV), fitted on all rows; ``solver="torch"`` fits it with the batched solver
+    (:func:`probes.fast.logistic_fits`, no PCA). Returns ``{"logistic", "mass_mean", "basis", "names",
     "resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"}``.
     """
     from probes.cv import pipeline_for
@@ -80,13 +82,25 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     y_c = np.asarray(y_c).astype(np.int64)
     if len(np.unique(y_c)) < 2:
         raise ProbeError("directions need both C and non-C rows")
-    kw = {} if Cs is None else {"Cs": tuple(Cs)}
-    pipe = pipeline_for("logistic", X.shape[0], X.shape[1], pca=pca, seed=seed, inner_folds=inner_folds, **kw)
-    pipe.fit(X, y_c, probe__groups=groups)
-    probe = pipe.named_steps["probe"]
-    w = raw_direction(pipe)  # gradient of the C logit in raw coordinates
-    if list(probe.classes_) == [0, 1]:
-        w = -w  # point toward non-C
+    if solver == "torch" and not pca:
+        from probes.estimators import DEFAULT_CS
+        from probes.fast import logistic_fits
+
+        g = np.arange(len(y_c)) if groups is None else np.asarray(groups)
+        fit = logistic_fits(X, y_c, g, [np.ones(len(y_c), bool)], Cs=DEFAULT_CS if Cs is None else Cs,
+                            inner_folds=inner_folds, seed=seed, device=device)[0]
+        assert fit is not None
+        w = -np.asarray(fit["coef"][0], dtype=np.float64)  # the C logit's gradient, negated: toward non-C
+        C_ = float(fit["C"])
+    else:
+        kw = {} if Cs is None else {"Cs": tuple(Cs)}
+        pipe = pipeline_for("logistic", X.shape[0], X.shape[1], pca=pca, seed=seed, inner_folds=inner_folds, **kw)
+        pipe.fit(X, y_c, probe__groups=groups)
+        probe = pipe.named_steps["probe"]
+        w = raw_direction(pipe)  # gradient of the C logit in raw coordinates
+        if list(probe.classes_) == [0, 1]:
+            w = -w  # point toward non-C
+        C_ = float(probe.C_)
     logistic = _unit(w)
     mass = _unit(X[y_c == 0].mean(axis=0) - X[y_c == 1].mean(axis=0))
     n_pc = max(0, int(n_directions) - 2) + 2  # a couple spare, in case some are dependent
@@ -101,7 +115,7 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
         "basis": basis.astype(np.float32),
         "names": names,
         "resid_norm": float(np.linalg.norm(X, axis=1).mean()),
-        "logistic_C": float(probe.C_),
+        "logistic_C": C_,
         "n_rows": int(len(y_c)),
         "n_C": int(np.sum(y_c == 1)),
         "n_nonC": int(np.sum(y_c == 0)),

@@ -17,7 +17,7 @@ from probes.train import main, train_probes
 
 STRATS = ("arithmetic", "contradiction")
 POSNS = ("early", "middle", "late")
-FAST = dict(n_boot=200, control_repeats=1, Cs=(0.01, 1.0, 100.0))
+FAST = dict(n_boot=200, permutations=20, Cs=(0.01, 1.0, 100.0))
 
 
 def write_store(path, acts, labels, questions, *, label3=None, strategies=None, positions=None, conditions=None,

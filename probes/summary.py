@@ -1,0 +1,101 @@
+"""The probes stage's own summary of ``results.json``, as text or markdown (the report only joins these).
+
+    python -c "import json; from probes.summary import format_summary; \\
+print(format_summary(json.load(open('runs/demo/probes/results.json')), style='md'))"
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from behavioural.stats import format_rate
+
+
+def _pp(v: float | None, signed: bool = True) -> str:
+    if v is None:
+        return "n/a"
+    return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+
+
+def _gain(g: dict | None) -> str:
+    """``"+3.1 pp [-1.2, +7.0] (206 rows; 15 q)"``."""
+    if not g or g.get("value") is None:
+        return "n/a"
+    ci = "[n/a]" if g.get("lo") is None else f"[{_pp(g['lo'])}, {_pp(g['hi'])}]"
+    return f"{_pp(g['value'])} pp {ci} ({g['n_rows']} rows; {g['n_questions']} q)"
+
+
+def _p(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _acc(r: dict | None, style: str) -> str:
+    return format_rate(r, style=style) if r and "k" in r else "n/a"
+
+
+def format_summary(results: dict[str, Any], style: str = "text") -> str:
+    """The probes section: data, baselines, the headline as a gain over the metadata baseline, the per-layer
+    table, controls, within-cell accuracy and transfer. ``style``: ``"text"`` or ``"md"``."""
+    if style not in ("text", "md"):
+        raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
+    md = style == "md"
+    d = results["data"]
+    lines: list[str] = []
+    bullet = "- " if md else ""
+    cc = ", ".join(f"{c}: {v['rows']} rows / {v['questions']} q" for c, v in d["class_counts"].items())
+    lines.append(f"{bullet}{d['n_rows']} rows, {d['n_questions']} questions (grouped by {d.get('group_key', 'question_id')}); "
+                 f"classes {cc}")
+    lines.append(f"{bullet}majority baseline: {_acc(results['majority_baseline']['accuracy'], style)}")
+    mb = results.get("metadata_baseline")
+    if mb:
+        feats = ", ".join(mb.get("features") or []) or "none"
+        lines.append(f"{bullet}metadata-only baseline ({feats}; no activations): {_acc(mb['accuracy'], style)}")
+    for pk, h in results.get("headline", {}).items():
+        lines.append(f"{bullet}**{pk} headline** (nested CV, layers {h.get('chosen_layer_counts')}): "
+                     f"{_acc(h['accuracy'], style)}; gain over metadata {_gain(h.get('gain_over_metadata'))}; "
+                     f"shuffled-label p = {_p(h.get('control_p_value'))}" if md else
+                     f"{pk} HEADLINE (nested CV, layers {h.get('chosen_layer_counts')}): {_acc(h['accuracy'], style)}; "
+                     f"gain over metadata {_gain(h.get('gain_over_metadata'))}; shuffled-label p = "
+                     f"{_p(h.get('control_p_value'))}")
+    meta_rate = (mb or {}).get("accuracy", {}).get("rate")
+    for pk, res in results.get("probes", {}).items():
+        lines.append("")
+        hdr = ["layer", "accuracy (question-clustered 95% CI)", "metadata", "majority", "gain over metadata (pp)",
+               "control (mean of perms)", "p"]
+        if md:
+            lines.append(f"**{pk}** per layer")
+            lines.append("")
+            lines.append("| " + " | ".join(hdr) + " |")
+            lines.append("|" + "---|" * len(hdr))
+        else:
+            lines.append(f"{pk}: " + " | ".join(hdr))
+        maj = results["majority_baseline"]["accuracy"].get("rate")
+        for e in res["layers"]:
+            cells = [str(e["layer"]), _acc(e["accuracy"], style), _pp(meta_rate, False), _pp(maj, False),
+                     _gain(e.get("gain_over_metadata")).split(" (")[0], _pp(e["control"]["accuracy"].get("rate"), False),
+                     _p(e.get("control_p_value"))]
+            lines.append(("| " + " | ".join(cells) + " |") if md else "  " + " | ".join(cells))
+        wc = res.get("within_cell")
+        if wc:
+            pooled = wc["pooled"]
+            lines.append("")
+            lines.append(f"{bullet}{pk} within strategy x position cells (headline predictions): probe "
+                         f"{_pp(pooled['probe'], False)}% vs cell majority {_pp(pooled['cell_majority'], False)}% "
+                         f"over {pooled['n_rows']} rows")
+            for c, v in wc["cells"].items():
+                lines.append(f"{'  - ' if md else '    '}{c}: {v['n_rows']} rows / {v['n_questions']} q, probe "
+                             f"{_pp(v['probe'], False)}% vs majority {_pp(v['cell_majority'], False)}%")
+    for pk, t in results.get("transfer", {}).items():
+        if "leave_one_strategy_out" in t:
+            lines.append("")
+            lines.append(f"{bullet}{pk} leave-one-strategy-out transfer (layer {t['layer']}):")
+            for e in t["leave_one_strategy_out"]:
+                ind = e.get("in_distribution", {}).get("accuracy")
+                lines.append(f"{'  - ' if md else '    '}held out {e['held_out']}: {_acc(e['transfer']['accuracy'], style)}"
+                             + (f" vs in-distribution {_acc(ind, style)}" if ind else ""))
+    return "\n".join(lines)
+
+
+def print_summary(results: dict[str, Any], out: Path) -> None:
+    print("\n" + format_summary(results, style="text"))
+    print(f"\nwrote {out}/results.json, accuracy_vs_layer.png" + (", directions.h5" if results.get("directions") else ""))
