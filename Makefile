@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) study.py --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
+	$(PY) -m study --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not vllm" --timeout 900

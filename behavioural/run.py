@@ -238,7 +238,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
     from .cli import check_device
     from .data import load_questions, sample
     from .protocol import check_resume, run_protocol
-    from .rundir import RunDirError, output_lock
+    from .rundir import RunDirError, is_fresh_dir, output_lock
     from .runs import Run
 
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -250,7 +250,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
     created = False
     if config.resume:
         Run(out_dir)  # a run directory with a manifest, or a one-line error
-    else:
+    elif not is_fresh_dir(out_dir):  # a directory the study driver (or a killed start) left empty is taken
         if out_dir.exists():
             raise RunDirError(f"output directory {str(out_dir)!r} already exists; choose a new --output-dir, or continue it "
                               f"with --resume {out_dir}")

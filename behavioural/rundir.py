@@ -108,10 +108,20 @@ def output_lock(path: str | os.PathLike, command: str | None = None) -> Iterator
         f.close()
 
 
+#: what a run directory may hold before its run starts: the writer's lock, the study driver's settings
+FRESH_DIR_FILES = frozenset({".lock", "study.json", "study.json.tmp"})
+
+
+def is_fresh_dir(path: str | os.PathLike) -> bool:
+    """True for an existing directory that holds no run yet (only :data:`FRESH_DIR_FILES`)."""
+    p = Path(path)
+    return p.is_dir() and {x.name for x in p.iterdir()} <= FRESH_DIR_FILES
+
+
 def create_run_dir(path: str | os.PathLike) -> Path:
     p = Path(path)
-    if p.is_dir() and {x.name for x in p.iterdir()} <= {".lock"}:
-        return p  # created (and locked) by this command's own writer: see output_lock
+    if is_fresh_dir(p):
+        return p  # created (and locked) by this command's own writer, or by the study driver
     if p.exists():
         raise RunDirError(
             f"output directory {str(p)!r} already exists; choose a new --output-dir, or continue it with --resume {p}"

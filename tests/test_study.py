@@ -1,7 +1,13 @@
-"""The whole pipeline end to end on the embedded model: behaviour -> labels -> activations -> probes ->
-steering -> report.md, with every stage's files checked."""
+"""The study package: every stage called as a library function, skipped when its own output is complete.
+
+    .venv/bin/pytest -q tests/test_study.py -m "not integration"
+
+The fast tests run the whole pipeline on the scripted model (behaviour) and a tiny in-process Llama
+(activations, steering); the integration test runs ``python -m study`` on the embedded SmolLM2.
+"""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -11,15 +17,104 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+FAST = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
+        "--random-seeds", "1", "--max-new-tokens", "16", "--quiet"]
+
+
+@pytest.fixture
+def fake_models(monkeypatch, tiny_lm):
+    """Every stage loads the tiny Llama; the behavioural stage generates with the scripted model."""
+    from fakes import scripted_generate
+
+    import behavioural.models as models
+    import behavioural.protocol as protocol
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
+    monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))
+    return tiny_lm
+
+
+def _records(out: Path) -> dict:
+    from behavioural.rundir import read_jsonl
+
+    return {"continuations": read_jsonl(out / "continuations.jsonl"),
+            "labels": read_jsonl(out / "labels" / "rule" / "labels.jsonl")}
+
+
+def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, capsys):
+    from study.driver import main
+
+    out = tmp_path / "study"
+    assert main(["--output-dir", str(out), *FAST]) == 0
+    for f in ("summary.json", "labels/rule/summary.json", "activations.h5", "probes/results.json",
+              "steering/summary.json", "report.md", "report.txt", "study.json"):
+        assert (out / f).is_file(), f
+    md = (out / "report.md").read_text()
+    for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering", "| overall |", "| perturbed |"):
+        assert section in md, section
+    assert "not run yet" not in md
+    txt = (out / "report.txt").read_text()
+    assert "Steering" in txt and "labelling rule" in txt
+    capsys.readouterr()
+    # a second new study there is refused; --resume alone skips every finished stage, with the stored settings
+    assert main(["--output-dir", str(out), *FAST]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["--resume", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.count("already complete, skipped") == 5
+    assert "resuming" in cap.err and "max_examples=16" in cap.err
+    # explicit options that differ from the stored ones are refused, naming each; nothing is modified
+    before = (out / "study.json").read_bytes()
+    assert main(["--resume", str(out), "--max-examples", "20", "--folds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-examples 20" in err and "--folds 3" in err and err.count("\n") == 1
+    assert (out / "study.json").read_bytes() == before
+
+
+def test_resume_repairs_missing_summary_and_unfinished_labels(tmp_path, fake_models, capsys):
+    from study.driver import main
+
+    out = tmp_path / "study"
+    assert main(["--output-dir", str(out), *FAST]) == 0
+    ref = _records(out)
+    (out / "summary.json").unlink()  # the behavioural stage must redo its summary
+    s = json.loads((out / "labels" / "rule" / "settings.json").read_text())
+    (out / "labels" / "rule" / "settings.json").write_text(json.dumps(dict(s, status="running")))
+    lines = (out / "labels" / "rule" / "labels.jsonl").read_text().splitlines(keepends=True)
+    (out / "labels" / "rule" / "labels.jsonl").write_text("".join(lines[:5]) + lines[5][:20])
+    capsys.readouterr()
+    assert main(["--resume", str(out)]) == 0
+    assert (out / "summary.json").is_file()
+    assert _records(out) == ref
+    assert capsys.readouterr().out.count("already complete, skipped") == 3
+
+
+def test_resume_of_a_missing_directory_is_an_error(tmp_path, capsys):
+    from study.driver import main
+
+    assert main(["--resume", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err
+    assert "no such study directory" in err and err.count("\n") == 1
+    assert not (tmp_path / "typo").exists()
+
+
+def test_help_and_report_cli(tmp_path, capsys):
+    r = subprocess.run([sys.executable, "-m", "study", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0 and "--resume" in r.stdout
+    from study.report import main as report_main
+
+    assert report_main([str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.integration
 def test_study_end_to_end_on_embedded_model(tmp_path):
     out = tmp_path / "study"
-    cmd = [sys.executable, "study.py", "--output-dir", str(out), "--task", "s2_o3", "--max-examples", "24",
+    cmd = [sys.executable, "-m", "study", "--output-dir", str(out), "--task", "s2_o3", "--max-examples", "24",
            "--folds", "3", "--k", "1,2", "--alphas", "1", "--max-cases", "4", "--random-seeds", "1",
            "--max-new-tokens", "64", "--quiet"]
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["questions"] == 24 and summary["eligible"] > 0
@@ -34,13 +129,11 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     steer = json.loads((out / "steering" / "summary.json").read_text())
     assert steer["verdict"]
     report = (out / "report.md").read_text()
-    for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering", "Verdict"):
+    for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering"):
         assert section in report, section
-    # a second invocation refuses to overwrite; --resume skips every finished stage
-    r2 = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    r2 = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert r2.returncode == 2 and "already exists" in r2.stderr
-    r3 = subprocess.run([sys.executable, "study.py", "--resume", str(out), "--task", "s2_o3", "--max-examples", "24",
-                         "--max-new-tokens", "64", "--quiet"], cwd=REPO, capture_output=True, text=True,
-                        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    r3 = subprocess.run([sys.executable, "-m", "study", "--resume", str(out)], cwd=REPO, capture_output=True,
+                        text=True, env=env)
     assert r3.returncode == 0, r3.stderr[-2000:]
     assert r3.stdout.count("already complete, skipped") == 5

@@ -1,0 +1,92 @@
+"""python -m study --output-dir DIR  (this module: the study's settings, stored in ``DIR/study.json``)
+
+The CPU default is the ``arith`` ladder at the two levels where SmolLM2-135M-Instruct answers a useful
+fraction correctly (s2_o3, s2_o5), with three edits that together give both outcomes: ``arithmetic`` (the
+original evaluator's edit of the first number, often an operand the model then ignores),
+``arithmetic_change`` (the line's result, which the model copies forward) and ``contradiction``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STUDY_FILE = "study.json"
+SCHEMA_VERSION = 1
+
+
+class StudyError(ValueError):
+    """A study request that cannot be carried out; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Every setting of a study (``python -m study`` parses into this; tests build it directly)."""
+
+    output_dir: str
+    model: str = "smollm2-135m-instruct"
+    dataset: str = "arith"
+    task: str | None = "s2_o3,s2_o5"
+    data_dir: str | None = None
+    max_examples: int = 64
+    strategy: str = "arithmetic,arithmetic_change,contradiction"
+    max_new_tokens: int = 96
+    batch_size: int = 16
+    folds: int = 5
+    k: str = "1,2,4"
+    alphas: str = "0.1,0.25,0.5"
+    steer_layers: str | None = None
+    max_cases: int = 12
+    random_seeds: int = 2
+    seed: int = 42
+    device: str | None = None
+    quiet: bool = False
+
+    #: settings that may differ on --resume (they do not change results)
+    FREE = ("output_dir", "batch_size", "device", "quiet")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def result_settings(self) -> dict[str, Any]:
+        return {k: v for k, v in self.to_dict().items() if k not in self.FREE}
+
+    def validate(self) -> None:
+        from behavioural.cli import check_number, parse_float_list
+
+        for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds"):
+            check_number(getattr(self, name), "--" + name.replace("_", "-"), minimum=1)
+        check_number(self.folds, "--folds", minimum=2)
+        parse_float_list(self.alphas, "--alphas")
+        ks = parse_float_list(self.k, "--k", minimum=1)
+        if any(int(v) != v for v in ks):
+            raise StudyError(f"--k {self.k!r}: numbers of directions must be whole numbers >= 1")
+        if self.steer_layers is not None:
+            try:
+                [int(x) for x in self.steer_layers.split(",") if x.strip()]
+            except ValueError:
+                raise StudyError(f"--steer-layers {self.steer_layers!r}: give a comma list of layer indices") from None
+
+
+def read_stored(out: Path) -> dict[str, Any] | None:
+    """The settings stored in ``DIR/study.json``, or None when the study has not stored any yet."""
+    p = out / STUDY_FILE
+    if not p.is_file():
+        return None
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StudyError(f"{p} is not valid JSON ({e}); it was cut off or edited: restore it, or delete it to resume "
+                         "with the options given on the command line") from None
+    if not isinstance(d, dict) or not isinstance(d.get("settings"), dict):
+        raise StudyError(f"{p} holds no study settings; restore it, or delete it to resume with the given options")
+    return d["settings"]
+
+
+def write_stored(out: Path, config: StudyConfig) -> None:
+    from behavioural.rundir import now, write_json
+
+    write_json(out / STUDY_FILE, {"kind": "study", "schema_version": SCHEMA_VERSION, "updated": now(),
+                                  "settings": config.to_dict()})

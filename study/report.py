@@ -1,0 +1,123 @@
+"""Write ``report.md`` and ``report.txt`` for a study directory from what each stage left there.
+
+    python -m study.report runs/study-20261129-150000
+
+The report only joins each stage's own rendered summary (``format_summary(summary, style="md"|"text")``
+of :mod:`behavioural.run`, :mod:`behavioural.label`, :mod:`activations.cache`, :mod:`probes.train`,
+:mod:`steering.sweep`) under a header naming the model, data and code version. A stage that has not
+finished is reported as missing, not as empty numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _header(out: Path, seconds: float | None, style: str) -> list[str]:
+    from behavioural.rundir import RunDirError
+    from behavioural.runs import Run
+
+    try:
+        m = Run(out).manifest
+    except RunDirError:
+        m = {}
+    model = m.get("model") or {}
+    s = m.get("settings") or {}
+    git = m.get("git") or {}
+    line = (f"Model {model.get('name')} (weights sha256 {str(model.get('weights_hash'))[:16]}...), dataset "
+            f"{s.get('dataset')} task {s.get('task')}, strategies {s.get('strategies')}, positions {s.get('positions')}; "
+            f"protocol {m.get('protocol_version')}; git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}."
+            + (f" Wall time {seconds / 60:.1f} min." if seconds else ""))
+    title = f"Study report: {out.name}"
+    return [f"# {title}", "", line] if style == "md" else [title, "=" * len(title), line]
+
+
+def render(out: str | Path, *, style: str = "md", seconds: float | None = None) -> str:
+    """The whole report as one string (markdown or text)."""
+    from study.stages import STAGES
+
+    out = Path(out)
+    parts = _header(out, seconds, style)
+    for i, st in enumerate(STAGES, 1):
+        title = f"{i}. {st.title}"
+        try:
+            body = st.render(out, style)
+        except Exception as e:  # a damaged stage output is reported, not fatal to the report
+            body = f"(could not render: {type(e).__name__}: {e})"
+        if body is None:
+            body = f"_{st.name}: not run yet, or not finished._" if style == "md" else f"({st.name}: not run yet)"
+        elif style == "md" and st.name == "labels" and "|" not in body:
+            body = f"```\n{body}\n```"
+        figs = sorted(p.relative_to(out) for p in st.output(out).glob("*.png")) if st.output(out).is_dir() and \
+            st.output(out) != out else []
+        if style == "md":
+            parts += ["", f"## {title}", "", body] + [f"\n![{f.stem}]({f.as_posix()})" for f in figs]
+        else:
+            parts += ["", title, "-" * len(title), body] + [f"figure: {f.as_posix()}" for f in figs]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
+    """Write ``report.md`` and ``report.txt`` into the study directory; returns the markdown path."""
+    out = Path(out)
+    md, txt = out / "report.md", out / "report.txt"
+    for path, style in ((md, "md"), (txt, "text")):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(render(out, style=style, seconds=seconds), encoding="utf-8")
+        tmp.replace(path)
+    return md
+
+
+def legacy_probes_summary(r: dict[str, Any], style: str = "md") -> str:
+    """The probes section, until :mod:`probes.train` renders its own ``format_summary``."""
+    from behavioural.stats import format_rate
+
+    def pct(x: Any) -> str:
+        return format_rate(x, style="md" if style == "md" else "text") if isinstance(x, dict) else str(x)
+
+    data = r.get("data", {})
+    classes = ", ".join(f"{c}: {v['rows']} rows / {v['questions']} questions" for c, v in data.get("class_counts", {}).items())
+    maj = (r.get("majority_baseline") or {}).get("accuracy")
+    lines = [f"Rows {data.get('n_rows')} from {data.get('n_questions')} questions ({classes}); majority-class baseline "
+             f"{pct(maj)}.", "", "Headline (nested CV: the layer is chosen on inner folds of each outer training split, "
+             "then scored on the outer fold):", ""]
+    for name, h in r.get("headline", {}).items():
+        bal = h.get("balanced_accuracy")
+        lines.append(f"* {name}: accuracy {pct(h.get('accuracy'))}, balanced accuracy "
+                     f"{bal:.3f}; layers chosen {h.get('chosen_layer_counts')}" if isinstance(bal, (int, float))
+                     else f"* {name}: {h}")
+    if style != "md":
+        return "\n".join(lines)
+    for name, p in r.get("probes", {}).items():
+        lines += ["", f"Per layer, `{name}` (held-out accuracy; shuffled-label control; selectivity):", "",
+                  "| layer | accuracy | balanced | control | selectivity |", "|---|---|---|---|---|"]
+        for row in p.get("layers", []):
+            bal = row.get("balanced_accuracy", {})
+            sel = row.get("selectivity")
+            lines.append(f"| {row['layer']} | {pct(row.get('accuracy'))} | {bal.get('value', float('nan')):.3f} | "
+                         f"{pct(row.get('control', {}).get('accuracy'))} | {'n/a' if sel is None else f'{sel:+.3f}'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from behavioural.cli import run_cli
+    from behavioural.rundir import RunDirError
+
+    ap = argparse.ArgumentParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("study_dir", help="a study directory written by python -m study")
+    args = ap.parse_args(argv)
+
+    def body() -> int:
+        d = Path(args.study_dir)
+        if not d.is_dir():
+            raise RunDirError(f"study directory {str(d)!r} does not exist; pass a directory written by python -m study")
+        print(write_report(d))
+        return 0
+
+    return run_cli(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

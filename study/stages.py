@@ -1,0 +1,191 @@
+"""python -m study --output-dir DIR  (this module: each stage as a library call, asked whether it is done)
+
+A :class:`Stage` names its output inside the study directory, asks the stage's own ``is_complete`` whether
+that output is finished, runs the stage's library function with a config dataclass (never an argv list),
+and renders the stage's own summary (``format_summary(summary, style="text"|"md")``) for the report.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from study.config import StudyConfig
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    title: str
+    output: Callable[[Path], Path]
+    is_complete: Callable[[Path], bool]
+    run: Callable[[Path, StudyConfig], Any]
+    render: Callable[[Path, str], str | None]  # (study dir, style) -> the stage's own summary, or None if absent
+
+
+def _mod(name: str):
+    return importlib.import_module(name)
+
+
+# ------------------------------------------------------------------------------------------ behaviour
+def _behaviour_settings(c: StudyConfig):
+    from behavioural.protocol import Settings
+    from behavioural.strategies import parse_strategies
+
+    return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
+                    task=c.task, seed=c.seed, max_examples=c.max_examples, max_new_tokens=c.max_new_tokens,
+                    data_dir=c.data_dir, batch_size=c.batch_size)
+
+
+def _run_behaviour(out: Path, c: StudyConfig) -> Any:
+    from behavioural.run import RunConfig, run_stage
+    from behavioural.runs import MANIFEST
+
+    resume = (out / MANIFEST).is_file()
+    return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
+                               progress=not c.quiet), echo=None if c.quiet else print)
+
+
+def _render_behaviour(out: Path, style: str) -> str | None:
+    from behavioural.run import format_summary, is_complete
+    from behavioural.runs import Run
+
+    return format_summary(Run(out).summary() or {}, style=style) if is_complete(out) else None
+
+
+# ------------------------------------------------------------------------------------------ labels
+LABELLING = "rule"
+
+
+def _labels_dir(out: Path) -> Path:
+    return out / "labels" / LABELLING
+
+
+def _run_labels(out: Path, c: StudyConfig) -> Any:
+    from behavioural.label import LabelConfig, label_stage
+
+    d = _labels_dir(out)
+    return label_stage(LabelConfig(run_dir=out, labellers=("rule",), name=LABELLING, resume=d.exists(),
+                                   progress=not c.quiet))
+
+
+def _render_labels(out: Path, style: str) -> str | None:
+    from behavioural.label import format_summary, is_complete
+    from behavioural.rundir import read_json
+
+    root = out / "labels"
+    parts = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if is_complete(d):
+            parts.append(format_summary(read_json(d / "summary.json"), style=style))
+    return "\n\n".join(parts) or None
+
+
+# ------------------------------------------------------------------------------------------ activations
+def _store(out: Path) -> Path:
+    return out / "activations.h5"
+
+
+def _run_activations(out: Path, c: StudyConfig) -> Any:
+    from activations.cache import CacheConfig, cache_activations
+
+    return cache_activations(CacheConfig(run_dir=out, layers="all", labels=LABELLING, conditions="perturbed",
+                                         resume=True, device=c.device, progress=not c.quiet))
+
+
+def _render_activations(out: Path, style: str) -> str | None:
+    cache = _mod("activations.cache")
+    if not cache.is_complete(_store(out)):
+        return None
+    return cache.format_summary(cache.summarize(_store(out)), style=style)
+
+
+# ------------------------------------------------------------------------------------------ probes
+def _probes_dir(out: Path) -> Path:
+    return out / "probes"
+
+
+def _probes_complete(out_dir: Path) -> bool:
+    train = _mod("probes.train")
+    fn = getattr(train, "is_complete", None)
+    return bool(fn(out_dir)) if fn else (out_dir / "results.json").is_file()
+
+
+def _run_probes(out: Path, c: StudyConfig) -> Any:
+    train = _mod("probes.train")
+    cfg_cls = getattr(train, "ProbeConfig", None) or getattr(train, "ProbesConfig", None)
+    fn = getattr(train, "train_stage", None) or getattr(train, "run_probes", None)
+    if cfg_cls is not None and fn is not None:
+        return fn(cfg_cls(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet))
+    # until the probes stage has its config dataclass: its parsed arguments (still no argv strings built here)
+    import argparse
+
+    defaults = {a.dest: a.default for a in train.build_parser()._actions if a.dest != "help"}
+    args = argparse.Namespace(**{**defaults, "store": str(_store(out)), "output": str(_probes_dir(out)),
+                                 "folds": c.folds, "quiet": c.quiet, "_argv": []})
+    return train.run(args)
+
+
+def _render_probes(out: Path, style: str) -> str | None:
+    d = _probes_dir(out)
+    if not _probes_complete(d):
+        return None
+    train = _mod("probes.train")
+    from behavioural.rundir import read_json
+
+    results = read_json(d / "results.json")
+    fn = getattr(train, "format_summary", None)
+    if fn is not None:
+        return fn(results, style=style)
+    from study.report import legacy_probes_summary
+
+    return legacy_probes_summary(results, style=style)
+
+
+# ------------------------------------------------------------------------------------------ steering
+def _steer_dir(out: Path) -> Path:
+    return out / "steering"
+
+
+def _run_steering(out: Path, c: StudyConfig) -> Any:
+    from behavioural.cli import parse_float_list
+    from steering.sweep import SweepConfig, run_sweep
+
+    layers = [int(x) for x in c.steer_layers.split(",") if x.strip()] if c.steer_layers else None
+    cfg = SweepConfig(run_dir=str(out), directions=str(_probes_dir(out)), output=str(_steer_dir(out)), layers=layers,
+                      ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
+                      random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.max_new_tokens,
+                      batch_size=c.batch_size, resume=_steer_dir(out).exists())
+    for name, value in (("device", c.device), ("progress", not c.quiet)):
+        if hasattr(cfg, name):
+            object.__setattr__(cfg, name, value)
+    return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print)
+
+
+def _render_steering(out: Path, style: str) -> str | None:
+    sweep = _mod("steering.sweep")
+    d = _steer_dir(out)
+    if not sweep.is_complete(d):
+        return None
+    from behavioural.rundir import read_json
+
+    return sweep.format_summary(read_json(d / "summary.json"), style=style)
+
+
+def _lazy(mod: str, fn: str) -> Callable[[Path], bool]:
+    return lambda p: bool(getattr(_mod(mod), fn)(p))
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("behaviour", "Behaviour: does the edit reach the answer?", lambda o: o,
+          _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour),
+    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.label", "is_complete"), _run_labels, _render_labels),
+    Stage("activations", "Activations", _store, _lazy("activations.cache", "is_complete"), _run_activations,
+          _render_activations),
+    Stage("probes", "Probes: can the hidden state predict propagation?", _probes_dir, _probes_complete, _run_probes,
+          _render_probes),
+    Stage("steering", "Steering: do the probe directions change the outcome?", _steer_dir,
+          _lazy("steering.sweep", "is_complete"), _run_steering, _render_steering),
+)
