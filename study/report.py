@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def _header(out: Path, seconds: float | None, style: str) -> list[str]:
@@ -68,37 +67,6 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
         tmp.write_text(render(out, style=style, seconds=seconds), encoding="utf-8")
         tmp.replace(path)
     return md
-
-
-def legacy_probes_summary(r: dict[str, Any], style: str = "md") -> str:
-    """The probes section, until :mod:`probes.train` renders its own ``format_summary``."""
-    from behavioural.stats import format_rate
-
-    def pct(x: Any) -> str:
-        return format_rate(x, style="md" if style == "md" else "text") if isinstance(x, dict) else str(x)
-
-    data = r.get("data", {})
-    classes = ", ".join(f"{c}: {v['rows']} rows / {v['questions']} questions" for c, v in data.get("class_counts", {}).items())
-    maj = (r.get("majority_baseline") or {}).get("accuracy")
-    lines = [f"Rows {data.get('n_rows')} from {data.get('n_questions')} questions ({classes}); majority-class baseline "
-             f"{pct(maj)}.", "", "Headline (nested CV: the layer is chosen on inner folds of each outer training split, "
-             "then scored on the outer fold):", ""]
-    for name, h in r.get("headline", {}).items():
-        bal = h.get("balanced_accuracy")
-        lines.append(f"* {name}: accuracy {pct(h.get('accuracy'))}, balanced accuracy "
-                     f"{bal:.3f}; layers chosen {h.get('chosen_layer_counts')}" if isinstance(bal, (int, float))
-                     else f"* {name}: {h}")
-    if style != "md":
-        return "\n".join(lines)
-    for name, p in r.get("probes", {}).items():
-        lines += ["", f"Per layer, `{name}` (held-out accuracy; shuffled-label control; selectivity):", "",
-                  "| layer | accuracy | balanced | control | selectivity |", "|---|---|---|---|---|"]
-        for row in p.get("layers", []):
-            bal = row.get("balanced_accuracy", {})
-            sel = row.get("selectivity")
-            lines.append(f"| {row['layer']} | {pct(row.get('accuracy'))} | {bal.get('value', float('nan')):.3f} | "
-                         f"{pct(row.get('control', {}).get('accuracy'))} | {'n/a' if sel is None else f'{sel:+.3f}'} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,40 +108,26 @@ def _probes_dir(out: Path) -> Path:
 
 
 def _probes_complete(out_dir: Path) -> bool:
-    train = _mod("probes.train")
-    fn = getattr(train, "is_complete", None)
-    return bool(fn(out_dir)) if fn else (out_dir / "results.json").is_file()
+    from probes.train import is_complete
+
+    return bool(is_complete(out_dir))
 
 
 def _run_probes(out: Path, c: StudyConfig) -> Any:
-    train = _mod("probes.train")
-    cfg_cls = getattr(train, "ProbeConfig", None) or getattr(train, "ProbesConfig", None)
-    fn = getattr(train, "train_stage", None) or getattr(train, "run_probes", None)
-    if cfg_cls is not None and fn is not None:
-        return fn(cfg_cls(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet))
-    # until the probes stage has its config dataclass: its parsed arguments (still no argv strings built here)
-    import argparse
+    from probes.train import ProbeConfig, train
 
-    defaults = {a.dest: a.default for a in train.build_parser()._actions if a.dest != "help"}
-    args = argparse.Namespace(**{**defaults, "store": str(_store(out)), "output": str(_probes_dir(out)),
-                                 "folds": c.folds, "quiet": c.quiet, "_argv": []})
-    return train.run(args)
+    return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
+                             command="python -m study"))
 
 
 def _render_probes(out: Path, style: str) -> str | None:
+    from behavioural.rundir import read_json
+    from probes.train import RESULTS, format_summary
+
     d = _probes_dir(out)
     if not _probes_complete(d):
         return None
-    train = _mod("probes.train")
-    from behavioural.rundir import read_json
-
-    results = read_json(d / "results.json")
-    fn = getattr(train, "format_summary", None)
-    if fn is not None:
-        return fn(results, style=style)
-    from study.report import legacy_probes_summary
-
-    return legacy_probes_summary(results, style=style)
+    return format_summary(read_json(d / RESULTS), style=style)
 
 
 # ------------------------------------------------------------------------------------------ steering

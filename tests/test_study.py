@@ -52,7 +52,7 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, cap
     md = (out / "report.md").read_text()
     for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering", "| overall |", "| perturbed |"):
         assert section in md, section
-    assert "not run yet" not in md
+    assert "not run yet" not in md and "could not render" not in md
     txt = (out / "report.txt").read_text()
     assert "Steering" in txt and "labelling rule" in txt
     capsys.readouterr()
