@@ -17,9 +17,12 @@ from .answers import extract_answer
 
 FORMAT_INSTRUCTIONS = {
     "arith": "Write one calculation per line. End with a line 'Answer: N'",
-    "gsm8k": "Solve the problem step by step. Write one reasoning step per line. End with a line 'Answer: N' where N is a number.",
-    "mmlu": "Think step by step. Write one reasoning step per line. End with a line 'Answer: X' where X is the letter of the correct option.",
-    "bbh": "Think step by step. Write one reasoning step per line. End with a line 'Answer: X' with the final answer exactly as asked.",
+    "gsm8k": "Solve the problem step by step. Write one reasoning step per line. "
+             "End with a line 'Answer: N' where N is a number.",
+    "mmlu": "Think step by step. Write one reasoning step per line. "
+            "End with a line 'Answer: X' where X is the letter of the correct option.",
+    "bbh": "Think step by step. Write one reasoning step per line. "
+           "End with a line 'Answer: X' with the final answer exactly as asked.",
     "custom": "Think step by step. Write one reasoning step per line. End with a line 'Answer: X'.",
 }
 #: datasets whose default prompt includes few-shot turns (measured: SmolLM2 needs them on arith)

@@ -11,6 +11,9 @@
    continue from the unedited prefix cut at the same line (the control).
 4. Score each continuation strictly: C (parseable and wrong), non-C (correct), None (unparseable).
 
+One generation per distinct model input: cells that share an input (the unedited control is the same for
+every strategy; positions that land on the same line) get ONE record listing all of them in ``memberships``.
+
 Records are appended and flushed as they are produced; a run can be resumed after any interruption
 and produces the same records as an uninterrupted one.
 """
@@ -18,12 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import rundir
 from .answers import extract_answer, is_correct
+from .data import dedupe, question_key
 from .generation import encode, generate
 from .prompts import assistant_prefix, build_prompt, position_index, split_trace
 from .records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
@@ -91,7 +94,7 @@ def _hash_ids(ids) -> str:
 
 
 def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict:
-    from .data import dataset_fingerprint
+    from .data import dataset_fingerprint, question_key
 
     m = {
         "kind": "behavioural.run",
@@ -103,7 +106,9 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
         "chat_template": lm.chat_template,
         "dataset": {"name": settings.dataset, "task": settings.task, "fingerprint": dataset_fingerprint(questions),
                     "n_questions": len(questions), "sample_ids_sha256": _hash_ids([q.id for q in questions]),
-                    "revision": settings.dataset_revision},
+                    "revision": settings.dataset_revision,
+                    "n_distinct_questions": len({question_key(q.question) for q in questions}),
+                    "duplicates_dropped": getattr(questions, "duplicates_dropped", None)},
         "packages": rundir.package_versions(),
         "git": rundir.git_info(),
         "status": status,
@@ -123,12 +128,18 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
     old = {k: v for k, v in manifest["settings"].items() if k in settings.result_settings()}
     diff = _settings_diff(old, settings.result_settings())
     if diff:
-        raise ProtocolError(f"cannot resume {run_dir}: settings differ ({'; '.join(diff)}); rerun with the original settings or start a new --output-dir")
+        raise ProtocolError(f"cannot resume {run_dir}: settings differ ({'; '.join(diff)}); "
+                            "rerun with the original settings or start a new --output-dir")
+    if manifest.get("schema_version", 1) != SCHEMA_VERSION:
+        raise ProtocolError(f"cannot resume {run_dir}: its records use schema {manifest.get('schema_version', 1)}, this "
+                            f"version writes schema {SCHEMA_VERSION}; start a new --output-dir")
     if manifest.get("protocol_version") != PROTOCOL_VERSION:
-        raise ProtocolError(f"cannot resume {run_dir}: written by protocol {manifest.get('protocol_version')}, this is {PROTOCOL_VERSION}; start a new --output-dir")
+        raise ProtocolError(f"cannot resume {run_dir}: written by protocol {manifest.get('protocol_version')}, "
+                            f"this is {PROTOCOL_VERSION}; start a new --output-dir")
     want = _hash_ids([q.id for q in questions])
     if manifest["dataset"]["sample_ids_sha256"] != want:
-        raise ProtocolError(f"cannot resume {run_dir}: the question sample differs from the original run; check --data-dir/--max-examples")
+        raise ProtocolError(f"cannot resume {run_dir}: the question sample differs from the original run; "
+                            "check --data-dir/--max-examples")
     return manifest
 
 
@@ -149,6 +160,7 @@ def _baseline_record(q, prompt: str, prompt_tokens: int, gen, min_lines: int) ->
         prompt=prompt, prompt_tokens=prompt_tokens, trace=gen.text, lines=trace.lines,
         answer_line=trace.answer_line, parsed_answer=parsed, gold=q.answer, correct=correct, eligible=eligible,
         reason=reason, finish_reason=gen.finish_reason, new_tokens=gen.new_tokens,
+        question_key=question_key(q.question),
     )
 
 
@@ -165,15 +177,22 @@ class _Job:
     prefix_text: str
     input_text: str
     edit_span: tuple[int, int]
+    memberships: tuple[tuple[str, str], ...] = ()
 
 
 def plan_continuations(baseline: dict, question, settings: Settings) -> tuple[list[_Job], list[Skipped]]:
-    """The perturbed and control jobs (and not-applicable edits) for one eligible baseline."""
+    """The perturbed and control jobs (and not-applicable edits) for one eligible baseline.
+
+    One job per distinct model input: a cell whose input an earlier cell already has (the control, shared by
+    every strategy at a line; two positions cutting at one line) joins that job's ``memberships``.
+    """
     trace = split_trace(baseline["trace"], question.dataset, question.task)
     if tuple(trace.lines) != tuple(baseline["lines"]):
         raise ProtocolError(f"baseline {baseline['question_id']}: trace re-split differs from the recorded lines")
     n = len(trace.lines)
-    jobs, skipped = [], []
+    jobs: list[_Job] = []
+    skipped: list[Skipped] = []
+    by_input: dict[str, int] = {}  # model input -> index of its job
     for strategy in settings.strategies:
         for position in settings.positions:
             idx = position_index(n, position)
@@ -182,14 +201,27 @@ def plan_continuations(baseline: dict, question, settings: Settings) -> tuple[li
             if isinstance(edited, NotApplicable):
                 skipped.append(Skipped(question.id, strategy, position, idx, edited.reason))
                 continue
+            off = len(baseline["prompt"])
+            cell_jobs = []
             for condition, line in (("perturbed", edited), ("control", original)):
                 prefix, (s, e) = assistant_prefix(baseline["trace"], trace, idx, line)
-                off = len(baseline["prompt"])
-                jobs.append(_Job(
+                cell_jobs.append(_Job(
                     id=f"{question.id}|{strategy}|{position}|{condition}", question=question, baseline=baseline,
                     strategy=strategy, position=position, line_index=idx, edited=line, condition=condition,
                     prefix_text=prefix, input_text=baseline["prompt"] + prefix, edit_span=(off + s, off + e),
+                    memberships=((strategy, position),),
                 ))
+            if cell_jobs[0].input_text == cell_jobs[1].input_text:  # the edit left the prefix unchanged
+                skipped.append(Skipped(question.id, strategy, position, idx, "edited prefix equals the unedited prefix"))
+                continue
+            for job in cell_jobs:
+                prev = by_input.get(job.input_text)
+                if prev is None:
+                    by_input[job.input_text] = len(jobs)
+                    jobs.append(job)
+                else:
+                    first = jobs[prev]
+                    jobs[prev] = dataclasses.replace(first, memberships=first.memberships + ((strategy, position),))
     return jobs, skipped
 
 
@@ -204,6 +236,7 @@ def _continuation_record(job: _Job, gen, input_tokens: int) -> Continuation:
         prefix_text=job.prefix_text, input_text=job.input_text, input_tokens=input_tokens, edit_span=job.edit_span,
         continuation=gen.text, new_tokens=gen.new_tokens, finish_reason=gen.finish_reason, parsed_answer=parsed,
         gold=q.answer, correct=correct, label=label_for(correct),
+        question_key=question_key(q.question), memberships=job.memberships,
     )
 
 
@@ -222,6 +255,10 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
     """
     gen_fn = generate_fn or generate
     run_dir = Path(run_dir)
+    if len({question_key(q.question) for q in questions}) < len(questions):  # one question per normalised text
+        dropped = getattr(questions, "duplicates_dropped", 0)
+        questions = dedupe(questions, source="run_protocol")
+        questions.duplicates_dropped += dropped
     chunk = chunk or max(settings.batch_size * 4, 16)
     if resume:
         manifest = check_resume(run_dir, settings, questions)
@@ -277,8 +314,10 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
                         w.write(_continuation_record(j, g, len(encode(lm.tokenizer, j.input_text))))
                         written.add(j.id)
         # 4. summary
-        conts = rundir.read_jsonl(run_dir / CONTINUATIONS)
-        summary = summarise(baselines, conts, rundir.read_jsonl(run_dir / SKIPPED), seed=settings.seed)
+        from .runs import Run
+
+        run = Run(run_dir)  # the one reader: validates every record written (and refuses duplicate ids)
+        summary = summarise(baselines, run.continuations(), run.skipped(), seed=settings.seed)
         status = "ok" if summary["eligible"] > 0 else "insufficient_data"
         summary.update(status=status, protocol_version=PROTOCOL_VERSION, run_dir=str(run_dir))
         if status == "insufficient_data":
@@ -300,12 +339,11 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
 
 
 def load_run(run_dir: str | Path) -> dict:
-    """The files of a finished (or partial) run as plain data: manifest, baselines, continuations, summary."""
-    run_dir = Path(run_dir)
-    out = {"manifest": rundir.read_json(run_dir / rundir.MANIFEST),
-           "baselines": rundir.read_jsonl(run_dir / BASELINES),
-           "continuations": rundir.read_jsonl(run_dir / CONTINUATIONS),
-           "skipped": rundir.read_jsonl(run_dir / SKIPPED)}
-    p = run_dir / SUMMARY
-    out["summary"] = json.loads(p.read_text()) if p.exists() else None
-    return out
+    """Thin alias over :class:`behavioural.runs.Run` (the one reader of run directories): the run's files as
+    plain dicts (manifest, baselines, continuations, skipped, summary). New code: use ``Run`` directly."""
+    from .runs import Run
+
+    run = Run(run_dir)
+    return {"manifest": run.manifest, "baselines": [b.to_dict() for b in run.baselines()],
+            "continuations": run.continuation_dicts(), "skipped": [x.to_dict() for x in run.skipped()],
+            "summary": run.summary()}

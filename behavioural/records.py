@@ -9,6 +9,12 @@ Every later stage reads these files, never Python objects, so the fields are the
   token count is ``input_tokens``. ``edit_span`` is the [start, end) character span of the edited line
   inside ``input_text`` (activations use it to find the edited line's tokens).
 
+Units: ``question_key`` (:func:`behavioural.data.question_key`, a hash of the normalised question text) is
+the question every grouping, fold and bootstrap uses. One Continuation record is one *distinct model input*
+(one generation): when several (strategy, position) cells share an input (the unedited control is the same
+for every strategy; two positions may cut at the same line), the record lists every cell in
+``memberships`` and ``strategy``/``position``/``id`` are those of the first. Use :meth:`Continuation.cells`.
+
 Labels on a continuation: ``"C"`` (parseable and wrong: the error propagated), ``"non-C"`` (correct), or
 ``None`` (unparseable, unscored). The labelling stage splits non-C into A/B in a file of its own.
 """
@@ -17,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+#: 2: question_key on every record, Continuation.memberships (one record per distinct model input)
+SCHEMA_VERSION = 2
 LABEL_C = "C"
 LABEL_NON_C = "non-C"
 
@@ -39,7 +46,7 @@ class _Record:
         kw = {}
         for k, v in d.items():
             if isinstance(v, list) and names[k].type.startswith("tuple"):
-                v = tuple(v)
+                v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
             kw[k] = v
         return cls(**kw)
 
@@ -64,6 +71,13 @@ class Baseline(_Record):
     finish_reason: str  # answer_line | eos | length
     new_tokens: int
     schema_version: int = SCHEMA_VERSION
+    question_key: str | None = None  # hash of the normalised question text (filled from ``question`` if absent)
+
+    def __post_init__(self) -> None:
+        if self.question_key is None:
+            from .data import question_key
+
+            object.__setattr__(self, "question_key", question_key(self.question))
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,14 @@ class Continuation(_Record):
     correct: bool | None
     label: str | None  # "C" | "non-C" | None (unparseable)
     schema_version: int = SCHEMA_VERSION
+    question_key: str | None = None  # hash of the normalised question text (None only in schema-1 runs)
+    #: every (strategy, position) cell this generation belongs to; the first is (strategy, position).
+    #: Empty only in schema-1 runs (one record per cell).
+    memberships: tuple[tuple[str, str], ...] = ()
+
+    def cells(self) -> tuple[tuple[str, str], ...]:
+        """The (strategy, position) cells this generation counts in (at least its own)."""
+        return self.memberships or ((self.strategy, self.position),)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import time
 from behavioural.generation import Generation
 from behavioural.models import LoadedModel
 
-_Q = re.compile(r"Start with (\d+)\. ((?:(?:Add|Subtract) \d+\. )+)What is the result\?")
+_Q = re.compile(r"(?:Start|Begin) with (?:the number )?(\d+)(?: [a-z]+)?\. ((?:(?:Add|Subtract) \d+\. )+)(?:What|How)[^?]*\?")
 
 
 def _ops(text: str):

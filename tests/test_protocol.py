@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,15 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
+from fakes import fake_lm, scripted_generate
 
 from behavioural import rundir
-from behavioural.data import load_questions
+from behavioural.data import Question, load_questions, question_key
 from behavioural.generation import encode
 from behavioural.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from behavioural.protocol import ProtocolError, Settings, load_run, run_protocol
 from behavioural.records import Baseline, Continuation
+from behavioural.stats import format_rate, wilson_rate
 from behavioural.strategies import STRATEGIES, NotApplicable, StrategyError, apply, parse_strategies
-from fakes import fake_lm, scripted_generate
+from behavioural.summary import format_summary, summarise
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,11 +81,13 @@ def test_strategies_on_real_lines_of_each_dataset(data_dir):
             assert out == apply(name, line, q, 42), name  # deterministic
             if isinstance(out, NotApplicable):
                 assert out.reason, name
-                assert name in ("operation_swap", "wrong_elimination"), (name, q.dataset, out.reason)
+                # v1.1: the four multiple-choice strategies (paper semantics) need answer options
+                assert name in ("operation_swap", "wrong_elimination", "false_analogy", "reversed_logic",
+                                "confidence_injection"), (name, q.dataset, out.reason)
             else:
                 assert isinstance(out, str) and out != line, (name, q.dataset)
     we = apply("wrong_elimination", mmlu_line, mmlu, 0)
-    assert f"({mmlu.answer})" in we
+    assert we.startswith(f"Option {mmlu.answer} can be ruled out")  # v1.1: names the gold and a wrong option
     assert isinstance(apply("wrong_elimination", gsm_line, gsm, 0), NotApplicable)
     assert apply("reversed_logic", bbh_line, bbh, 0) != bbh_line
 
@@ -144,6 +149,65 @@ def test_records_round_trip():
     assert Baseline.from_dict(json.loads(json.dumps(b.to_dict()))) == b
     with pytest.raises(ValueError, match="unknown fields"):
         Baseline.from_dict(dict(b.to_dict(), extra=1))
+    assert b.question_key == question_key("x")  # filled from the question text when absent
+    shared = Continuation.from_dict(dict(d, question_key="k1", memberships=[["s", "early"], ["t", "early"]]))
+    assert shared.memberships == (("s", "early"), ("t", "early")) and shared.cells() == shared.memberships
+    assert Continuation.from_dict(json.loads(json.dumps(shared.to_dict()))) == shared
+    assert c.cells() == (("s", "early"),)  # a schema-1 record is its own single cell
+
+
+def _cont(qid, strategy, position, line, condition, label, memberships=None, inp=None):
+    return {"id": f"{qid}|{strategy}|{position}|{condition}", "question_id": qid, "question_key": "k" + qid,
+            "strategy": strategy, "position": position, "line_index": line, "condition": condition, "label": label,
+            "memberships": memberships or [[strategy, position]], "task": "t", "difficulty": None,
+            "input_text": inp or f"{qid}/{line}/{condition}/{strategy}"}
+
+
+def test_summary_counts_each_generation_once_pooled_and_in_every_group():
+    b = [{"question_id": q, "question_key": "k" + q, "correct": c, "eligible": c is True, "reason": "x",
+          "difficulty": None, "task": "t"} for q, c in (("1", True), ("2", True), ("3", None), ("4", False))]
+    conts = []
+    for q in ("1", "2"):
+        conts += [_cont(q, "a", "middle", 1, "perturbed", "C", [["a", "middle"], ["a", "late"]]),
+                  _cont(q, "a", "early", 0, "perturbed", "non-C"),
+                  _cont(q, "a", "middle", 1, "control", "non-C", [["a", "middle"], ["a", "late"], ["b", "middle"]]),
+                  _cont(q, "a", "early", 0, "control", "non-C"),
+                  _cont(q, "b", "middle", 1, "perturbed", None)]
+    s = summarise(b, conts, seed=0, n_boot=200)
+    assert s["generations"] == {"distinct": 10, "records": 10, "perturbed": 6, "control": 4, "cells": 16, "shared": 4}
+    o = s["overall"]
+    assert (o["propagation"]["k"], o["propagation"]["n"], o["coverage"]["k"], o["coverage"]["n"]) == (2, 4, 4, 6)
+    assert o["propagation"]["n_questions"] == 2 and o["controls"] == 4
+    pos = s["by"]["position"]
+    assert pos["late"]["propagation"]["n"] == 2 and pos["middle"]["propagation"]["n"] == 2  # same generations
+    assert pos["middle"]["perturbed"] == 4 and pos["middle"]["controls"] == 2
+    assert s["by"]["strategy"]["b"]["controls"] == 2 and s["by"]["strategy"]["b"]["coverage"]["k"] == 0
+    assert s["collapsed_positions"]["pairs"] == {"late=middle": 2}
+    # baseline accuracy, paper definition vs parseable only
+    assert (s["baseline_accuracy"]["k"], s["baseline_accuracy"]["n"]) == (2, 4)
+    assert (s["baseline_accuracy_parseable"]["k"], s["baseline_accuracy_parseable"]["n"]) == (2, 3)
+    assert (s["baseline_coverage"]["k"], s["baseline_coverage"]["n"]) == (3, 4)
+
+
+def test_duplicate_question_texts_are_one_question(tokenizer, tmp_path):
+    qs = _questions(4)
+    twin = Question("arith/twin/0", "arith", qs[0].task, "  " + qs[0].question.upper() + " ", qs[0].answer,
+                    difficulty=qs[0].difficulty)
+    s = run_protocol(fake_lm(tokenizer), [*qs, twin], _settings(), tmp_path / "run", generate_fn=scripted_generate,
+                     echo=None)
+    run = load_run(tmp_path / "run")
+    assert s["questions"] == 4 == len(run["baselines"]) and run["manifest"]["dataset"]["duplicates_dropped"] == 1
+    assert "arith/twin/0" not in {b["question_id"] for b in run["baselines"]}
+
+
+def test_resume_refuses_an_older_schema(tokenizer, tmp_path):
+    qs = _questions(3)
+    run_protocol(fake_lm(tokenizer), qs, _settings(), tmp_path / "run", generate_fn=scripted_generate, echo=None)
+    m = rundir.read_json(tmp_path / "run" / "manifest.json")
+    rundir.write_json(tmp_path / "run" / "manifest.json", dict(m, schema_version=1))
+    with pytest.raises(ProtocolError, match="schema 1"):
+        run_protocol(fake_lm(tokenizer), qs, _settings(), tmp_path / "run", resume=True, generate_fn=scripted_generate,
+                     echo=None)
 
 
 # ---------------------------------------------------------------- protocol on the scripted model
@@ -158,28 +222,63 @@ def _questions(n=12, level="s2_o5"):
     return load_questions("arith", task=level, n_per_level=n)
 
 
+def _start(q) -> int:
+    return int(re.search(r"with (?:the number )?(\d+)", q.question).group(1))
+
+
 def test_protocol_summary_checked_by_hand(tokenizer, tmp_path):
     qs = _questions()
     s = run_protocol(fake_lm(tokenizer), qs, _settings(), tmp_path / "run", generate_fn=scripted_generate, echo=None)
     run = load_run(tmp_path / "run")
     bl = run["baselines"]
-    wrong = [q for q in qs if q.question.startswith("Start with 5.")]
-    short = [q for q in qs if q.question.startswith("Start with 1.")]
+    wrong = [q for q in qs if _start(q) == 5]
+    short = [q for q in qs if _start(q) == 1]
     n_elig = len(qs) - len(wrong) - len(short)
+    assert n_elig >= 3
     assert s["eligible"] == n_elig == sum(b["eligible"] for b in bl)
     assert s["ineligible_reasons"].get("wrong", 0) == len(wrong)
     assert s["ineligible_reasons"].get("too_few_lines", 0) == len(short)
-    # 2 strategies x 3 positions x (perturbed + control) per eligible question
-    assert len(run["continuations"]) == n_elig * 2 * 3 * 2 == s["continuations"]
+    assert all(b["question_key"] == question_key(q.question) for b, q in zip(bl, qs))
+    # 3 lines (We start with N. + 2 steps): early -> line 0, middle and late -> line 1 (collapsed).
+    # Distinct inputs per question: 2 strategies x 2 lines perturbed + 2 lines control = 6 (of 12 cells)
+    conts = run["continuations"]
+    assert len(conts) == n_elig * 6 == s["continuations"] == s["generations"]["distinct"]
+    assert len({c["input_text"] for c in conts}) == len(conts)  # one record per model input
+    assert s["generations"]["cells"] == sum(len(c["memberships"]) for c in conts) == n_elig * 2 * 3 * 2
+    assert s["collapsed_positions"] == {"questions": n_elig, "of": n_elig, "pairs": {"late=middle": n_elig}}
+    for c in conts:
+        m = [tuple(x) for x in c["memberships"]]
+        assert m[0] == (c["strategy"], c["position"]) and c["id"].startswith(f"{c['question_id']}|{c['strategy']}|")
+        assert c["question_key"] == question_key(next(q.question for q in qs if q.id == c["question_id"]))
+        if c["condition"] == "control":  # shared by both strategies (and by middle+late at line 1)
+            assert {x[0] for x in m} == {"arithmetic_change", "contradiction"}
+            assert len(m) == (2 if c["line_index"] == 0 else 4)
+        else:
+            assert len(m) == (1 if c["line_index"] == 0 else 2)
     by = s["by"]["strategy"]
-    # the scripted model copies changed results (always C) and repairs "claim is false" edits (never C)
-    assert by["arithmetic_change"]["propagation"]["rate"] == 1.0 and by["arithmetic_change"]["propagation"]["n"] == n_elig * 3
+    # the scripted model copies changed results (always C) and repairs "claim is false" edits (never C);
+    # a strategy's rate counts each of its distinct generations once (middle+late share one)
+    ac = by["arithmetic_change"]["propagation"]
+    assert ac["rate"] == 1.0 and ac["n"] == n_elig * 2 and ac["n_questions"] == n_elig
     assert by["contradiction"]["propagation"]["rate"] == 0.0
-    assert s["overall"]["propagation"]["k"] == n_elig * 3 and s["overall"]["propagation"]["n"] == n_elig * 6
-    assert s["overall"]["control_error"]["rate"] == 0.0
-    lo, hi = s["overall"]["propagation"]["wilson"]
-    assert lo < 0.5 < hi
+    assert s["by"]["position"]["late"]["propagation"]["n"] == s["by"]["position"]["middle"]["propagation"]["n"] == n_elig * 2
+    assert s["by"]["position"]["early"]["controls"] == n_elig  # one control per line, shared across strategies
+    pooled = s["overall"]["propagation"]
+    assert pooled["k"] == n_elig * 2 and pooled["n"] == n_elig * 4 and pooled["n_generations"] == n_elig * 4
+    assert pooled["method"] == "cluster-bootstrap" and pooled["n_questions"] == n_elig
+    assert pooled["lo"] <= 0.5 <= pooled["hi"]  # every question is exactly 2 C of 4: no between-question spread
+    ce = s["overall"]["control_error"]
+    assert ce["rate"] == 0.0 and ce["n"] == n_elig * 2 and ce["method"] == "cluster-wilson"
+    assert ce["hi"] == pytest.approx(wilson_rate(0, n_elig).hi)  # the effective sample is the questions
     assert s["overall"]["paired_difference"]["estimate"] == pytest.approx(0.5)
+    assert s["overall"]["paired_difference"]["n_pairs"] == n_elig * 4
+    # baseline accuracy: the paper's definition (unparseable = wrong), over parseable, coverage; one row per question
+    acc = s["baseline_accuracy"]
+    assert (acc["k"], acc["n"], acc["method"]) == (len(qs) - len(wrong), len(qs), "wilson")
+    assert s["baseline_coverage"]["rate"] == 1.0 and s["baseline_accuracy_parseable"]["n"] == len(qs)
+    text = format_summary(s)
+    assert "positions collapsed" in text and "(unparseable counts as wrong)" in text
+    assert format_rate(pooled) in text and "| overall |" in format_summary(s, "md")
     assert s["status"] == "ok" and run["manifest"]["status"] == "ok"
     # every continuation's input is the baseline prompt + its prefix, and its edit span is the edited line
     for c in run["continuations"]:
@@ -193,11 +292,12 @@ def test_protocol_summary_checked_by_hand(tokenizer, tmp_path):
 
 
 def test_zero_eligible_is_insufficient_data(tokenizer, tmp_path):
-    qs = [q for q in _questions(40) if q.question.startswith(("Start with 5.", "Start with 1."))]
+    qs = [q for q in _questions(40) if _start(q) in (1, 5)]
     assert qs
     s = run_protocol(fake_lm(tokenizer), qs, _settings(), tmp_path / "run", generate_fn=scripted_generate, echo=None)
     assert s["status"] == "insufficient_data" and s["eligible"] == 0
-    assert s["overall"]["propagation"]["rate"] is None and s["overall"]["propagation"]["wilson"] == [None, None]
+    p = s["overall"]["propagation"]
+    assert p["rate"] is None and (p["lo"], p["hi"]) == (None, None) and format_rate(p) == "n/a (0/0)"
     assert rundir.read_json(tmp_path / "run" / "manifest.json")["status"] == "insufficient_data"
 
 
