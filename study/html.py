@@ -1,0 +1,227 @@
+"""report.html: the study's report as one self-contained HTML page (figures embedded, no network).
+
+    from study.html import write_report_html
+    write_report_html(out_dir, [("Behaviour", md_text), ...], [out_dir / "sweep.png"], browse="browse.html")
+
+Each section is a (title, markdown) pair; the markdown subset the stages write is rendered (headings,
+paragraphs, bullet lists, code blocks, inline code, bold/italic, pipe tables), every piece of text escaped, so
+nothing in a section can inject markup. Figures (PNG) are embedded as base64 ``data:`` images.
+
+Each table row that names browser facets gets a link into the trace browser filtered to its samples
+(``browse.html#f=condition:perturbed,strategy:contradiction,label:C``; the fragment syntax is documented in
+:mod:`behavioural.browse`). A row names facets through a cell ``key=value`` (``strategy=contradiction``,
+several joined by ``,``; a bare ``A``/``B``/``C`` is a label) or through a column whose header is a facet name
+(``strategy``, ``position``, ``label``, ``task``, ``level``, ``model``, ``dataset``, ``condition``); a row
+``overall`` links to all perturbed samples. Rows that name no facet get no link.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from behavioural.browse import FACETS, fragment
+
+_ALIASES = {"difficulty": "level", "levels": "level", "strategies": "strategy", "positions": "position",
+            "labels": "label", "tasks": "task", "models": "model", "conditions": "condition"}
+_LABELS = {"A", "B", "C", "non-C"}
+
+
+def _facet(name: str) -> str | None:
+    n = name.strip().strip("*_`").lower()
+    n = _ALIASES.get(n, n)
+    return n if n in FACETS and n != "question" else None
+
+
+def row_filters(header: Sequence[str], cells: Sequence[str]) -> dict[str, str] | None:
+    """The browser filter a table row names (see the module docstring), or None when it names none."""
+    f: dict[str, str] = {}
+    overall = False
+    for col, (h, cell) in enumerate(zip(header, cells)):
+        text = cell.strip().strip("*_`").strip()
+        hf = _facet(h)
+        if hf and text and "=" not in text and text.lower() not in ("all", "overall", "total", "n/a"):
+            f.setdefault(hf, text)
+            continue
+        for tok in (t.strip() for t in text.split(",")):
+            m = re.fullmatch(r"([A-Za-z_]+)\s*=\s*(\S.*)", tok)
+            if m and _facet(m.group(1)):
+                f.setdefault(_facet(m.group(1)) or "", m.group(2).strip())
+            elif tok in _LABELS and col == 0:
+                f.setdefault("label", tok)
+        if col == 0 and text.lower() == "overall":
+            overall = True
+    if not f and not overall:
+        return None
+    f.setdefault("condition", "perturbed")
+    order = ["condition"] + [k for k in FACETS if k != "condition"]
+    return {k: f[k] for k in order if k in f}
+
+
+def _inline(text: str) -> str:
+    """Escape, then render `code`, **bold**, *italic* / _italic_ and [text](url) (http(s) or relative only)."""
+    out, pos = [], 0
+    for m in re.finditer(r"`([^`]+)`", text):
+        out.append(_emph(text[pos:m.start()]))
+        out.append(f"<code>{html.escape(m.group(1))}</code>")
+        pos = m.end()
+    out.append(_emph(text[pos:]))
+    return "".join(out)
+
+
+def _emph(text: str) -> str:
+    t = html.escape(text)
+    t = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])", r"<i>\1</i>", t)
+    t = re.sub(r"(?<![\w])_(\S(?:[^_]*?\S)?)_(?![\w])", r"<i>\1</i>", t)
+
+    def link(m: re.Match) -> str:
+        href = html.unescape(m.group(2))
+        if re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I) and not href.lower().startswith(("http:", "https:")):
+            return m.group(0)  # javascript:, data: ... stay text
+        return f'<a href="{html.escape(href, quote=True)}">{m.group(1)}</a>'
+
+    return re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", link, t)
+
+
+def _split_row(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|") and not s.endswith("\\|"):
+        s = s[:-1]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", s)]
+
+
+def _is_sep(line: str) -> bool:
+    return bool(re.fullmatch(r"\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*", line))
+
+
+def markdown_to_html(md: str, *, browse: str | None = None) -> str:
+    """Render the markdown subset (module docstring); tables get a browser link per row when ``browse`` is set."""
+    lines = md.splitlines()
+    out: list[str] = []
+    para: list[str] = []
+    i = 0
+
+    def flush() -> None:
+        if para:
+            out.append("<p>" + _inline(" ".join(para)) + "</p>")
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if line.strip().startswith("```"):
+            flush()
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith("```"):
+                j += 1
+            out.append("<pre>" + html.escape("\n".join(lines[i + 1:j])) + "</pre>")
+            i = j + 1
+            continue
+        if "|" in line and i + 1 < len(lines) and _is_sep(lines[i + 1]):
+            flush()
+            header = _split_row(line)
+            rows = []
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                rows.append(_split_row(lines[j]))
+                j += 1
+            out.append(_table(header, rows, browse))
+            i = j
+            continue
+        m = re.match(r"^(#{1,6})\s+(.*)$", line)
+        if m:
+            flush()
+            level = min(6, len(m.group(1)) + 2)  # section titles are h2
+            out.append(f"<h{level}>{_inline(m.group(2))}</h{level}>")
+        elif re.match(r"^\s*[-*]\s+", line):
+            flush()
+            items = []
+            while i < len(lines) and re.match(r"^\s*[-*]\s+", lines[i]):
+                items.append("<li>" + _inline(re.sub(r"^\s*[-*]\s+", "", lines[i])) + "</li>")
+                i += 1
+            out.append("<ul>" + "".join(items) + "</ul>")
+            continue
+        elif not line.strip():
+            flush()
+        else:
+            para.append(line.strip())
+        i += 1
+    flush()
+    return "\n".join(out)
+
+
+def _table(header: list[str], rows: list[list[str]], browse: str | None) -> str:
+    links = [row_filters(header, r) if browse else None for r in rows]
+    any_link = any(links)
+    h = "".join(f"<th>{_inline(c)}</th>" for c in header) + ("<th>samples</th>" if any_link else "")
+    body = []
+    for r, f in zip(rows, links):
+        cells = "".join(f"<td>{_inline(c)}</td>" for c in r + [""] * (len(header) - len(r)))
+        if any_link:
+            if f:
+                desc = ", ".join(f"{k}={v}" for k, v in f.items())
+                href = html.escape(f"{browse}{fragment(f)}", quote=True)
+                cells += f'<td><a class="browse" href="{href}" title="{html.escape(desc, quote=True)}">browse</a></td>'
+            else:
+                cells += "<td></td>"
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{h}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_CSS = """body{font:14px/1.5 system-ui,sans-serif;max-width:1100px;margin:20px auto;padding:0 16px;color:#1d1d1f}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
+th{background:#f3f3f3}pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
+code{background:#f6f8fa;padding:0 3px}p,li,td{overflow-wrap:anywhere}img{max-width:100%;border:1px solid #eee}
+figure{margin:12px 0}figcaption{color:#666;font-size:12px}a.browse{font-size:12px}nav a{margin-right:10px}"""
+
+
+def render_report_html(sections: Iterable[tuple[str, str]], figures: Iterable[str | os.PathLike[str]] = (), *,
+                       title: str = "Load-bearing chain-of-thought study", browse: str | None = "browse.html") -> str:
+    """The report page as a string (see :func:`write_report_html`)."""
+    secs = list(sections)
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    if browse:
+        parts.append(f'<p>Read the samples in the <a href="{html.escape(browse, quote=True)}">trace browser</a>; '
+                     "each table row's <i>browse</i> link opens it filtered to that row.</p>")
+    if len(secs) > 1:
+        parts.append("<nav>" + "".join(f'<a href="#s{k}">{html.escape(t)}</a>' for k, (t, _) in enumerate(secs)) + "</nav>")
+    for k, (t, md) in enumerate(secs):
+        parts.append(f'<section id="s{k}"><h2>{html.escape(t)}</h2>{markdown_to_html(md, browse=browse)}</section>')
+    figs = [Path(f) for f in figures]
+    if figs:
+        parts.append("<section><h2>Figures</h2>")
+        for f in figs:
+            if not f.is_file():
+                continue
+            data = base64.b64encode(f.read_bytes()).decode("ascii")
+            mime = "image/svg+xml" if f.suffix.lower() == ".svg" else "image/png"
+            parts.append(f'<figure><img alt="{html.escape(f.name, quote=True)}" src="data:{mime};base64,{data}">'
+                         f"<figcaption>{html.escape(f.name)}</figcaption></figure>")
+        parts.append("</section>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+
+
+def write_report_html(out_dir: str | os.PathLike[str], sections: Iterable[tuple[str, str]],
+                      figures: Iterable[str | os.PathLike[str]] = (), *, browse: str | None = "browse.html",
+                      title: str = "Load-bearing chain-of-thought study") -> Path:
+    """Write ``out_dir/report.html`` atomically and return its path.
+
+    ``sections``: (title, markdown) pairs; ``figures``: PNG paths, embedded as base64 (missing files are
+    skipped); ``browse``: the trace browser's path relative to ``out_dir`` for the per-row links (None: no
+    links). Write the browser with ``behavioural.browse.write_browser(out_dir)`` next to it.
+    """
+    out = Path(out_dir) / "report.html"
+    page = render_report_html(sections, figures, title=title, browse=browse)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+__all__ = ["write_report_html", "render_report_html", "markdown_to_html", "row_filters"]

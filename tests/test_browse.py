@@ -1,0 +1,549 @@
+"""The trace browser (behavioural.browse) and report.html (study.html).
+
+Fast tier: the data the page embeds, the JSON escaping, the fragment syntax, the CLI's errors, the markdown.
+Integration tier (``-m integration``): the page in a real headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, driven by Selenium) on a real small run written by the protocol with a scripted model,
+labelled by the rule labeller and a scripted judge, with a steering file; plus a 20,000-continuation
+synthetic run for size and time to first paint::
+
+    flock /tmp/cpu.lock .venv/bin/pytest -q -s -m integration tests/test_browse.py -k scale
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from behavioural.browse import collect, embed_json, fragment, main, render, write_browser
+from behavioural.generation import Generation
+from behavioural.records import Baseline, Continuation
+from behavioural.runs import Run
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = ("Wait. <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"><b>bold</b> **unbalanced "
+           "_markdown `tick [x](javascript:window.__pwned=3) </div></pre></script><!-- ")
+LONG = "Z" * 10_000
+
+
+def _study_html():
+    """study.html, also while ``study`` is still the single study.py module (before the study package exists)."""
+    try:
+        from study.html import write_report_html
+        return write_report_html
+    except ImportError:
+        spec = importlib.util.spec_from_file_location("_study_html", REPO / "study" / "html.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.write_report_html
+
+
+# ------------------------------------------------------------------------------------------------ a real small run
+
+
+def make_small_run(root: Path, tokenizer) -> Path:
+    """A real run: the protocol on the arith task with the scripted model (tests/fakes.py), where every
+    contradiction edit is repaired with a "Wait" (rule evidence, label B) and the first question's early
+    contradiction continuation is hostile text; labelled by the rule labeller and a scripted judge; with a
+    steering generations file in the sweep's record format."""
+    from behavioural.data import load_questions
+    from behavioural.label import label_run
+    from behavioural.labellers import JudgeLabeller, RuleLabeller
+    from behavioural.protocol import Settings, run_protocol
+    from fakes import fake_lm, scripted_generate
+
+    hostile_done: list[str] = []
+
+    def gen(lm, texts, **kw):
+        outs = scripted_generate(lm, texts, **kw)
+        res = []
+        for t, g in zip(texts, outs):
+            tail = t.rpartition("<|im_start|>assistant\n")[2]
+            last = tail.rstrip("\n").split("\n")[-1] if tail else ""
+            text = g.text
+            if last.startswith("The following claim is false:"):
+                if tail.count("\n") == 1 and not hostile_done:
+                    hostile_done.append(t)
+                    text = HOSTILE + LONG + "\n" + text
+                else:
+                    text = "Wait, that claim is actually true.\n" + text
+            res.append(Generation(text=text, new_tokens=g.new_tokens, finish_reason=g.finish_reason))
+        return res
+
+    def judge_gen(lm, texts, **kw):
+        return [Generation(text=" NOTICED" if i % 3 else " NOT NOTICED", new_tokens=2, finish_reason="eos")
+                for i, _ in enumerate(texts)]
+
+    qs = load_questions("arith", task="s2_o5", n_per_level=30)
+    settings = Settings(model="scripted", dataset="arith", strategies=("arithmetic_change", "contradiction"), task="s2_o5",
+                        max_examples=None, max_new_tokens=64, n_per_level=30, batch_size=8)
+    lm = fake_lm(tokenizer)
+    run_protocol(lm, qs, settings, root, generate_fn=gen, echo=None)
+    label_run(root, [RuleLabeller(), JudgeLabeller(lm, "scripted-judge", generate_fn=judge_gen)], progress=False)
+    run = Run(root)
+    cases = [c for c in run.continuations("perturbed") if c.correct is False]
+    steer = root / "steering"
+    steer.mkdir()
+    with open(steer / "generations.jsonl", "w") as f:
+        for n, c in enumerate(cases):
+            for key, basis, ok in (("none|alpha0", "none", False), ("L1|k1|a1|probe", "probe", n == 0),
+                                   ("L1|k1|a1|random0", "random", False)):
+                text = c.continuation if basis == "none" else (f"Answer: {c.gold}" if ok else c.continuation)
+                f.write(json.dumps({
+                    "schema_version": 1, "setting": key, "basis": basis, "layer": None if basis == "none" else 1,
+                    "k": 0 if basis == "none" else 1, "alpha_rel": 0.0 if basis == "none" else 1.0, "alpha": 1.0, "seed": None,
+                    "case_id": c.id, "question_id": c.question_id, "case_label": "C", "strategy": c.strategy,
+                    "position": c.position, "text": text, "parsed_answer": c.gold if ok else c.parsed_answer,
+                    "gold": c.gold, "correct": ok, "finish_reason": "eos", "new_tokens": 5}) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory, tokenizer) -> Path:
+    return make_small_run(tmp_path_factory.mktemp("browse") / "run", tokenizer)
+
+
+def _strategies(c: dict) -> set[str]:
+    return {m[0] for m in c.get("memberships") or []} or {c["strategy"]}
+
+
+def _labels(run_dir: Path) -> dict[str, dict]:
+    d = Run(run_dir).labelling_dir()
+    return {json.loads(line)["id"]: json.loads(line) for line in (d / "labels.jsonl").read_text().splitlines()}
+
+
+# ------------------------------------------------------------------------------------------------ fast tier
+
+
+def test_collect_matches_the_records(small_run):
+    data = collect([small_run])
+    run = Run(small_run)
+    conts = run.continuation_dicts()
+    S, C = data["S"], data["c"]
+    assert len(C["id"]) == len(conts) and C["id"] == [c["id"] for c in conts]
+    assert len(data["Q"]["id"]) == len(run.baselines())
+    labels = _labels(small_run)
+    for k, c in enumerate(conts):
+        assert C["text"][k] == c["continuation"]
+        assert S[C["edit"][k]] == c["edited_line"] and S[C["orig"][k]] == c["original_line"]
+        assert S[C["lab"][k]] == (labels[c["id"]]["label"] or "none")
+        # the prefix is stored only when it cannot be rebuilt from the baseline's lines
+        qi = C["q"][k]
+        lines = [S[x] for x in data["Q"]["lines"][qi]]
+        rebuilt = "\n".join(lines[:c["line_index"]] + [c["edited_line"]]) + "\n"
+        assert (C["prefix"][k] or rebuilt) == c["prefix_text"]
+    ev = [(k, e) for k, spans in enumerate(C["ev"]) if spans for e in spans]
+    assert ev, "the run has rule evidence"
+    for k, (a, b, _t, _d) in ev:
+        assert C["text"][k][a:b]
+    assert any(C["judge"]), "the judge's per-variant verdicts are embedded"
+    st = data["steer"]
+    assert st and len(st["row"]) == 3 * len(run.continuations("perturbed")) - 3 * sum(
+        1 for c in run.continuations("perturbed") if c.correct is not False)
+    assert [S[e] for e in st["effect"]].count("moved") == 1
+
+
+def test_embedded_json_cannot_close_the_script(small_run):
+    data = collect([small_run])
+    s = embed_json(data)
+    assert "<" not in s and ">" not in s and "&" not in s
+    assert json.loads(s) == json.loads(json.dumps(data))
+    page = render(data)
+    body = page.split('<script type="application/json" id="data">', 1)[1]
+    assert body.index("</script>") == len(embed_json(data))  # the first </script> closes the data, nothing earlier
+    assert HOSTILE[:20] not in page  # the hostile text is only present escaped
+
+
+def test_page_needs_no_network(small_run):
+    from behavioural import browse
+
+    for part in (browse._PAGE, browse._CSS, browse._JS):
+        assert "http://" not in part and "https://" not in part and "//cdn" not in part
+        assert "innerHTML" not in part and "insertAdjacentHTML" not in part and "eval(" not in part
+
+
+def test_fragment_syntax():
+    assert fragment({"strategy": "contradiction", "label": "C"}) == "#f=strategy:contradiction,label:C"
+    assert fragment({"strategy": ["a", "b"]}, q="x y", id="q1|a,b:c") == "#f=strategy:a,strategy:b&q=x%20y&id=q1%7Ca%2Cb%3Ac"
+    with pytest.raises(ValueError, match="unknown browser facet"):
+        fragment({"colour": "red"})
+
+
+def test_cli_writes_and_refuses(small_run, tmp_path, capsys):
+    out = tmp_path / "b.html"
+    assert main([str(small_run), "--output", str(out)]) == 0
+    assert out.is_file() and out.stat().st_size > 1000
+    assert not list(tmp_path.glob("*.tmp"))
+    for argv, msg in (([str(tmp_path / "nope")], "does not exist"),
+                      ([str(small_run), "--output", str(tmp_path / "x.txt")], "does not end in .html"),
+                      ([str(small_run), "--output", str(tmp_path / "no" / "x.html")], "does not exist"),
+                      ([str(small_run), "--labelling", "nope"], "not found")):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and msg in err
+
+
+def test_two_runs_in_one_browser(small_run, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(small_run, other)
+    m = json.loads((other / "manifest.json").read_text())
+    m["model"]["name"] = "other-model"
+    (other / "manifest.json").write_text(json.dumps(m))
+    data = collect([small_run, other])
+    assert data["meta"]["models"] == ["other-model", "scripted"]
+    assert len(set(data["c"]["id"])) == len(data["c"]["id"]) == 2 * len(Run(small_run).continuations())
+
+
+def test_run_without_labels_or_baseline_lines(tmp_path, tokenizer):
+    from activations.synthetic import make_run
+
+    rd, recs = make_run(tmp_path / "r", tokenizer, n_questions=4)
+    (rd / "baselines.jsonl").write_text("")
+    data = collect([rd])
+    assert data["meta"]["labelling"] is None and data["steer"] is None
+    assert [data["S"][x] for x in data["c"]["lab"]] == [r["label"] or "none" for r in recs]
+    assert data["c"]["prefix"] == [r["prefix_text"] for r in recs]  # no baseline: the prefix is embedded
+
+
+def test_report_markdown_tables_and_links(tmp_path):
+    write_report_html = _study_html()
+    png = tmp_path / "fig.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
+    md = ("Intro with **bold** and `code` and <script>alert(1)</script> [bad](javascript:alert(1)).\n\n"
+          "| group | propagation | control |\n|---|---|---|\n| overall | 50% | 0% |\n"
+          "| strategy=contradiction | 10% | 0% |\n| position=early, C | 1 | 2 |\n| note | x | y |\n\n"
+          "| level | accuracy |\n|---|---|\n| s2_o5 | 40% |\n\n- item *one*\n- item two\n\n```\n<b>code</b>\n```\n")
+    out = write_report_html(tmp_path, [("Behaviour", md)], [png, tmp_path / "missing.png"])
+    page = out.read_text()
+    assert out.name == "report.html"
+    assert "<script>" not in page and "&lt;script&gt;" in page and 'href="javascript' not in page
+    assert page.count("<table>") == 2 and "<b>bold</b>" in page and "<code>code</code>" in page
+    assert "&lt;b&gt;code&lt;/b&gt;" in page and "<li>item <i>one</i></li>" in page
+    assert 'href="browse.html#f=condition:perturbed,strategy:contradiction"' in page
+    assert 'href="browse.html#f=condition:perturbed,position:early,label:C"' in page
+    assert 'href="browse.html#f=condition:perturbed"' in page  # overall
+    assert 'href="browse.html#f=condition:perturbed,level:s2_o5"' in page
+    assert page.count('class="browse"') == 4  # the "note" row names no facet
+    assert "data:image/png;base64," in page and "missing.png" not in page
+
+
+# ------------------------------------------------------------------------------------------------ real browser
+
+
+def _chromium():
+    for b, d in (("/usr/bin/chromium", "/usr/bin/chromedriver"),):
+        if Path(b).exists() and Path(d).exists():
+            return b, d
+    b, d = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (b and d):
+        pytest.fail("chromium and chromedriver are needed for the browser tests: apt-get update && "
+                    "apt-get install -y chromium chromium-driver (make test and .ci/run install them)")
+    return b, d
+
+
+@pytest.fixture(scope="module")
+def driver():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is missing: pip install -e '.[dev]'")
+    binary, drv = _chromium()
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1000",
+              "--disable-gpu", "--allow-file-access-from-files"):
+        opts.add_argument(a)
+    opts.binary_location = binary
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(drv), options=opts)
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def page(small_run) -> Path:
+    return write_browser(small_run)
+
+
+def _open(driver, path: Path, frag: str = "") -> None:
+    driver.get("about:blank")
+    driver.get(path.resolve().as_uri() + frag)
+    for _ in range(100):
+        if driver.execute_script("return document.body && document.body.dataset.ready === '1'"):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the page did not become ready: " + repr(driver.get_log("browser")))
+
+
+def _visible(driver) -> int:
+    return int(driver.execute_script("return document.getElementById('count').dataset.visible"))
+
+
+def _errors(driver) -> list:
+    return [e for e in driver.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
+
+
+def _click_facet(driver, facet: str, value: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, f'#facets input[data-facet="{facet}"][data-value="{value}"]').click()
+
+
+@pytest.mark.integration
+def test_filters_and_counts_in_chromium(driver, page, small_run, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    conts = Run(small_run).continuation_dicts()
+    labels = _labels(small_run)
+    pert = [c for c in conts if c["condition"] == "perturbed"]
+    _open(driver, page)
+    assert _visible(driver) == len(pert)  # opens on the perturbed continuations
+    assert driver.find_element(By.ID, "count").text == f"{len(pert)} of {len(conts)} continuations"
+    rows = driver.find_elements(By.CSS_SELECTOR, "#spacer .row")
+    assert 0 < len(rows) <= len(pert)
+    _click_facet(driver, "strategy", "contradiction")
+    want = [c for c in pert if "contradiction" in _strategies(c)]
+    assert _visible(driver) == len(want)
+    # facet counts: each label's count among the other filters' matches
+    for lab in ("B", "A", "C"):
+        n = sum(1 for c in want if (labels[c["id"]]["label"] or "none") == lab)
+        els = driver.find_elements(By.CSS_SELECTOR, f'#facets input[data-facet="label"][data-value="{lab}"]')
+        if els:
+            assert int(els[0].find_element(By.XPATH, "..").find_element(By.CSS_SELECTOR, ".n").text) == n
+    _click_facet(driver, "label", "B")
+    want_b = [c for c in want if labels[c["id"]]["label"] == "B"]
+    assert want_b and _visible(driver) == len(want_b)
+    assert "f=condition:perturbed,strategy:contradiction,label:B" in driver.current_url
+    _click_facet(driver, "strategy", "arithmetic_change")  # OR within a facet
+    assert _visible(driver) == sum(1 for c in pert if labels[c["id"]]["label"] == "B")
+    driver.find_element(By.ID, "clear").click()
+    assert _visible(driver) == len(conts)
+    _click_facet(driver, "correct", "wrong")
+    assert _visible(driver) == sum(1 for c in conts if c["correct"] is False)
+    driver.find_element(By.ID, "clear").click()
+    box = driver.find_element(By.ID, "search")
+    box.send_keys("claim is false")
+    time.sleep(0.4)
+    assert _visible(driver) == sum(1 for c in conts if "claim is false" in c["edited_line"].lower())
+    # a fragment filter, as report.html links it
+    _open(driver, page, fragment({"condition": "perturbed", "strategy": "arithmetic_change", "label": "C"}))
+    assert _visible(driver) == sum(1 for c in pert if "arithmetic_change" in _strategies(c) and labels[c["id"]]["label"] == "C")
+    _open(driver, page, "#f=steered:moved")
+    assert _visible(driver) == 1
+    # the questions tab lists every baseline with eligibility and the reason
+    driver.find_element(By.ID, "tab-q").click()
+    qrows = driver.find_elements(By.CSS_SELECTOR, "#qspacer .qrow")
+    bl = Run(small_run).baselines()
+    assert len(qrows) == min(len(bl), len(qrows)) and qrows
+    first = qrows[0].text
+    assert bl[0].question_id in first and (bl[0].reason in first or bl[0].eligible)
+    driver.save_screenshot(str(tmp_path / "questions.png"))
+    assert _errors(driver) == []
+
+
+@pytest.mark.integration
+def test_permalink_highlights_and_keys(driver, page, small_run, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    labels = _labels(small_run)
+    conts = {c["id"]: c for c in Run(small_run).continuation_dicts()}
+    cid = next(i for i, r in labels.items() if r["label"] == "B" and r["condition"] == "perturbed"
+               and HOSTILE[:5] not in conts[i]["continuation"])
+    c = conts[cid]
+    _open(driver, page, "#" + quote(cid, safe=""))
+    assert driver.find_element(By.CSS_SELECTOR, "#detail h3").text == cid
+    assert cid in driver.execute_script("return decodeURIComponent(location.hash)")
+    orig = driver.find_element(By.CSS_SELECTOR, '[data-role="original"]')
+    assert orig.find_element(By.CSS_SELECTOR, ".diff-del").text.startswith("- " + c["original_line"][:3])
+    assert orig.find_element(By.CSS_SELECTOR, ".diff-ins").text == "+ " + c["edited_line"]
+    marks = driver.find_elements(By.CSS_SELECTOR, '[data-role="perturbed"] mark.ev')
+    spans = labels[cid]["labellers"]["rule"]["evidence"]
+    assert marks and {m.text for m in marks} <= {c["continuation"][e["start"]:e["end"]] for e in spans} | {
+        c["continuation"][a:b] for e in spans for a in range(e["start"], e["end"]) for b in range(a + 1, e["end"] + 1)}
+    bg = driver.execute_script("return getComputedStyle(arguments[0]).backgroundColor", marks[0])
+    assert bg not in ("rgba(0, 0, 0, 0)", "transparent")
+    ctrl = driver.find_element(By.CSS_SELECTOR, '[data-role="control"]')
+    ctrl_rec = next(x for x in conts.values() if x["condition"] == "control" and x["question_id"] == c["question_id"]
+                    and x["line_index"] == c["line_index"])
+    assert ctrl_rec["continuation"].splitlines()[0] in ctrl.text
+    assert driver.find_elements(By.CSS_SELECTOR, '[data-role="label"] table[data-role="judge"] tr')
+    driver.save_screenshot(str(tmp_path / "permalink.png"))
+    # keyboard: j / k step through the visible samples and the URL follows
+    body = driver.find_element(By.TAG_NAME, "body")
+    body.send_keys("j")
+    after_j = driver.find_element(By.CSS_SELECTOR, "#detail h3").text
+    assert after_j != cid and quote(after_j, safe="") in driver.current_url
+    body.send_keys(Keys.ARROW_UP)
+    assert driver.find_element(By.CSS_SELECTOR, "#detail h3").text == cid
+    body.send_keys("k")
+    assert driver.find_element(By.CSS_SELECTOR, "#detail h3").text != cid
+    # steering: the moved case shows its steered generation beside the unsteered one
+    moved = next(json.loads(x)["case_id"] for x in (small_run / "steering" / "generations.jsonl").read_text().splitlines()
+                 if json.loads(x)["correct"] is True)
+    _open(driver, page, "#id=" + quote(moved, safe=""))
+    st = driver.find_element(By.CSS_SELECTOR, '[data-role="steering"]')
+    assert st.find_element(By.CSS_SELECTOR, "span.moved").text == "moved"
+    opened = st.find_element(By.CSS_SELECTOR, "details[open]")
+    assert "unsteered" in opened.text and "steered: L1|k1|a1|probe" in opened.text
+    driver.save_screenshot(str(tmp_path / "steering.png"))
+    assert (tmp_path / "permalink.png").stat().st_size > 10_000
+    assert _errors(driver) == []
+
+
+@pytest.mark.integration
+def test_hostile_text_renders_as_text(driver, page, small_run, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    conts = Run(small_run).continuation_dicts()
+    bad = next(c for c in conts if c["continuation"].startswith(HOSTILE))
+    _open(driver, page, "#" + quote(bad["id"], safe=""))
+    assert driver.execute_script("return window.__pwned") is None
+    panel = driver.find_element(By.CSS_SELECTOR, '[data-role="perturbed"] .text')
+    text = driver.execute_script("return arguments[0].textContent", panel)
+    assert text == bad["continuation"]
+    assert not driver.find_elements(By.CSS_SELECTOR, "#detail img, #detail script")
+    assert driver.execute_script("return [...arguments[0].querySelectorAll('*')].map(e => e.tagName)", panel) == ["MARK"]
+    assert not driver.find_elements(By.CSS_SELECTOR, "#detail [onerror]")
+    assert len(driver.find_elements(By.TAG_NAME, "script")) == 2  # the data and the page's own script
+    # 10,000 characters without a newline wrap inside the panel instead of widening the page
+    width = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1] + 2
+    # the list row shows it as text too, and the evidence mark inside hostile text is plain text
+    assert driver.find_elements(By.CSS_SELECTOR, '[data-role="perturbed"] mark.ev')
+    driver.find_element(By.ID, "search").send_keys("<script>")
+    time.sleep(0.4)
+    assert _visible(driver) >= 1 and driver.execute_script("return window.__pwned") is None
+    driver.save_screenshot(str(tmp_path / "hostile.png"))
+    assert _errors(driver) == []
+
+
+@pytest.mark.integration
+def test_report_html_links_open_the_browser_filtered(driver, small_run, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "study"
+    shutil.copytree(small_run, out)
+    write_browser(out)
+    md = ("| group | propagation |\n|---|---|\n| overall | x |\n| strategy=contradiction | y |\n"
+          "| strategy=arithmetic_change, C | z |\n")
+    rep = _study_html()(out, [("Behaviour", md)], [])
+    driver.get(rep.resolve().as_uri())
+    links = driver.find_elements(By.CSS_SELECTOR, "a.browse")
+    assert len(links) == 3
+    links[2].click()
+    for _ in range(100):
+        if driver.execute_script("return document.body.dataset.ready === '1'"):
+            break
+        time.sleep(0.05)
+    labels = _labels(out)
+    pert = Run(out).continuation_dicts("perturbed")
+    assert _visible(driver) == sum(1 for c in pert if "arithmetic_change" in _strategies(c) and labels[c["id"]]["label"] == "C")
+    assert _errors(driver) == []
+
+
+# ------------------------------------------------------------------------------------------------ scale
+
+
+def make_synthetic_run(root: Path, n_continuations: int = 20_000, seed: int = 0) -> Path:
+    """A synthetic run with the real record schema (Baseline / Continuation / label records) and varied text:
+    3 strategies x 3 positions x (perturbed + control) per question, a rule labelling with evidence spans."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True)
+    strategies, positions = ("arithmetic_change", "contradiction", "operation_swap"), ("early", "middle", "late")
+    per_q = len(strategies) * len(positions) * 2
+    n_q = -(-n_continuations // per_q)
+    words = "the of and a to in is you that it he was for on are as with his they at be this have from".split()
+    blines, clines, llines = [], [], []
+    made = 0
+    for q in range(n_q):
+        qid = f"synth/{q}"
+        n = rng.randint(3, 8)
+        lines = [f"We start with {q % 50}."] + [f"{q % 50 + k} + {k} = {q % 50 + 2 * k} " + " ".join(rng.choices(words, k=6))
+                                               for k in range(1, n)]
+        gold = str(q % 50 + 2 * (n - 1))
+        question = f"Start with {q % 50}. " + " ".join(f"Add {k}." for k in range(1, n)) + " What is the result?"
+        blines.append(Baseline(question_id=qid, dataset="arith", task=f"s{n}_o5", difficulty=f"s{n}_o5", question=question,
+                               prompt="<prompt>", prompt_tokens=40, trace="\n".join(lines + [f"Answer: {gold}"]),
+                               lines=tuple(lines), answer_line=len(lines), parsed_answer=gold, gold=gold, correct=True,
+                               eligible=True, reason="eligible", finish_reason="answer_line", new_tokens=60).to_dict())
+        for s in strategies:
+            for p in positions:
+                li = {"early": 0, "middle": n // 2, "late": n - 1}[p]
+                for cond in ("perturbed", "control"):
+                    if made >= n_continuations:
+                        break
+                    made += 1
+                    edited = lines[li] if cond == "control" else f"{lines[li]} (edited by {s} {rng.randint(0, 99)})"
+                    body = "\n".join(" ".join(rng.choices(words, k=rng.randint(5, 14))) for _ in range(rng.randint(2, 6)))
+                    ok = cond == "control" or rng.random() < 0.6
+                    ans = gold if ok else str(int(gold) + 3)
+                    text = ("Wait, let me recheck.\n" if ok and rng.random() < 0.3 else "") + body + f"\nAnswer: {ans}"
+                    cid = f"{qid}|{s}|{p}|{cond}"
+                    prefix = "\n".join(lines[:li] + [edited]) + "\n"
+                    clines.append(Continuation(
+                        id=cid, question_id=qid, dataset="arith", task=f"s{n}_o5", difficulty=f"s{n}_o5", strategy=s,
+                        position=p, line_index=li, n_lines=n, original_line=lines[li], edited_line=edited, condition=cond,
+                        prefix_text=prefix, input_text="<prompt>" + prefix, input_tokens=80, edit_span=(8, 8 + len(edited)),
+                        continuation=text, new_tokens=40, finish_reason="answer_line", parsed_answer=ans, gold=gold,
+                        correct=ok, label="non-C" if ok else "C").to_dict())
+                    ev = [{"type": "correction_phrase", "start": 0, "end": 4, "text": "Wait", "detail": "explicit correction phrase"}] \
+                        if text.startswith("Wait") else []
+                    lab = "C" if not ok else ("B" if ev else "A")
+                    llines.append({"id": cid, "question_id": qid, "condition": cond, "dataset": "arith", "task": f"s{n}_o5",
+                                   "difficulty": f"s{n}_o5", "strategy": s, "position": p, "correct": ok,
+                                   "outcome": "non-C" if ok else "C", "label": lab, "reason": "synthetic",
+                                   "final_labeller": "rule", "labellers": {"rule": {"noticed": bool(ev), "evidence": ev,
+                                                                                     "label": lab}}, "schema_version": 1})
+    for name, rows in (("baselines.jsonl", blines), ("continuations.jsonl", clines)):
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ld = root / "labels" / "rule"
+    ld.mkdir(parents=True)
+    (ld / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in llines))
+    (ld / "settings.json").write_text(json.dumps({"status": "ok", "created": "2026-01-01T00:00:00"}))
+    (root / "manifest.json").write_text(json.dumps({"status": "ok", "model": {"name": "synthetic", "weights_hash": None}}))
+    return root
+
+
+def test_synthetic_run_has_the_record_schema(tmp_path):
+    rd = make_synthetic_run(tmp_path / "s", 200)
+    run = Run(rd)
+    assert len(run.continuations()) == 200 and run.labels()[0] == "rule"
+    assert all(dataclasses.is_dataclass(c) for c in run.continuations())
+
+
+@pytest.mark.integration
+def test_scale_20k_size_and_first_paint(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    rd = make_synthetic_run(tmp_path / "big", 20_000)
+    t0 = time.perf_counter()
+    out = write_browser(rd)
+    build_s = time.perf_counter() - t0
+    size_mb = out.stat().st_size / 1e6
+    _open(driver, out)
+    ready_ms = int(driver.execute_script("return document.body.dataset.readyMs"))
+    fcp = driver.execute_script("const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null")
+    n_rows = len(driver.find_elements(By.CSS_SELECTOR, "#spacer .row"))
+    t = time.perf_counter()
+    _click_facet(driver, "label", "B")
+    filter_ms = 1000 * (time.perf_counter() - t)
+    t = time.perf_counter()
+    body = driver.find_element(By.TAG_NAME, "body")
+    for _ in range(20):
+        body.send_keys("j")
+    step_ms = 1000 * (time.perf_counter() - t) / 20
+    res = {"continuations": 20_000, "file_mb": round(size_mb, 2), "write_s": round(build_s, 2), "ready_ms": ready_ms,
+           "first_contentful_paint_ms": None if fcp is None else round(fcp), "rows_in_dom": n_rows,
+           "filter_click_ms": round(filter_ms), "keystep_ms": round(step_ms)}
+    print("\nBROWSE_SCALE " + json.dumps(res), file=sys.stderr)
+    assert n_rows < 200  # virtualised: only the visible rows exist
+    assert size_mb < 20 and ready_ms < 10_000 and _errors(driver) == []
