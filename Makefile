@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ../shared/data
 
-.PHONY: demo test test-fast test-vllm install vllm clean-venv
+.PHONY: demo test test-fast test-vllm install vllm clean-venv chromium
 VLLM_VENV := .venv-vllm
 
 $(STAMP): pyproject.toml
@@ -23,8 +23,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m study --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest -q -m "not vllm" --timeout 900
+
+# the trace browser's tests (tests/test_browse.py) drive Debian's chromium + chromium-driver: installed where missing
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (apt-get update && apt-get install -y chromium chromium-driver)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not integration and not vllm"

@@ -53,11 +53,12 @@ def make_small_run(root: Path, tokenizer) -> Path:
     contradiction edit is repaired with a "Wait" (rule evidence, label B) and the first question's early
     contradiction continuation is hostile text; labelled by the rule labeller and a scripted judge; with a
     steering generations file in the sweep's record format."""
+    from fakes import fake_lm, scripted_generate
+
     from behavioural.data import load_questions
     from behavioural.label import label_run
     from behavioural.labellers import JudgeLabeller, RuleLabeller
     from behavioural.protocol import Settings, run_protocol
-    from fakes import fake_lm, scripted_generate
 
     hostile_done: list[str] = []
 
@@ -495,8 +496,8 @@ def make_synthetic_run(root: Path, n_continuations: int = 20_000, seed: int = 0)
                         prefix_text=prefix, input_text="<prompt>" + prefix, input_tokens=80, edit_span=(8, 8 + len(edited)),
                         continuation=text, new_tokens=40, finish_reason="answer_line", parsed_answer=ans, gold=gold,
                         correct=ok, label="non-C" if ok else "C").to_dict())
-                    ev = [{"type": "correction_phrase", "start": 0, "end": 4, "text": "Wait", "detail": "explicit correction phrase"}] \
-                        if text.startswith("Wait") else []
+                    ev = [{"type": "correction_phrase", "start": 0, "end": 4, "text": "Wait",
+                           "detail": "explicit correction phrase"}] if text.startswith("Wait") else []
                     lab = "C" if not ok else ("B" if ev else "A")
                     llines.append({"id": cid, "question_id": qid, "condition": cond, "dataset": "arith", "task": f"s{n}_o5",
                                    "difficulty": f"s{n}_o5", "strategy": s, "position": p, "correct": ok,
@@ -531,7 +532,8 @@ def test_scale_20k_size_and_first_paint(driver, tmp_path):
     size_mb = out.stat().st_size / 1e6
     _open(driver, out)
     ready_ms = int(driver.execute_script("return document.body.dataset.readyMs"))
-    fcp = driver.execute_script("const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null")
+    fcp = driver.execute_script("const e = performance.getEntriesByName('first-contentful-paint')[0]; "
+                                "return e ? e.startTime : null")
     n_rows = len(driver.find_elements(By.CSS_SELECTOR, "#spacer .row"))
     t = time.perf_counter()
     _click_facet(driver, "label", "B")
