@@ -14,9 +14,12 @@ greedy, ``--max-new-tokens`` each, stop at end of turn / complete answer line.
 Prints per backend: generated tokens, wall time, tokens/s, peak RSS (this process + its children, sampled),
 then the ratios and the fraction of records identical between backends. ``static`` is the HF fast path with
 continuous batching off (``generate(refill=False)``: batches run down as rows finish), to show what refilling
-slots buys. The achieved GFLOP/s of the HF backend (generated tokens x forward FLOPs per token, prefill not
-counted, so a lower bound) is printed against a float32 matmul peak measured in the same run
-(``fraction_of_peak``). ``one`` (one-at-a-time HF,
+slots buys; ``bf16`` is the HF fast path on a bfloat16 copy of the model (``--dtype bfloat16``; AVX512-BF16 /
+AMX CPUs), with the number of greedy records that differ from float32. The achieved GFLOP/s of the HF backend
+(the FLOPs its forwards execute - prefill included, shared prefixes counted once - counted by
+``torch.utils.flop_counter`` on an untimed replica of the same greedy work, divided by the timed wall time) is
+printed against the matmul peak of the same dtype measured in the same run (``fraction_of_peak``).
+``one`` (one-at-a-time HF,
 ``generate_simple(batch_size=1)``) runs on the first ``--one-limit`` inputs of each phase and is compared by
 tokens/s. Writes ``--json`` with everything.
 """
@@ -42,7 +45,7 @@ def build_parser():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32, help="HF backend batch size")
-    p.add_argument("--backends", default=None, help="comma list of hf,static,one,vllm (default: all available)")
+    p.add_argument("--backends", default=None, help="comma list of hf,static,bf16,one,vllm (default: all available)")
     p.add_argument("--one-limit", type=int, default=24, help="inputs per phase for the one-at-a-time run (0 = all)")
     p.add_argument("--workload", default=str(REPO / ".bench_out" / "gen_workload.json"), help="cached workload texts")
     p.add_argument("--json", default=str(REPO / ".bench_out" / "bench_generation.json"), help="results file")
@@ -138,11 +141,11 @@ def build_workload(lm, args) -> dict:
     return w
 
 
-def matmul_peak_gflops(seconds: float = 2.0, n: int = 1024) -> float:
-    """Float32 GEMM throughput of this machine, measured now with torch's threads (the CPU's practical peak)."""
+def matmul_peak_gflops(seconds: float = 2.0, n: int = 1024, dtype: str = "float32") -> float:
+    """GEMM throughput of this machine in ``dtype``, measured now with torch's threads (the practical peak)."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=getattr(torch, dtype)), torch.randn(n, n, dtype=getattr(torch, dtype))
     for _ in range(3):
         a @ b
     reps, t0 = 0, time.perf_counter()
@@ -152,15 +155,14 @@ def matmul_peak_gflops(seconds: float = 2.0, n: int = 1024) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
 
 
-def flops_per_token(model) -> float:
-    """Forward FLOPs for one generated token: 2 x (parameters in the decoder's matmuls + the LM head)."""
-    import torch
+def counted_flops(fn, lm, phases, args) -> float:
+    """FLOPs that ``fn`` executes on the workload (an untimed replica run under torch's FLOP counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
 
-    emb = model.get_input_embeddings().weight
-    n = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and p is not emb)
-    head = model.get_output_embeddings()
-    n += head.weight.numel() if head is not None and head.weight is emb else 0
-    return 2.0 * n if isinstance(emb, torch.Tensor) else float("nan")
+    with FlopCounterMode(display=False) as fc:
+        for texts in phases:
+            fn(lm, texts, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False)
+    return float(fc.get_total_flops())
 
 
 def run_backend(name, fn, lm, phases, args) -> dict:
@@ -214,8 +216,13 @@ def main(argv=None) -> int:
     if "static" in backends:
         results["static"] = run_backend("static", lambda lm_, t, **kw: generate(lm_, t, refill=False, **kw),
                                         lm, phases, args)
+    if "bf16" in backends:
+        lm16 = load_model("smollm2-135m-instruct", dtype="bfloat16")
+        results["bf16"] = run_backend("bf16", generate, lm16, phases, args)
+        results["bf16"]["flops"] = counted_flops(generate, lm16, phases, args)
     if "hf" in backends:
         results["hf"] = run_backend("hf", generate, lm, phases, args)
+        results["hf"]["flops"] = counted_flops(generate, lm, phases, args)
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
 
@@ -235,13 +242,21 @@ def main(argv=None) -> int:
     # ratios and parity
     print()
     summary: dict = {}
-    if "hf" in results:
-        peak = matmul_peak_gflops()
-        achieved = results["hf"]["tok_s"] * flops_per_token(lm.model) / 1e9
-        summary |= {"matmul_peak_gflops": round(peak, 1), "hf_gflops": round(achieved, 1),
-                    "fraction_of_peak": round(achieved / peak, 3)}
-        print(f"HF achieved {achieved:.1f} GFLOP/s (generated tokens only) vs float32 matmul peak {peak:.1f} GFLOP/s "
-              f"measured now: {achieved / peak:.1%} of peak")
+    for name, dtype, key in (("hf", "float32", "fraction_of_peak"), ("bf16", "bfloat16", "bf16_fraction_of_peak")):
+        if name not in results:
+            continue
+        peak = matmul_peak_gflops(dtype=dtype)
+        achieved = results[name]["flops"] / results[name]["wall_s"] / 1e9
+        summary |= {f"{dtype}_matmul_peak_gflops": round(peak, 1), f"{name}_gflops": round(achieved, 1),
+                    key: round(achieved / peak, 3)}
+        print(f"{name}: achieved {achieved:.1f} GFLOP/s (all forward FLOPs, prefill included) vs {dtype} matmul peak "
+              f"{peak:.1f} GFLOP/s measured now: {achieved / peak:.1%} of peak")
+    if "hf" in results and "bf16" in results:
+        a, b = results["hf"]["records"], results["bf16"]["records"]
+        diff = sum(x != y for x, y in zip(a, b))
+        summary |= {"bf16_over_fp32": round(results["bf16"]["tok_s"] / results["hf"]["tok_s"], 2),
+                    "bf16_records_changed": diff, "records": len(a)}
+        print(f"bf16 / float32 tokens/s: {summary['bf16_over_fp32']:.2f}x; greedy records that differ: {diff}/{len(a)}")
     if "hf" in results and "static" in results:
         summary["hf_over_static"] = round(results["hf"]["tok_s"] / results["static"]["tok_s"], 2)
         print(f"HF continuous / static batches tokens/s: {summary['hf_over_static']:.2f}x")
