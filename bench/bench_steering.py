@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     import numpy as np
     import torch
 
-    from steering.hooks import mean_resid_norm, n_layers, steer, steer_vectors, combine_directions, d_model
+    from steering.hooks import combine_directions, d_model, mean_resid_norm, n_layers, steer, steer_vectors
 
     if args.threads:
         torch.set_num_threads(args.threads)

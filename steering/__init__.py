@@ -1,7 +1,10 @@
 """Steering: add probe directions to the residual stream while the model continues a type-C prefix, and
 test whether the error stops propagating (``python -m steering.sweep RUN_DIR --directions PROBES_DIR``).
 
-Importing this package loads no model and imports no torch.
+Modules: ``hooks`` (residual-stream hooks), ``generate`` (steered fast-path generation), ``config``
+(``SweepConfig``), ``cases`` (the case sample), ``grid`` (settings and vectors), ``analysis`` (statistics,
+verdict, tables), ``plot`` (figure), ``sweep`` (``run_sweep``, the CLI). Importing this package loads no model
+and imports no torch.
 """
 from steering.hooks import (  # noqa: F401
     POSITIONS,

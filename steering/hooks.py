@@ -49,7 +49,8 @@ removed in ``finally`` on error), and never touches other hooks on the model.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -1,441 +1,211 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,2,4,8] [--alphas 0.25,0.5,1]
 
-Steering sweep: re-generate every type-C perturbed continuation of a run (and, with ``--cases all``, a sample
-of non-C ones for side effects) from its exact ``input_text`` while adding the probe directions to the
-residual stream, for each (layer, k, alpha, basis), next to norm-matched random-direction controls (several
-seeds; random orthonormal bases of the same k, combined with the same dose) and an unsteered alpha-0 rerun
-(which checks that the C cases reproduce). Every generation is scored with the foundation's strict parser and
-appended (flushed) to ``OUTPUT/generations.jsonl``; ``--resume`` skips the (setting, case) pairs already there.
+Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
+(and, with ``--cases all``, of non-C ones, for side effects) from their exact ``input_text`` while adding the
+probe directions to the residual stream, for each (layer, k, alpha), next to norm-matched random-direction
+controls (several seeds: random orthonormal bases of the same k, combined with the same dose) and an
+unsteered alpha-0 rerun (which checks that the C cases reproduce). Steered cases come from questions the
+directions were not fitted on (the split the probes record in ``directions.h5``, or ``--exclude-questions
+FILE``). Generation runs on the shared-prefix fast path with one vector and alpha per row
+(:mod:`steering.generate`); every generation is scored with the foundation's strict parser and appended
+(flushed) to ``OUTPUT/generations.jsonl``; ``--resume`` skips the (setting, case) pairs already there.
 
-Alphas are given relative to the layer's mean residual-stream norm (the ``resid_norm`` attribute written by
-the probes stage, else measured on the cases' inputs): ``--alphas 1`` adds a vector as long as the average
-residual. The k-direction vector is dose-matched (rescaled to the norm of one direction; see
-:mod:`steering.hooks`).
+Alphas are relative to the layer's mean residual-stream norm (the ``resid_norm`` the probes wrote, else
+measured on the cases' inputs): ``--alphas 1`` adds a vector as long as the average residual. The k-direction
+vector is dose-matched (rescaled to the norm of one direction; see :mod:`steering.hooks`).
 
-Outputs (``OUTPUT`` defaults to ``RUN_DIR/steering``): ``config.json`` (grid, provenance), ``generations.jsonl``,
-``summary.json`` (per setting: fraction of C cases moved to correct and of non-C broken, Wilson intervals;
-difference from the matched random control with a question-clustered bootstrap CI and an exact sign test
-(McNemar's exact test when there is one control seed), Holm and BH adjusted across the grid; strongest
-setting flagged; one-line verdict), ``sweep.png`` and a printed table. No C cases: ``status =
-"insufficient_data"`` (exit 0). Bad input (wrong direction width, unknown layer, k above the stored basis,
-existing output without ``--resume``) exits 2 with a one-line error and writes nothing.
+Outputs (``OUTPUT`` defaults to ``RUN_DIR/steering``): ``config.json`` (settings, the case sample, the
+question split, provenance), ``generations.jsonl``, ``summary.json`` (see :mod:`steering.analysis`: per
+setting moved-of-all with coverage, the question-level difference from the matched control with its
+interval and permutation test, Holm/BH across the grid, the strongest setting, a verdict that is one of
+effect / null / inconclusive, the minimum detectable effect and the sample a null would need),
+``sweep.png`` and a printed table. No C case to steer: ``status = "insufficient_data"`` (exit 0). Bad input
+exits 2 with a one-line error, before any model is loaded where it can be, and writes nothing.
+
+Modules: :mod:`steering.config` (settings), :mod:`steering.cases` (the sample), :mod:`steering.grid`
+(settings grid and vectors), :mod:`steering.generate` (steered fast path), :mod:`steering.analysis`
+(statistics and text), :mod:`steering.plot` (figure); this module runs them.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
-import inspect
 import json
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-SCHEMA_VERSION = 1
-DEFAULT_KS = (1, 2, 4, 8)
-DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
-CONTROLS = ("random", "none")
+from steering.analysis import format_summary, format_table, summarize_records
+from steering.cases import case_dict, read_question_list, select_cases
+from steering.config import (
+    CASE_KINDS,
+    DEFAULT_ALPHAS,
+    DEFAULT_SESOI,
+    DOSES,
+    POSITIONS,
+    SCHEMA_VERSION,
+    SweepConfig,
+    SweepError,
+    parse_list,
+)
+from steering.grid import Directions, Setting, load_directions, make_grid, setting_vector
+
+CONFIG_FILE = "config.json"
+GENERATIONS = "generations.jsonl"
+SUMMARY = "summary.json"
+PLOT = "sweep.png"
+
+
+# ------------------------------------------------------------------------------------------------ CLI
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m steering.sweep", description=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="run directory written by python -m behavioural.run (continuations.jsonl, manifest.json)")
+    p.add_argument("run_dir", help="run directory written by python -m behavioural.run")
     p.add_argument("--directions", required=True,
                    help="probes output directory holding directions.h5 (or the .h5 file itself)")
     p.add_argument("--layers", default=None,
-                   help="comma-separated hidden_states layers to steer (default: the file's selected_layer attribute, "
-                        "else the middle of its layers)")
-    p.add_argument("--k", default=None, help="comma-separated numbers of directions (default 1,2,4,8, capped at the stored basis)")
+                   help="comma-separated hidden_states layers to steer (default: the file's selected_layer, else the "
+                        "middle of its layers)")
+    p.add_argument("--k", default=None, help="comma-separated numbers of directions (default 1,2,4,8, capped at the basis)")
     p.add_argument("--alphas", default=",".join(str(a) for a in DEFAULT_ALPHAS),
                    help="comma-separated steering strengths, relative to the layer's mean residual norm (default %(default)s)")
     p.add_argument("--controls", default="random,none",
                    help="comma-separated controls: random (norm-matched random orthonormal bases), none (alpha-0 rerun)")
     p.add_argument("--random-seeds", type=int, default=3, help="random-direction seeds per setting (default %(default)s)")
-    p.add_argument("--cases", choices=("C", "all"), default="C",
+    p.add_argument("--cases", choices=CASE_KINDS, default="C",
                    help="C: type-C perturbed continuations only; all: also a sample of non-C ones (side effects)")
-    p.add_argument("--max-cases", type=int, default=None, help="use at most N C cases (first N in file order)")
+    p.add_argument("--max-cases", type=int, default=None,
+                   help="steer at most N C cases (a seeded sample, round-robin over questions; default: all)")
+    p.add_argument("--per-question", type=int, default=2, help="at most N C cases per question (default %(default)s)")
     p.add_argument("--n-non-c", type=int, default=None,
                    help="with --cases all: number of non-C cases to sample (default: as many as C cases)")
+    p.add_argument("--seed", type=int, default=0, help="case-sampling seed (default %(default)s)")
+    p.add_argument("--exclude-questions", default=None, metavar="FILE",
+                   help="question keys or ids (one per line, or a JSON list) the directions were fitted on: never "
+                        "steered (directions.h5's own recorded split is always applied)")
+    p.add_argument("--sesoi", type=float, default=100 * DEFAULT_SESOI,
+                   help="smallest effect of interest in percentage points: a null verdict must exclude it (default %(default)g)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="generation budget per continuation (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=8, help="rows per batched generate (default %(default)s)")
-    p.add_argument("--positions", choices=("continuation", "generated", "all"), default="continuation",
+    p.add_argument("--batch-size", type=int, default=32, help="rows per steered batch (default %(default)s)")
+    p.add_argument("--positions", choices=POSITIONS, default="continuation",
                    help="which positions are steered (see steering.hooks; default %(default)s)")
-    p.add_argument("--dose", choices=("matched", "sum"), default="matched",
+    p.add_argument("--dose", choices=DOSES, default="matched",
                    help="matched: k-direction vector rescaled to one direction's norm; sum: the paper's plain sum")
-    p.add_argument("--model", default=None, help="model name/path overriding the run manifest's model")
+    p.add_argument("--model", default=None,
+                   help="model overriding the run manifest's (refused when it names another model, unless --allow-other-model)")
+    p.add_argument("--device", default=None, help="device for the run's model (default: behavioural.models' choice)")
+    p.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
+    p.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
     p.add_argument("--output", default=None, help="output directory (default RUN_DIR/steering); must not exist unless --resume")
     p.add_argument("--resume", action="store_true", help="continue an existing output directory, skipping finished generations")
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the clustered CIs (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p
 
 
-class SweepError(RuntimeError):
-    """Bad sweep input; the message names the problem and the fix."""
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    import math
+
+    if not math.isfinite(args.sesoi):
+        raise SweepError(f"--sesoi must be a finite number of percentage points, got {args.sesoi}")
+    return SweepConfig(
+        run_dir=args.run_dir, directions=args.directions, output=args.output, model=args.model,
+        layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
+        alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
+        random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
+        n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions, sesoi=args.sesoi / 100.0,
+        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
+        device=args.device, resume=args.resume, allow_incomplete=args.allow_incomplete, allow_other_model=args.allow_other_model,
+        progress=not args.no_progress,
+    ).validate()
 
 
-# ------------------------------------------------------------------------------------------------ directions
+# ------------------------------------------------------------------------------------------------ checks
 
 
-@dataclass
-class DirectionSet:
-    path: str
-    layers: list[int]
-    bases: dict  # layer -> np.ndarray [kmax, d_model]
-    resid_norm: dict  # layer -> float | None
-    selected_layer: int | None
-    sha256: str
+def _find_key(obj: Any, key: str) -> list[Any]:
+    if isinstance(obj, dict):
+        out = [obj[key]] if key in obj and isinstance(obj[key], str) else []
+        for v in obj.values():
+            out += _find_key(v, key)
+        return out
+    if isinstance(obj, list):
+        return [x for v in obj for x in _find_key(v, key)]
+    return []
 
 
-def directions_file(path: str | Path) -> Path:
-    p = Path(path)
-    f = p / "directions.h5" if p.is_dir() else p
-    if not f.is_file():
-        raise SweepError(f"no directions file at {str(f)!r}; run python -m probes.train first or pass --directions PROBES_DIR")
-    return f
+def _check_directions_model(dirs: Directions, run) -> None:
+    """Refuse directions whose activation store names other weights than the run's (when both say)."""
+    store = dirs.attrs.get("store")
+    if isinstance(store, (bytes, str)):
+        try:
+            store = json.loads(store)
+        except ValueError:
+            return
+    want = run.weights_hash
+    if not want or not isinstance(store, dict):
+        return
+    have = {h for h in _find_key(store, "weights_hash") if h}
+    if have and want not in have:
+        raise SweepError(f"directions {dirs.path} were computed from another model's activations (weights "
+                         f"{sorted(have)[0][:16]}...) than run {str(run.path)!r} ({want[:16]}...); pass the probes "
+                         "directory of this run")
 
 
-def read_directions(path: str | Path) -> DirectionSet:
-    """Read ``directions.h5`` (group ``/layer_{L}`` with dataset ``basis`` [kmax, d_model], attr ``resid_norm``;
-    file attr ``layers``)."""
-    import h5py
-
-    f = directions_file(path)
-    bases, norms = {}, {}
-    with h5py.File(f, "r") as h:
-        kind = h.attrs.get("kind")
-        if kind is not None and str(kind) != "probe_directions":
-            raise SweepError(f"{f} is not a probe directions file (kind={kind!r}); pass the probes output directory")
-        layers = [int(x) for x in np.atleast_1d(h.attrs.get("layers", []))]
-        if not layers:
-            layers = sorted(int(k.split("_", 1)[1]) for k in h.keys() if k.startswith("layer_"))
-        for L in layers:
-            g = h.get(f"layer_{L}")
-            if g is None or "basis" not in g:
-                raise SweepError(f"{f}: layer {L} is listed but /layer_{L}/basis is missing")
-            bases[L] = np.asarray(g["basis"][...], dtype=np.float32)
-            rn = g.attrs.get("resid_norm")
-            norms[L] = float(rn) if rn is not None else None
-        sel = h.attrs.get("selected_layer")
-    digest = hashlib.sha256(f.read_bytes()).hexdigest()
-    return DirectionSet(str(f), layers, bases, norms, int(sel) if sel is not None else None, digest)
+def _split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any], set[str], set[str] | None]:
+    """(record for config.json, question keys/ids to exclude, keys/ids to keep or None)."""
+    fit = dirs.fit_split() or {}
+    exclude = set(fit.get("fit", []))
+    include = set(fit["held_out"]) if "held_out" in fit else None
+    sources = ["directions.h5"] if fit else []
+    if config.exclude_questions:
+        exclude |= read_question_list(config.exclude_questions)
+        sources.append(f"--exclude-questions {config.exclude_questions}")
+    known = bool(exclude) or include is not None
+    rec = {
+        "source": " + ".join(sources) if sources else "none",
+        "n_fit_questions": len(exclude) if exclude else None,
+        "n_held_out_questions": len(include) if include is not None else None,
+        "disjoint": True if known else None,
+        "note": ("steered questions are disjoint from the directions' fitting questions" if known else
+                 "directions.h5 records no fitting split and no --exclude-questions was given: steered questions "
+                 "may overlap the questions the directions were fitted on"),
+    }
+    return rec, exclude, include
 
 
-def random_basis(k: int, d: int, seed: int) -> np.ndarray:
-    """A random orthonormal basis [k, d] (QR of a Gaussian matrix), reproducible from ``seed``."""
-    rng = np.random.default_rng(seed)
-    q, r = np.linalg.qr(rng.standard_normal((d, k)))
-    q = q * np.sign(np.diag(r))[None, :]
-    return q.T.astype(np.float32)
-
-
-# ------------------------------------------------------------------------------------------------ grid
-
-
-@dataclass(frozen=True)
-class Setting:
-    key: str
-    basis: str  # probe | random | none
-    layer: int | None
-    k: int
-    alpha_rel: float
-    alpha: float  # absolute (residual units)
-    seed: int | None = None
-
-
-def make_grid(layers, ks, alphas, controls, seeds: int, resid_norm: dict) -> list[Setting]:
-    grid = []
-    if "none" in controls:
-        grid.append(Setting("none|alpha0", "none", None, 0, 0.0, 0.0))
+def _check_width(dirs: Directions, layers: list[int], width: int, nl: int) -> None:
     for L in layers:
-        for k in ks:
-            for a in alphas:
-                aa = float(a) * float(resid_norm[L])
-                grid.append(Setting(f"L{L}|k{k}|a{a:g}|probe", "probe", L, k, float(a), aa))
-                if "random" in controls:
-                    for s in range(seeds):
-                        grid.append(Setting(f"L{L}|k{k}|a{a:g}|random{s}", "random", L, k, float(a), aa, s))
-    return grid
-
-
-def setting_vector(s: Setting, dirs: DirectionSet, dose: str, d: int) -> np.ndarray:
-    from steering.hooks import combine_directions
-
-    if s.basis == "none":
-        return np.zeros(d, dtype=np.float32)
-    if s.basis == "probe":
-        basis = dirs.bases[s.layer][: s.k]
-    else:
-        basis = random_basis(s.k, d, seed=1_000_003 * (s.seed + 1) + 1009 * s.layer + s.k)
-        # norm-matched: same row norms as the probe basis (unit rows for orthonormal probes)
-        basis = basis * np.linalg.norm(dirs.bases[s.layer][: s.k], axis=1)[:, None]
-    return combine_directions(basis, dose).numpy()
-
-
-# ------------------------------------------------------------------------------------------------ cases
-
-
-def select_cases(rows: list[dict], which: str, max_cases: int | None, n_non_c: int | None, seed: int = 0):
-    pert = [r for r in rows if r.get("condition") == "perturbed"]
-    c = [r for r in pert if r.get("label") == "C"]
-    if max_cases is not None:
-        c = c[:max_cases]
-    non = []
-    if which == "all":
-        pool = [r for r in pert if r.get("label") == "non-C"]
-        n = len(c) if n_non_c is None else n_non_c
-        if max_cases is not None:
-            n = min(n, max_cases)
-        n = min(n, len(pool))
-        if n:
-            pick = sorted(np.random.default_rng(seed).choice(len(pool), size=n, replace=False).tolist())
-            non = [pool[i] for i in pick]
-    return c, non
-
-
-# ------------------------------------------------------------------------------------------------ running
-
-
-def _default_generate():
-    from behavioural.generation import generate
-
-    return generate
-
-
-def _parse_list(s, typ, name):
-    if s is None:
-        return None
-    try:
-        out = [typ(x) for x in str(s).split(",") if x.strip()]
-    except ValueError as e:
-        raise SweepError(f"--{name} must be a comma-separated list of {typ.__name__}s, got {s!r}") from e
-    if not out:
-        raise SweepError(f"--{name} is empty")
-    return out
-
-
-def run_sweep(
-    run_dir,
-    directions,
-    *,
-    lm=None,
-    model: str | None = None,
-    layers: Sequence[int] | None = None,
-    ks: Sequence[int] | None = None,
-    alphas: Sequence[float] = DEFAULT_ALPHAS,
-    controls: Sequence[str] = CONTROLS,
-    random_seeds: int = 3,
-    cases: str = "C",
-    max_cases: int | None = None,
-    n_non_c: int | None = None,
-    max_new_tokens: int = 128,
-    batch_size: int = 8,
-    positions: str = "continuation",
-    dose: str = "matched",
-    output=None,
-    resume: bool = False,
-    n_boot: int = 2000,
-    progress: bool = True,
-    generate_fn: Callable | None = None,
-    chunk: int | None = None,
-    echo: Callable[[str], None] = print,
-) -> dict:
-    """Run (or resume) a sweep and return the summary dict (also written to ``OUTPUT/summary.json``).
-
-    ``lm`` is an already-loaded :class:`behavioural.models.LoadedModel` (tests pass tiny models); else the
-    model is ``model`` or the run manifest's. ``generate_fn`` defaults to ``behavioural.generation.generate``.
-    """
-    from behavioural.rundir import JsonlWriter, read_json, read_jsonl, write_json
-    from steering.hooks import d_model as _d_model, mean_resid_norm, n_layers as _n_layers, steer_vectors
-
-    run_dir = Path(run_dir)
-    cont_path = run_dir / "continuations.jsonl"
-    if not cont_path.is_file():
-        raise SweepError(f"{str(cont_path)!r} not found; is {str(run_dir)!r} a run directory written by python -m behavioural.run?")
-    bad = set(controls) - set(CONTROLS)
-    if bad:
-        raise SweepError(f"unknown controls {sorted(bad)}; choose from {', '.join(CONTROLS)}")
-    if random_seeds < 1 and "random" in controls:
-        raise SweepError("--random-seeds must be >= 1 with the random control")
-    out_dir = Path(output) if output is not None else run_dir / "steering"
-    if out_dir.exists() and not resume:
-        raise SweepError(f"output directory {str(out_dir)!r} already exists; pass --resume to continue it or choose another --output")
-    if resume and out_dir.exists() and not (out_dir / "config.json").is_file():
-        raise SweepError(f"{str(out_dir)!r} exists but holds no config.json: not a steering sweep output; choose another --output")
-    dirs = read_directions(directions)
-
-    # model
-    manifest = {}
-    if (run_dir / "manifest.json").is_file():
-        manifest = read_json(run_dir / "manifest.json")
-    if lm is None:
-        from behavioural.models import load_model
-
-        mspec = manifest.get("model") or {}
-        if isinstance(mspec, str):
-            mspec = {"name": mspec}
-        name = model or mspec.get("name")
-        if not name:
-            raise SweepError(f"{run_dir}/manifest.json names no model; pass --model")
-        kw = {} if model else {k: mspec.get(k) for k in ("revision", "quantize", "dtype") if mspec.get(k)}
-        lm = load_model(name, **kw)
-    width, nl = _d_model(lm.model), _n_layers(lm.model)
-
-    # grid validation (before anything is written)
-    if layers is None:
-        if dirs.selected_layer is not None:
-            layers = [dirs.selected_layer]
-        elif dirs.layers:
-            layers = [dirs.layers[len(dirs.layers) // 2]]
-        else:
-            raise SweepError(f"{dirs.path} holds no layers")
-    layers = [int(x) for x in layers]
-    for L in layers:
-        if L not in dirs.bases:
-            raise SweepError(f"unknown layer {L}: {dirs.path} has directions for layers {dirs.layers}")
         if not 0 <= L <= nl:
             raise SweepError(f"unknown layer {L}: the model has hidden_states layers 0..{nl}")
-        if dirs.bases[L].ndim != 2 or dirs.bases[L].shape[1] != width:
+        if dirs.bases[L].shape[1] != width:
             raise SweepError(f"directions for layer {L} have width {dirs.bases[L].shape[-1]} but the model's d_model is "
                              f"{width}: they were computed for another model ({dirs.path})")
-    kmax = min(dirs.bases[L].shape[0] for L in layers)
-    if ks is None:
-        ks = [k for k in DEFAULT_KS if k <= kmax] or [kmax]
-    ks = [int(k) for k in ks]
-    if any(k < 1 or k > kmax for k in ks):
-        raise SweepError(f"k must be between 1 and {kmax} (the stored basis size), got {ks}")
-    alphas = [float(a) for a in alphas]
-
-    rows = read_jsonl(cont_path)
-    c_cases, non_cases = select_cases(rows, cases, max_cases, n_non_c)
-    all_cases = c_cases + non_cases
-
-    resid_norm, norm_source = {}, {}
-    for L in layers:
-        if dirs.resid_norm.get(L):
-            resid_norm[L], norm_source[L] = dirs.resid_norm[L], "directions.h5"
-        elif all_cases:
-            resid_norm[L] = mean_resid_norm(lm, [r["input_text"] for r in all_cases[:32]], L, batch_size=batch_size)
-            norm_source[L] = "measured at the last token of up to 32 case inputs"
-        else:
-            resid_norm[L], norm_source[L] = float("nan"), "none"
-    grid = make_grid(layers, ks, alphas, controls, random_seeds, resid_norm)
-
-    config = {
-        "schema_version": SCHEMA_VERSION,
-        "run_dir": str(run_dir),
-        "directions": dirs.path,
-        "directions_sha256": dirs.sha256,
-        "model": getattr(lm, "provenance", lambda: {"name": getattr(lm, "name", None)})(),
-        "max_new_tokens": max_new_tokens,
-        "positions": positions,
-        "dose": dose,
-        "layers": layers,
-        "ks": ks,
-        "alphas": alphas,
-        "controls": list(controls),
-        "random_seeds": random_seeds,
-        "cases": cases,
-        "n_c_cases": len(c_cases),
-        "n_non_c_cases": len(non_cases),
-        "resid_norm": {str(L): resid_norm[L] for L in layers},
-        "resid_norm_source": {str(L): norm_source[L] for L in layers},
-        "settings": [asdict(s) for s in grid],
-    }
-    if resume and (out_dir / "config.json").is_file():
-        old = read_json(out_dir / "config.json")
-        for key in ("directions_sha256", "max_new_tokens", "positions", "dose"):
-            if old.get(key) != config[key]:
-                raise SweepError(f"cannot resume {str(out_dir)!r}: {key} was {old.get(key)!r}, now {config[key]!r}; "
-                                 "use a new --output")
-        for L, v in (old.get("resid_norm") or {}).items():
-            new_v = config["resid_norm"].get(L)
-            if new_v is not None and v is not None and abs(new_v - v) > 1e-6 * max(abs(v), 1.0):
-                raise SweepError(f"cannot resume {str(out_dir)!r}: layer {L}'s residual norm (alpha scale) was {v:.6g}, "
-                                 f"now {new_v:.6g}; use a new --output")
-        if (old.get("model") or {}).get("name") != config["model"].get("name"):
-            raise SweepError(f"cannot resume {str(out_dir)!r}: it was made with model {old['model'].get('name')!r}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "config.json", config)
-    gen_path = out_dir / "generations.jsonl"
-
-    if not c_cases:
-        summary = {"schema_version": SCHEMA_VERSION, "status": "insufficient_data",
-                   "verdict": "insufficient_data: no type-C perturbed continuations in "
-                              f"{cont_path} ({len(rows)} records); nothing to steer",
-                   "n_c_cases": 0, "settings": []}
-        write_json(out_dir / "summary.json", summary)
-        echo(summary["verdict"])
-        return summary
-
-    # jobs: (setting, case) pairs not yet done, grouped by layer (one hook point per generate call)
-    done = {(r["setting"], r["case_id"]) for r in read_jsonl(gen_path, repair=True)}
-    questions = _question_texts(run_dir)
-    by_layer: dict = defaultdict(list)
-    vec_cache: dict = {}
-    for s in grid:
-        for case in all_cases:
-            if (s.key, case["id"]) in done:
-                continue
-            L = s.layer if s.layer is not None else layers[0]
-            by_layer[L].append((s, case))
-    n_jobs = sum(len(v) for v in by_layer.values())
-    echo(f"steering sweep: {len(c_cases)} C + {len(non_cases)} non-C cases x {len(grid)} settings; "
-         f"{n_jobs} generations to run ({len(done)} already done) -> {out_dir}")
-    gen = generate_fn or _default_generate()
-    gen_kw = {}
-    params = inspect.signature(gen).parameters
-    if "dedupe" in params:
-        gen_kw["dedupe"] = False  # same text, different steering: never share a generation
-    chunk = chunk or max(batch_size * 4, 1)
-    with JsonlWriter(gen_path) as writer:
-        for L in sorted(by_layer):
-            jobs = sorted(by_layer[L], key=lambda j: (j[1]["id"], j[0].key))
-            for c0 in range(0, len(jobs), chunk):
-                part = jobs[c0 : c0 + chunk]
-                vecs = []
-                for s, _ in part:
-                    if s.key not in vec_cache:
-                        vec_cache[s.key] = setting_vector(s, dirs, dose, width)
-                    vecs.append(vec_cache[s.key])
-                vecs_t = np.stack(vecs)  # [n, d_model]
-                alph = np.array([s.alpha for s, _ in part], dtype=np.float32)  # [n]
-
-                def ctx(indices, _v=vecs_t, _a=alph, _L=L):
-                    return steer_vectors(lm.model, _v[indices], layers=[_L], alpha=_a[indices], positions=positions)
-
-                outs = gen(lm, [c["input_text"] for _, c in part], max_new_tokens=max_new_tokens,
-                           batch_size=batch_size, progress=progress,
-                           desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}", batch_context=ctx, **gen_kw)
-                for (s, case), g in zip(part, outs):
-                    writer.write(_record(s, case, g, questions))
-    summary = summarize(out_dir, grid=grid, case_ids={c["id"] for c in all_cases}, n_boot=n_boot, config=config)
-    echo(format_table(summary))
-    echo(summary["verdict"])
-    return summary
 
 
-def _question_texts(run_dir: Path) -> dict:
-    from behavioural.rundir import read_jsonl
-
-    return {r["question_id"]: r.get("question", "") for r in read_jsonl(run_dir / "baselines.jsonl")}
+# ------------------------------------------------------------------------------------------------ records
 
 
-def score(text: str, case: dict, questions: dict | None = None):
-    from behavioural.answers import extract_answer, is_correct
+def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = None) -> tuple[str | None, bool | None]:
+    """(parsed answer, correct) of a steered generation, through the one scorer in behavioural.answers."""
+    from behavioural import answers
 
-    pred = extract_answer(text, case["dataset"], case.get("task"))
     q = SimpleNamespace(dataset=case["dataset"], task=case.get("task"), answer=case["gold"],
                         question=(questions or {}).get(case["question_id"], ""), choices=None)
-    return pred, is_correct(pred, q)
+    if hasattr(answers, "score"):
+        s = answers.score(text, q)
+        return s.parsed, s.correct
+    pred = answers.extract_answer(text, case["dataset"], case.get("task"))
+    return pred, answers.is_correct(pred, q)
 
 
-def _record(s: Setting, case: dict, g, questions: dict) -> dict:
+def _record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str]) -> dict[str, Any]:
     pred, ok = score(g.text, case, questions)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -448,6 +218,7 @@ def _record(s: Setting, case: dict, g, questions: dict) -> dict:
         "seed": s.seed,
         "case_id": case["id"],
         "question_id": case["question_id"],
+        "question_key": case["question_key"],
         "case_label": case["label"],
         "strategy": case.get("strategy"),
         "position": case.get("position"),
@@ -460,271 +231,286 @@ def _record(s: Setting, case: dict, g, questions: dict) -> dict:
     }
 
 
-# ------------------------------------------------------------------------------------------------ summary
+# ------------------------------------------------------------------------------------------------ library
 
 
-def _counts(recs, want_correct: bool):
-    """(hits, parsed, total): hits = parsed generations whose correctness equals want_correct."""
-    parsed = [r for r in recs if r["correct"] is not None]
-    return sum(1 for r in parsed if bool(r["correct"]) == want_correct), len(parsed), len(recs)
-
-
-def _sign_test(diffs) -> float:
-    from scipy.stats import binomtest
-
-    pos = sum(1 for d in diffs if d > 0)
-    neg = sum(1 for d in diffs if d < 0)
-    if pos + neg == 0:
-        return 1.0
-    return float(binomtest(pos, pos + neg, 0.5, alternative="two-sided").pvalue)
-
-
-def summarize(out_dir, *, grid: list[Setting] | None = None, case_ids=None, n_boot: int = 2000,
-              config: dict | None = None, alpha_level: float = 0.05) -> dict:
-    """Compute ``summary.json`` (and ``sweep.png``) from ``generations.jsonl``; see the module docstring."""
-    from statsmodels.stats.multitest import multipletests
-
-    from behavioural.rundir import read_json, read_jsonl, write_json
-    from behavioural.stats import paired_difference_ci, rate
-
-    out_dir = Path(out_dir)
-    config = config or read_json(out_dir / "config.json")
-    if grid is None:
-        grid = [Setting(**d) for d in config["settings"]]
-    recs = read_jsonl(out_dir / "generations.jsonl")
-    if case_ids is not None:
-        recs = [r for r in recs if r["case_id"] in case_ids]
-    by_setting: dict = defaultdict(dict)
-    for r in recs:
-        by_setting[r["setting"]][r["case_id"]] = r  # last one wins (no duplicates are written)
-
-    def stats_for(key):
-        rs = list(by_setting.get(key, {}).values())
-        c = [r for r in rs if r["case_label"] == "C"]
-        n = [r for r in rs if r["case_label"] == "non-C"]
-        mk, mn, mt = _counts(c, True)
-        bk, bn, bt = _counts(n, False)
-        return {"moved": rate(mk, mn), "moved_of_all": rate(mk, mt), "coverage_c": rate(mn, mt),
-                "broken": rate(bk, bn), "coverage_non_c": rate(bn, bt), "n_generations": len(rs)}
-
-    out_settings = []
-    baseline = None
-    if any(s.basis == "none" for s in grid):
-        st = stats_for("none|alpha0")
-        c = [r for r in by_setting.get("none|alpha0", {}).values() if r["case_label"] == "C"]
-        wk, wn, _ = _counts(c, False)
-        nn = [r for r in by_setting.get("none|alpha0", {}).values() if r["case_label"] == "non-C"]
-        ok_, on_, _ = _counts(nn, True)
-        baseline = dict(st, key="none|alpha0", reproduced_c=rate(wk, wn), reproduced_non_c=rate(ok_, on_))
-    probe_settings = [s for s in grid if s.basis == "probe"]
-    for s in probe_settings:
-        st = stats_for(s.key)
-        ctrl_keys = [g.key for g in grid if g.basis == "random" and (g.layer, g.k, g.alpha_rel) == (s.layer, s.k, s.alpha_rel)]
-        ctrl_kind = "random" if ctrl_keys else ("none" if baseline else None)
-        if not ctrl_keys and baseline:
-            ctrl_keys = ["none|alpha0"]
-        # pooled control rate (seeds pooled; they share cases, so its interval is optimistic)
-        ctrl_recs = [r for k in ctrl_keys for r in by_setting.get(k, {}).values()]
-        ck, cn, _ = _counts([r for r in ctrl_recs if r["case_label"] == "C"], True)
-        cbk, cbn, _ = _counts([r for r in ctrl_recs if r["case_label"] == "non-C"], False)
-        pairs = []
-        for cid, r in by_setting.get(s.key, {}).items():
-            if r["case_label"] != "C":
-                continue
-            vals = [by_setting[k][cid]["correct"] for k in ctrl_keys if cid in by_setting.get(k, {})]
-            vals = [float(v) for v in vals if v is not None]
-            a = None if r["correct"] is None else float(r["correct"])
-            pairs.append((r["question_id"], a, float(np.mean(vals)) if vals else None))
-        diff = paired_difference_ci(pairs, n_boot=n_boot) if ctrl_kind else None
-        p = _sign_test([a - b for _, a, b in pairs if a is not None and b is not None]) if ctrl_kind else None
-        out_settings.append(dict(
-            key=s.key, layer=s.layer, k=s.k, alpha_rel=s.alpha_rel, alpha=s.alpha, **st,
-            control={"kind": ctrl_kind, "keys": ctrl_keys, "moved": rate(ck, cn), "broken": rate(cbk, cbn)},
-            difference=diff, p_value=p,
-            test="exact sign test on per-case (probe - mean control) differences; McNemar exact with one control",
-        ))
-    ps = [d["p_value"] for d in out_settings]
-    idx = [i for i, p in enumerate(ps) if p is not None]
-    for method, name in (("holm", "p_holm"), ("fdr_bh", "p_bh")):
-        adj = multipletests([ps[i] for i in idx], method=method)[1] if idx else []
-        for d in out_settings:
-            d[name] = None
-        for i, a in zip(idx, adj):
-            out_settings[i][name] = float(a)
-    for d in out_settings:
-        est = (d["difference"] or {}).get("estimate")
-        d["beats_control"] = bool(d["p_holm"] is not None and d["p_holm"] < alpha_level and est is not None and est > 0)
-        d["strongest"] = False
-    ranked = [d for d in out_settings if d["moved"]["rate"] is not None]
-    strongest = None
-    if ranked:
-        strongest = max(ranked, key=lambda d: (d["moved"]["rate"], -(d["p_value"] if d["p_value"] is not None else 1)))
-        strongest["strongest"] = True
-    n_c = len({r["case_id"] for r in recs if r["case_label"] == "C"})
-    status = "ok" if strongest is not None else "insufficient_data"
-    verdict = _verdict(out_settings, strongest, status, alpha_level)
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "status": status,
-        "verdict": verdict,
-        "verdict_code": ("insufficient_data" if status != "ok" else
-                         "effect" if any(d["beats_control"] for d in out_settings) else "null"),
-        "n_c_cases": n_c,
-        "n_non_c_cases": len({r["case_id"] for r in recs if r["case_label"] == "non-C"}),
-        "n_generations": len(recs),
-        "baseline": baseline,
-        "strongest": strongest["key"] if strongest else None,
-        "multiple_comparisons": {"method": "holm (verdict) and fdr_bh", "n_tests": len(idx), "level": alpha_level},
-        "positions": config.get("positions"),
-        "dose": config.get("dose"),
-        "resid_norm": config.get("resid_norm"),
-        "settings": out_settings,
-    }
-    write_json(out_dir / "summary.json", summary)
+def _lock(out_dir: Path):
     try:
-        plot_sweep(summary, out_dir / "sweep.png")
-        summary["plot"] = "sweep.png"
-        write_json(out_dir / "summary.json", summary)
-    except Exception as e:  # plotting must never lose the numbers
-        print(f"warning: could not draw sweep.png ({type(e).__name__}: {e})", file=sys.stderr)
+        from behavioural.rundir import output_lock
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return output_lock(out_dir, command="python -m steering.sweep")
+
+
+def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None] = print,
+              generate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
+    """Run (or resume) a sweep and return the summary dict (also written to ``OUTPUT/summary.json``).
+
+    ``lm`` is an already-loaded :class:`behavioural.models.LoadedModel` (tests pass tiny models); else the
+    run's model is loaded through :meth:`behavioural.runs.Run.load_model` (weights hash checked).
+    ``generate_fn`` defaults to :func:`steering.generate.generate_steered` (same signature).
+    """
+    from behavioural.rundir import JsonlWriter, read_json, read_jsonl, write_json
+    from behavioural.runs import Run
+
+    config.validate()
+    run = Run(config.run_dir)
+    if run.status not in ("complete", "ok", "insufficient_data"):
+        run.require_complete(allow_incomplete=config.allow_incomplete)
+    out_dir = config.out_dir
+    if out_dir.exists() and not config.resume:
+        raise SweepError(f"output directory {str(out_dir)!r} already exists; pass --resume to continue it or choose "
+                         "another --output")
+    if config.resume and out_dir.exists() and not (out_dir / CONFIG_FILE).is_file():
+        raise SweepError(f"{str(out_dir)!r} exists but holds no {CONFIG_FILE}: not a steering sweep output; choose "
+                         "another --output")
+    old = None
+    if config.resume and (out_dir / CONFIG_FILE).is_file():
+        try:
+            old = read_json(out_dir / CONFIG_FILE)
+        except ValueError:
+            raise SweepError(f"{str(out_dir / CONFIG_FILE)!r} is not valid JSON; use a new --output") from None
+    mspec = run.model_spec
+    if config.model and mspec.get("name") and config.model != mspec["name"] and not config.allow_other_model:
+        raise SweepError(f"run {str(run.path)!r} was generated with model {mspec['name']!r}, not {config.model!r}; "
+                         "omit --model to steer the run's own model, or pass --allow-other-model")
+    dirs = load_directions(config.directions)
+    _check_directions_model(dirs, run)
+
+    # grid checks that need no model
+    layers = config.layers
+    if layers is None:
+        layers = [dirs.selected_layer] if dirs.selected_layer is not None else [dirs.layers[len(dirs.layers) // 2]]
+    layers = [int(x) for x in layers]
+    for L in layers:
+        if L not in dirs.bases:
+            raise SweepError(f"unknown layer {L}: {dirs.path} has directions for layers {dirs.layers}")
+    kmax = min(dirs.bases[L].shape[0] for L in layers)
+    ks = [int(k) for k in config.ks] if config.ks is not None else ([k for k in (1, 2, 4, 8) if k <= kmax] or [kmax])
+    if any(k < 1 or k > kmax for k in ks):
+        raise SweepError(f"k must be between 1 and {kmax} (the stored basis size), got {ks}")
+    alphas = [float(a) for a in config.alphas]
+
+    # the case sample (distinct inputs, fitting questions excluded, stratified over questions)
+    split, exclude, include = _split(dirs, config)
+    questions = run.question_texts()
+    pert = [case_dict(c, questions) for c in run.continuations("perturbed")]
+    sample = select_cases(pert, which=config.cases, max_cases=config.max_cases, per_question=config.per_question,
+                          n_non_c=config.n_non_c, seed=config.seed, exclude=exclude, include=include)
+    all_cases = sample.all
+    if old is not None:
+        for key, new in (("directions_sha256", dirs.sha256), ("max_new_tokens", config.max_new_tokens),
+                         ("positions", config.positions), ("dose", config.dose), ("seed", config.seed),
+                         ("per_question", config.per_question)):
+            if key in old and old[key] != new:
+                raise SweepError(f"cannot resume {str(out_dir)!r}: {key} was {old[key]!r}, now {new!r}; use a new --output")
+
+    # the model (loaded only now, after every check that does not need it)
+    if lm is None:
+        lm = run.load_model(config.model if config.allow_other_model else None, device=config.device)
+    elif not config.allow_other_model:
+        run.check_model(lm)
+    from steering.hooks import d_model, mean_resid_norm, n_layers
+
+    width = d_model(lm.model)
+    _check_width(dirs, layers, width, n_layers(lm.model))
+    resid_norm: dict[int, float] = {}
+    norm_source: dict[int, str] = {}
+    for L in layers:
+        rn = dirs.resid_norm.get(L)
+        if rn:
+            resid_norm[L], norm_source[L] = float(rn), "directions.h5"
+        elif all_cases:
+            resid_norm[L] = mean_resid_norm(lm, [c["input_text"] for c in all_cases[:32]], L,
+                                            batch_size=config.batch_size)
+            norm_source[L] = "measured at the last token of up to 32 case inputs"
+        else:
+            resid_norm[L], norm_source[L] = float("nan"), "none"
+    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, resid_norm)
+    provenance = getattr(lm, "provenance", None)
+    model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
+    cfg = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "running",
+        "config": {k: v for k, v in config.to_dict().items() if k not in ("progress",)},
+        "run_dir": str(run.path),
+        "directions": dirs.path,
+        "directions_sha256": dirs.sha256,
+        "model": model_info,
+        "max_new_tokens": config.max_new_tokens,
+        "positions": config.positions,
+        "dose": config.dose,
+        "seed": config.seed,
+        "per_question": config.per_question,
+        "layers": layers,
+        "ks": ks,
+        "alphas": alphas,
+        "controls": list(config.controls),
+        "random_seeds": config.random_seeds,
+        "cases": config.cases,
+        "sesoi": config.sesoi,
+        "level": config.level,
+        "case_sample": sample.stats,
+        "case_ids": [c["id"] for c in all_cases],
+        "split": split,
+        "n_c_cases": len(sample.c),
+        "n_non_c_cases": len(sample.non_c),
+        "resid_norm": {str(L): resid_norm[L] for L in layers},
+        "resid_norm_source": {str(L): norm_source[L] for L in layers},
+        "settings": [asdict(s) for s in grid],
+    }
+    if old is not None:
+        for L, v in (old.get("resid_norm") or {}).items():
+            new_v = cfg["resid_norm"].get(L)
+            if new_v is not None and v is not None and abs(new_v - v) > 1e-6 * max(abs(v), 1.0):
+                raise SweepError(f"cannot resume {str(out_dir)!r}: layer {L}'s residual norm (alpha scale) was {v:.6g}, "
+                                 f"now {new_v:.6g}; use a new --output")
+        if (old.get("model") or {}).get("name") != model_info.get("name"):
+            raise SweepError(f"cannot resume {str(out_dir)!r}: it was made with model {(old.get('model') or {}).get('name')!r}")
+
+    if split["disjoint"] is None:
+        echo(f"warning: {split['note']}")
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = _lock(out_dir)
+        lock.__enter__()
+    except BaseException:
+        if created:
+            import shutil
+
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    try:
+        write_json(out_dir / CONFIG_FILE, cfg)
+        (out_dir / SUMMARY).unlink(missing_ok=True)  # a summary always describes a finished sweep
+        gen_path = out_dir / GENERATIONS
+        if not sample.c:
+            why = (f"no type-C perturbed continuation of {str(run.path)!r} is left to steer "
+                   f"({sample.stats['n_perturbed']} perturbed records, {sample.stats['n_excluded_fit_questions']} "
+                   "excluded as fitting questions)")
+            summary = {"schema_version": SCHEMA_VERSION, "status": "insufficient_data",
+                       "verdict_code": "insufficient_data", "verdict": f"insufficient_data: {why}; nothing to steer",
+                       "n_c_cases": 0, "n_c_questions": 0, "n_non_c_cases": 0, "n_generations": 0,
+                       "cases": sample.stats, "split": split, "settings": [], "sesoi": config.sesoi}
+            write_json(out_dir / SUMMARY, summary)
+            write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete"))
+            echo(summary["verdict"])
+            return summary
+        done = {(r["setting"], r["case_id"]) for r in read_jsonl(gen_path, repair=True)}
+        _generate(config, lm, grid, all_cases, dirs, width, layers, done, gen_path, questions, echo, generate_fn,
+                  JsonlWriter)
+        summary = summarize(out_dir, config=cfg)
+        write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete"))
+    finally:
+        lock.__exit__(None, None, None)
+    echo(format_summary(summary))
     return summary
 
 
-def _pct(x):
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+def _generate(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dict], dirs: Directions, width: int,
+              layers: list[int], done: set, gen_path: Path, questions: dict[str, str], echo: Callable[[str], None],
+              generate_fn: Callable[..., list] | None, writer_cls: Any) -> None:
+    """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk."""
+    if generate_fn is None:
+        from steering.generate import generate_steered as generate_fn
+    by_layer: dict[int, list] = defaultdict(list)
+    for s in grid:
+        for case in cases:
+            if (s.key, case["id"]) not in done:
+                by_layer[s.layer if s.layer is not None else layers[0]].append((s, case))
+    n_jobs = sum(len(v) for v in by_layer.values())
+    n_c = sum(1 for c in cases if c["label"] == "C")
+    echo(f"steering sweep: {n_c} C cases from {len({c['question_key'] for c in cases if c['label'] == 'C'})} "
+         f"questions + {len(cases) - n_c} non-C x {len(grid)} settings; {n_jobs} generations to run "
+         f"({len(done)} already done) -> {gen_path.parent}")
+    vec_cache: dict[str, np.ndarray] = {}
+    chunk = max(config.batch_size * 4, 1)
+    with writer_cls(gen_path) as writer:
+        for L in sorted(by_layer):
+            jobs = sorted(by_layer[L], key=lambda j: (j[1]["input_text"], j[1]["id"], j[0].key))
+            for c0 in range(0, len(jobs), chunk):
+                part = jobs[c0 : c0 + chunk]
+                for s, _ in part:
+                    if s.key not in vec_cache:
+                        vec_cache[s.key] = setting_vector(s, dirs, config.dose, width)
+                vecs = np.stack([vec_cache[s.key] for s, _ in part])  # [n, d_model]
+                alph = np.array([s.alpha for s, _ in part], dtype=np.float32)  # [n]
+                outs = generate_fn(lm, [c["input_text"] for _, c in part], vecs, alph, layers=[L],
+                                   positions=config.positions, max_new_tokens=config.max_new_tokens,
+                                   batch_size=config.batch_size, progress=config.progress,
+                                   desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}")
+                for (s, case), g in zip(part, outs):
+                    writer.write(_record(s, case, g, questions))
 
 
-def _rate_str(r):
-    if r["rate"] is None:
-        return f"{r['k']}/{r['n']} (n/a)"
-    lo, hi = r["wilson"]
-    return f"{r['k']}/{r['n']} ({_pct(r['rate'])}, Wilson {_pct(lo)}-{_pct(hi)})"
+def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compute ``summary.json`` (and ``sweep.png``) from ``config.json`` and ``generations.jsonl``."""
+    from behavioural.rundir import read_json, read_jsonl, write_json
+    from steering.plot import plot_sweep
+
+    out_dir = Path(out_dir)
+    config = config or read_json(out_dir / CONFIG_FILE)
+    grid = [Setting(**d) for d in config["settings"]]
+    recs = read_jsonl(out_dir / GENERATIONS)
+    case_ids = config.get("case_ids")
+    if case_ids is not None:
+        keep = set(case_ids)
+        recs = [r for r in recs if r["case_id"] in keep]
+    summary = {"schema_version": SCHEMA_VERSION}
+    summary.update(summarize_records(recs, grid, sesoi=config.get("sesoi", DEFAULT_SESOI),
+                                     level=config.get("level", 0.05), seed=config.get("seed", 0)))
+    summary.update({
+        "cases": config.get("case_sample"),
+        "split": config.get("split"),
+        "positions": config.get("positions"),
+        "dose": config.get("dose"),
+        "resid_norm": config.get("resid_norm"),
+    })
+    write_json(out_dir / SUMMARY, summary)
+    try:
+        plot_sweep(summary, out_dir / PLOT)
+        summary["plot"] = PLOT
+        write_json(out_dir / SUMMARY, summary)
+    except Exception as e:  # plotting must never lose the numbers
+        print(f"warning: could not draw {PLOT} ({type(e).__name__}: {e})", file=sys.stderr)
+    return summary
 
 
-def _setting_str(d):
-    diff = d["difference"] or {}
-    est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
-    s = f"L{d['layer']} k={d['k']} alpha={d['alpha_rel']:g}x|resid| moved {_rate_str(d['moved'])}"
-    if d["control"]["kind"]:
-        s += f" vs {d['control']['kind']} control {_rate_str(d['control']['moved'])}"
-    if est is not None:
-        s += f", difference {100 * est:+.1f} pp (95% clustered bootstrap CI {_pct(ci[0]) if ci[0] is not None else 'n/a'} to " \
-             f"{_pct(ci[1]) if ci[1] is not None else 'n/a'})"
-    if d["p_holm"] is not None:
-        s += f", exact p={d['p_value']:.3g}, Holm p={d['p_holm']:.3g}"
-    return s
+def is_complete(out_dir: str | Path) -> bool:
+    """True when ``out_dir`` holds a finished sweep (config marked complete and a summary with a status)."""
+    out_dir = Path(out_dir)
+    try:
+        cfg = json.loads((out_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+        summ = json.loads((out_dir / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(cfg, dict) or not isinstance(summ, dict):
+        return False
+    return cfg.get("status", "complete") == "complete" and summ.get("status") in ("ok", "insufficient_data")
 
 
-def _verdict(settings, strongest, status, level) -> str:
-    if status != "ok" or strongest is None:
-        return ("insufficient_data: no steered generation of a type-C case gave a parseable answer "
-                f"({len(settings)} settings); check coverage and max_new_tokens")
-    winners = [d for d in settings if d["beats_control"]]
-    if not winners:
-        return f"null: no setting beats its random control (Holm-adjusted p < {level}); best: {_setting_str(strongest)}"
-    best = max(winners, key=lambda d: d["moved"]["rate"])
-    return f"effect: {len(winners)}/{len(settings)} settings beat their random control; strongest: {_setting_str(best)}"
-
-
-def format_table(summary: dict) -> str:
-    head = f"{'setting':<26} {'moved C':>22} {'control':>12} {'diff [95% CI]':>26} {'p':>8} {'Holm':>8} {'broken non-C':>14}"
-    lines = [head, "-" * len(head)]
-    b = summary.get("baseline")
-    if b:
-        lines.append(f"{'alpha=0 rerun':<26} {_short(b['moved']):>22} {'':>12} {'':>26} {'':>8} {'':>8} {_short(b['broken']):>14}")
-    for d in summary["settings"]:
-        diff = d["difference"] or {}
-        est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
-        ds = "n/a" if est is None else f"{100 * est:+.1f} [{_f(ci[0])},{_f(ci[1])}]"
-        mark = " *" if d["strongest"] else ""
-        lines.append(f"{d['key'] + mark:<26} {_short(d['moved']):>22} {_pct(d['control']['moved']['rate']):>12} {ds:>26} "
-                     f"{_f3(d['p_value']):>8} {_f3(d['p_holm']):>8} {_short(d['broken']):>14}")
-    lines.append("* strongest setting; moved = parsed steered answers now correct; diff in percentage points vs the "
-                 "matched control, CI clustered by question")
-    return "\n".join(lines)
-
-
-def _short(r):
-    return f"{r['k']}/{r['n']} {_pct(r['rate'])}" if r["n"] else "0/0"
-
-
-def _f(x):
-    return "n/a" if x is None else f"{100 * x:+.1f}"
-
-
-def _f3(x):
-    return "n/a" if x is None else f"{x:.3g}"
-
-
-def plot_sweep(summary: dict, path) -> None:
-    """Moved fraction vs alpha per k (one panel per layer), Wilson bands, matched control dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    settings = summary["settings"]
-    layers = sorted({d["layer"] for d in settings})
-    fig, axes = plt.subplots(1, max(len(layers), 1), figsize=(5 * max(len(layers), 1), 4), squeeze=False)
-    for ax, L in zip(axes[0], layers):
-        ks = sorted({d["k"] for d in settings if d["layer"] == L})
-        for i, k in enumerate(ks):
-            ds = sorted([d for d in settings if d["layer"] == L and d["k"] == k], key=lambda d: d["alpha_rel"])
-            color = f"C{i}"
-            for which, style, fill in (("probe", "-o", 0.2), ("control", "--", 0.08)):
-                xs, ys, lo, hi = [], [], [], []
-                for d in ds:
-                    r = d["moved"] if which == "probe" else d["control"]["moved"]
-                    if r["rate"] is None:
-                        continue
-                    xs.append(d["alpha_rel"]); ys.append(r["rate"]); lo.append(r["wilson"][0]); hi.append(r["wilson"][1])
-                if xs:
-                    label = f"k={k}" if which == "probe" else f"k={k} {ds[0]['control']['kind']} control"
-                    ax.plot(xs, ys, style, color=color, label=label)
-                    ax.fill_between(xs, lo, hi, color=color, alpha=fill)
-        b = summary.get("baseline")
-        if b and b["moved"]["rate"] is not None:
-            ax.axhline(b["moved"]["rate"], color="gray", lw=1, ls=":", label="alpha=0 rerun")
-        ax.set_title(f"layer {L}")
-        ax.set_xlabel("alpha (x mean residual norm)")
-        ax.set_ylabel("C cases moved to correct")
-        ax.set_ylim(-0.02, 1.02)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    import textwrap
-
-    width = max(60, 14 * 5 * max(len(layers), 1))
-    fig.suptitle("\n".join(textwrap.wrap(summary["verdict"], width)[:4]), fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-
-
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from behavioural.models import ModelError
     from behavioural.rundir import RunDirError
     from steering.hooks import SteeringError
 
     try:
-        from behavioural.models import ModelError
-    except ImportError:  # pragma: no cover
-        ModelError = SweepError  # type: ignore
-    try:
-        summary = run_sweep(
-            args.run_dir, args.directions, model=args.model,
-            layers=_parse_list(args.layers, int, "layers"), ks=_parse_list(args.k, int, "k"),
-            alphas=_parse_list(args.alphas, float, "alphas"), controls=_parse_list(args.controls, str, "controls"),
-            random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, n_non_c=args.n_non_c,
-            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
-            output=args.output, resume=args.resume, n_boot=args.n_boot, progress=not args.no_progress,
-        )
+        summary = run_sweep(config_from_args(args))
     except (SweepError, SteeringError, RunDirError, ModelError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable or full output location
+        print(f"error: {e.strerror or e} ({e.filename or ''}); choose another --output", file=sys.stderr)
         return 2
     return 0 if summary.get("status") in ("ok", "insufficient_data") else 1
+
+
+__all__ = ["SweepConfig", "SweepError", "build_parser", "config_from_args", "format_summary", "format_table",
+           "is_complete", "main", "run_sweep", "score", "summarize"]
 
 
 if __name__ == "__main__":

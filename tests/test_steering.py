@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import make_tiny_lm
 
 from steering.hooks import (
     SteeringError,
@@ -22,8 +23,6 @@ from steering.hooks import (
     steer,
     steer_vectors,
 )
-
-from conftest import make_tiny_lm
 
 PLANT = 63  # the planted steering dimension
 CHAIN = ["Ċ", "Answer", ":", "Ġ"]  # "\nAnswer: " then a digit
@@ -97,11 +96,14 @@ def _planted_lm(tokenizer):
     return wrap_model(model, tokenizer, name="planted")
 
 
-def _write_dirs(path: Path, bases: dict, resid_norm=1.0):
+def _write_dirs(path: Path, bases: dict, resid_norm=1.0, attrs=None):
     import h5py
 
     path.mkdir(parents=True, exist_ok=True)
     with h5py.File(path / "directions.h5", "w") as h:
+        h.attrs["kind"] = "probe_directions"
+        for k, v in (attrs or {}).items():
+            h.attrs[k] = v
         h.attrs["layers"] = np.array(sorted(bases), dtype=np.int64)
         for L, b in bases.items():
             g = h.create_group(f"layer_{L}")
@@ -116,28 +118,51 @@ def _unit(i, d=64):
     return v
 
 
-def _make_run(tmp: Path, tok, n_c=10, n_non=3, gold_c="7"):
-    """A run dir whose C cases want 7 (the model says 3) and non-C cases want 3."""
+def _make_run(tmp: Path, tok, n_c=10, n_non=3, gold_c="7", status="ok", model="planted", per_q=1, dup=0):
+    """A run dir whose C cases want 7 (the model says 3) and non-C cases want 3; ``per_q`` cases per question,
+    ``dup`` extra C records that repeat an earlier C case's input under another id."""
+    from behavioural.records import Baseline, Continuation
+
     run = tmp / "run"
     run.mkdir()
-    rows = []
-    for i in range(n_c + n_non):
-        qid = f"q{i // 2}"
-        label = "C" if i < n_c else "non-C"
-        prompt = tok.apply_chat_template([{"role": "user", "content": f"Question {i}: what is it?"}],
+    conts, bases = [], {}
+    for i in range(n_c + n_non + dup):
+        j = i if i < n_c + n_non else i - (n_c + n_non)  # duplicates repeat case j's input
+        qid = f"q{j // per_q}"
+        label = "C" if i < n_c or i >= n_c + n_non else "non-C"
+        prompt = tok.apply_chat_template([{"role": "user", "content": f"Question {j}: what is it?"}],
                                          tokenize=False, add_generation_prompt=True)
-        rows.append({"id": f"{qid}|numeric|{'early' if i % 2 else 'late'}|perturbed|{i}", "question_id": qid,
-                     "dataset": "arith", "task": None, "difficulty": None, "strategy": "numeric",
-                     "position": "early" if i % 2 else "late", "condition": "perturbed",
-                     "input_text": prompt + "Start = 4\n", "gold": gold_c if label == "C" else "3",
-                     "label": label})
-        rows.append(dict(rows[-1], id=rows[-1]["id"].replace("perturbed", "control"), condition="control",
-                         label="non-C", gold="3"))
+        pos = "early" if i % 2 else "late"
+        bases[qid] = Baseline(question_id=qid, dataset="arith", task=None, difficulty=None,
+                              question=f"Question {qid}: what is it?", prompt=prompt, prompt_tokens=10,
+                              trace="Start = 4\nAnswer: 3", lines=("Start = 4",), answer_line=1, parsed_answer="3",
+                              gold="3", correct=True, eligible=True, reason="eligible", finish_reason="answer_line",
+                              new_tokens=5)
+        c = Continuation(id=f"{qid}|numeric|{pos}|perturbed|{i}", question_id=qid, dataset="arith", task=None,
+                         difficulty=None, strategy="numeric", position=pos, line_index=0, n_lines=3,
+                         original_line="Start = 4", edited_line="Start = 4", condition="perturbed",
+                         prefix_text="Start = 4\n", input_text=prompt + "Start = 4\n", input_tokens=10, edit_span=(0, 1),
+                         continuation="Answer: 3", new_tokens=3, finish_reason="answer_line", parsed_answer="3",
+                         gold=gold_c if label == "C" else "3", correct=label != "C", label=label)
+        conts.append(c.to_dict())
+        conts.append(dict(conts[-1], id=conts[-1]["id"].replace("perturbed", "control"), condition="control",
+                          label="non-C", gold="3", correct=True))
     with open(run / "continuations.jsonl", "w") as f:
-        for r in rows:
+        for r in conts:
             f.write(json.dumps(r) + "\n")
-    (run / "manifest.json").write_text(json.dumps({"model": {"name": "planted"}}))
+    with open(run / "baselines.jsonl", "w") as f:
+        for b in bases.values():
+            f.write(json.dumps(b.to_dict()) + "\n")
+    (run / "manifest.json").write_text(json.dumps({"model": {"name": model}, "status": status}))
     return run
+
+
+def _cfg(run, dirs, **kw):
+    from steering.sweep import SweepConfig
+
+    base = dict(run_dir=str(run), directions=str(dirs), progress=False, max_new_tokens=6)
+    base.update(kw)
+    return SweepConfig(**base)
 
 
 # ------------------------------------------------------------------------------------------------ hooks
@@ -266,7 +291,7 @@ def test_dose_matching_in_the_residual(tiny_lm):
         outs = []
         for ctx in (None, steer(m, q.T[:k], layers=[1], alpha=2.5, positions="all")):
             with ctx if ctx is not None else torch.no_grad():
-                grab = m.model.layers[0].register_forward_hook(lambda mod, a, out: outs.append(out.clone()))
+                grab = m.model.layers[0].register_forward_hook(lambda mod, a, out, outs=outs: outs.append(out.clone()))
                 try:
                     m(**enc)
                 finally:
@@ -324,105 +349,270 @@ def test_mean_resid_norm_matches_hidden_states(tiny_lm):
 
 
 def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.sweep import is_complete, run_sweep
 
     lm = _planted_lm(tokenizer)
     run = _make_run(tmp_path, tokenizer, n_c=8, n_non=2)
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])})
-    s = run_sweep(run, dirs, lm=lm, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, cases="all",
-                  max_new_tokens=6, batch_size=32, progress=False, generate_fn=_gen_fn(), n_boot=200, echo=lambda m: None)
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, cases="all",
+                       batch_size=32), lm=lm, echo=lambda m: None)
     assert s["status"] == "ok" and s["verdict_code"] == "effect", s["verdict"]
     by = {d["key"]: d for d in s["settings"]}
-    assert s["baseline"]["reproduced_c"]["rate"] == 1.0 and s["baseline"]["moved"]["k"] == 0
+    assert s["baseline"]["reproduced_c"]["rate"] == 1.0 and s["baseline"]["moved_of_all"]["k"] == 0
     top = by["L2|k1|a1|probe"]
-    assert top["moved"]["k"] == 8 and top["moved"]["n"] == 8
-    assert top["control"]["kind"] == "random" and top["control"]["moved"]["k"] == 0
+    assert top["moved_of_all"]["k"] == 8 and top["moved_of_all"]["n"] == 8 and top["coverage_c"]["rate"] == 1.0
+    assert top["control"]["kind"] == "random" and top["control"]["moved_of_all"]["k"] == 0
+    assert top["difference"]["n_questions"] == 8 and top["difference"]["estimate"] == 1.0
+    assert top["p_value"] == pytest.approx(2 / 256)
     assert top["beats_control"] and top["p_holm"] < 0.05
     assert top["broken"]["k"] == 2  # side effect: the non-C cases (gold 3) now say 7
-    assert by["L2|k1|a0.5|probe"]["moved"]["k"] == 8
+    assert by["L2|k1|a0.5|probe"]["moved_of_all"]["k"] == 8
     # dose matched: at alpha 0.5 the k=2 vector puts only 0.5/sqrt(2) on the planted axis: too weak to flip
-    assert by["L2|k2|a0.5|probe"]["moved"]["k"] == 0 and not by["L2|k2|a0.5|probe"]["beats_control"]
+    assert by["L2|k2|a0.5|probe"]["moved_of_all"]["k"] == 0 and not by["L2|k2|a0.5|probe"]["beats_control"]
     assert sum(d["strongest"] for d in s["settings"]) == 1
     out = run / "steering"
     assert (out / "sweep.png").stat().st_size > 1000
+    assert is_complete(out)
     summ = json.loads((out / "summary.json").read_text())
     assert summ["verdict"].startswith("effect:") and "Holm" in summ["verdict"]
+    assert summ["split"]["disjoint"] is None  # the file records no split
     recs = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]
     assert len(recs) == 10 * (1 + 4 * 3)
-    assert {"setting", "case_id", "question_id", "text", "parsed_answer", "correct"} <= set(recs[0])
+    assert {"setting", "case_id", "question_id", "question_key", "text", "parsed_answer", "correct"} <= set(recs[0])
 
 
-def test_null_verdict_when_nothing_moves(tokenizer, tmp_path):
+def test_few_questions_are_inconclusive_not_null(tokenizer, tmp_path):
     from steering.sweep import run_sweep
 
     lm = _planted_lm(tokenizer)
     run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(60)])})
-    s = run_sweep(run, dirs, lm=lm, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, max_new_tokens=6,
-                  progress=False, generate_fn=_gen_fn(), n_boot=100, echo=lambda m: None)
-    assert s["verdict_code"] == "null"
-    assert s["verdict"].startswith("null: no setting beats its random control") and "0/4" in s["verdict"]
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    assert s["verdict_code"] == "inconclusive", s["verdict"]
+    assert s["verdict"].startswith("inconclusive: no setting beats its control") and "0/4" in s["verdict"]
+    assert "would need about" in s["verdict"]
+    d = s["settings"][0]
+    assert d["difference"]["estimate"] == 0.0 and d["difference"]["ci"][1] > 0.10
+
+
+def test_analysis_three_outcomes_and_moved_of_all_ranking():
+    from steering.analysis import adjusted_interval, sign_flip_p, summarize_records
+    from steering.grid import make_grid
+
+    grid = make_grid([2], [1, 2], [1.0], ("random", "none"), 1, {2: 1.0})
+
+    def recs(n_q, probe_moves, ctrl_moves=0, unparsed_k2=0):
+        out = []
+        for q in range(n_q):
+            for s in grid:
+                if s.basis == "probe" and s.k == 1:
+                    correct = True if q < probe_moves else False
+                elif s.basis == "probe" and s.k == 2:
+                    correct = None if q < unparsed_k2 else False  # k=2: only unparsed answers
+                    if q == 0 and unparsed_k2:
+                        correct = True  # 1 parsed, moved: "1/1 (100%)" among parsed
+                else:
+                    correct = True if (s.basis == "random" and q < ctrl_moves) else False
+                out.append({"setting": s.key, "case_id": f"c{q}", "question_id": f"q{q}", "question_key": f"k{q}",
+                            "case_label": "C", "correct": correct})
+        return out
+
+    null = summarize_records(recs(40, 0), grid)
+    assert null["verdict_code"] == "null", null["verdict"]
+    assert all(d["difference"]["ci"][1] < 0.10 for d in null["settings"])
+    small = summarize_records(recs(12, 0), grid)
+    assert small["verdict_code"] == "inconclusive"
+    eff = summarize_records(recs(12, 12), grid)
+    assert eff["verdict_code"] == "effect"
+    # ranking by moved-of-all: k=2 moved 1 of the 1 it parsed, but 1 of 12 overall; k=1 moved 3 of 12
+    mixed = summarize_records(recs(12, 3, unparsed_k2=12), grid)
+    by = {d["k"]: d for d in mixed["settings"]}
+    assert by[2]["moved"]["rate"] == 1.0 and by[2]["coverage_c"]["k"] == 1
+    assert by[1]["strongest"] and not by[2]["strongest"]
+    # intervals and tests at the question level
+    iv = adjusted_interval([0.0] * 20)
+    assert iv["estimate"] == 0.0 and iv["ci"][1] == pytest.approx(0.137, abs=0.003)
+    assert sign_flip_p([1.0] * 8) == pytest.approx(2 / 256)
+    assert sign_flip_p([0.0, 0.0]) == 1.0
+    assert 0 < sign_flip_p([1.0] * 30 + [-1.0] * 5) < 0.001
+
+
+def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path):
+    from steering.sweep import run_sweep
+
+    lm = _planted_lm(tokenizer)
+    # 12 C cases over 4 questions (3 each) + 2 C records repeating an earlier input under another id
+    run = _make_run(tmp_path, tokenizer, n_c=12, n_non=0, per_q=3, dup=2)
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])},
+                       attrs={"fit_question_ids": json.dumps(["q0"])})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5),
+                  lm=lm, echo=lambda m: None)
+    cfg = json.loads((run / "steering" / "config.json").read_text())
+    stats = cfg["case_sample"]
+    assert stats["n_duplicate_inputs_dropped"] == 2 and stats["n_excluded_fit_questions"] == 3
+    assert stats["n_c_cases"] == 5 and stats["n_c_questions"] == 3  # round-robin: all 3 questions first
+    assert cfg["split"]["disjoint"] is True and cfg["split"]["source"] == "directions.h5"
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    assert not any(r["question_id"] == "q0" for r in recs)
+    per_q = {}
+    for r in recs:
+        if r["setting"].endswith("probe"):
+            per_q[r["question_id"]] = per_q.get(r["question_id"], 0) + 1
+    assert max(per_q.values()) <= 2 and len(per_q) == 3
+    assert s["n_c_questions"] == 3 and s["split"]["disjoint"] is True
+    # the sample is seeded: the same config draws the same cases
+    s2 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5,
+                        output=str(tmp_path / "again")), lm=lm, echo=lambda m: None)
+    cfg2 = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert cfg2["case_ids"] == cfg["case_ids"] and s2["n_c_cases"] == 5
+    # an exclude file removes more questions; a held-out list keeps only its questions
+    ex = tmp_path / "fit.txt"
+    ex.write_text("# fitting questions\nq1\n")
+    s3 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, exclude_questions=str(ex),
+                        output=str(tmp_path / "ex")), lm=lm, echo=lambda m: None)
+    assert s3["n_c_questions"] == 2 and "--exclude-questions" in s3["split"]["source"]
+    held = _write_dirs(tmp_path / "held", {2: np.stack([_unit(PLANT)])},
+                       attrs={"held_out_question_ids": json.dumps(["q3"])})
+    s4 = run_sweep(_cfg(run, held, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, output=str(tmp_path / "held_out")),
+                   lm=lm, echo=lambda m: None)
+    assert s4["n_c_questions"] == 1
 
 
 def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.generate import generate_steered
+    from steering.sweep import SweepError, is_complete, run_sweep
 
     lm = _planted_lm(tokenizer)
     run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
     calls = []
-    gen = _gen_fn()
 
-    def counting(lm_, texts, **kw):
+    def counting(lm_, texts, *a, **kw):
         calls.append(len(texts))
-        return gen(lm_, texts, **kw)
+        return generate_steered(lm_, texts, *a, **kw)
 
-    kw = dict(lm=lm, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, max_new_tokens=6, progress=False,
-              generate_fn=counting, n_boot=50, echo=lambda m: None)
-    run_sweep(run, dirs, max_cases=2, **kw)  # "killed" after two cases
+    kw = dict(layers=[2], ks=[1], alphas=[1.0], random_seeds=1)
+    run_sweep(_cfg(run, dirs, max_cases=2, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)  # "killed" after two
     assert sum(calls) == 2 * 3
     # a torn last line (killed mid-write) is repaired, not duplicated
     gpath = run / "steering" / "generations.jsonl"
     with open(gpath, "a") as f:
         f.write('{"setting": "half')
-    from steering.sweep import SweepError
-
     with pytest.raises(SweepError, match="resume"):
-        run_sweep(run, dirs, **kw)
-    s = run_sweep(run, dirs, resume=True, **kw)
+        run_sweep(_cfg(run, dirs, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
+    s = run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
     assert sum(calls) == 4 * 3
     recs = [json.loads(x) for x in gpath.read_text().splitlines()]
     pairs = [(r["setting"], r["case_id"]) for r in recs]
     assert len(pairs) == len(set(pairs)) == 4 * 3
-    assert s["settings"][0]["moved"]["n"] == 4
+    assert s["settings"][0]["moved_of_all"]["n"] == 4 and is_complete(run / "steering")
     calls.clear()
-    run_sweep(run, dirs, resume=True, **kw)
+    run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
     assert sum(calls) == 0
+    with pytest.raises(SweepError, match="max_new_tokens"):
+        run_sweep(_cfg(run, dirs, resume=True, **dict(kw, max_new_tokens=9)), lm=lm, echo=lambda m: None)
 
 
-def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path, capsys):
-    from steering.sweep import SweepError, main, run_sweep
+def test_second_writer_is_refused(tokenizer, tmp_path):
+    from behavioural.rundir import LockError, output_lock
+    from steering.sweep import run_sweep
 
     lm = _planted_lm(tokenizer)
     run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
-    kw = dict(lm=lm, ks=[1], alphas=[1.0], random_seeds=1, max_new_tokens=4, progress=False,
-              generate_fn=_gen_fn(), echo=lambda m: None)
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    kw = dict(layers=[2], ks=[1], alphas=[1.0], random_seeds=1)
+    run_sweep(_cfg(run, dirs, max_cases=1, **kw), lm=lm, echo=lambda m: None)
+    before = (run / "steering" / "generations.jsonl").read_bytes()
+    with output_lock(run / "steering", command="another sweep"):
+        with pytest.raises(LockError, match="in use"):
+            run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, echo=lambda m: None)
+    assert (run / "steering" / "generations.jsonl").read_bytes() == before
+
+
+def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
+    from steering.sweep import SweepError, run_sweep
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    kw = dict(ks=[1], alphas=[1.0], random_seeds=1, max_new_tokens=4)
     wide = _write_dirs(tmp_path / "wide", {2: np.ones((2, 32), dtype=np.float32)})
     with pytest.raises(SweepError, match="width 32 .* d_model is 64"):
-        run_sweep(run, wide, layers=[2], **kw)
+        run_sweep(_cfg(run, wide, layers=[2], **kw), lm=lm)
     ok = _write_dirs(tmp_path / "ok", {2: np.stack([_unit(PLANT)])})
     with pytest.raises(SweepError, match="unknown layer 7"):
-        run_sweep(run, ok, layers=[7], **kw)
+        run_sweep(_cfg(run, ok, layers=[7], **kw), lm=lm)
     with pytest.raises(SweepError, match="k must be between 1 and 1"):
-        run_sweep(run, ok, layers=[2], **dict(kw, ks=[2]))
+        run_sweep(_cfg(run, ok, layers=[2], **dict(kw, ks=[2])), lm=lm)
     with pytest.raises(SweepError, match="no directions file"):
-        run_sweep(run, tmp_path / "nowhere", layers=[2], **kw)
+        run_sweep(_cfg(run, tmp_path / "nowhere", layers=[2], **kw), lm=lm)
     assert not (run / "steering").exists()
-    # the CLI: one line on stderr, exit 2, the existing output untouched
+
+
+def _cli_case(tmp_path, tokenizer, case):
+    """Set up one bad CLI input; returns (argv, paths whose bytes must not change)."""
+    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0, status="running" if case == "incomplete" else "ok")
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    argv = [str(run), "--directions", str(dirs), "--layers", "2", "--k", "1", "--no-progress"]
+    extra = {"alphas_nan": ["--alphas", "nan"], "alphas_inf": ["--alphas", "1,inf"], "alphas_empty": ["--alphas", ","],
+             "alphas_word": ["--alphas", "big"], "max_cases_0": ["--max-cases", "0"], "max_cases_neg": ["--max-cases", "-1"],
+             "batch_0": ["--batch-size", "0"], "tokens_0": ["--max-new-tokens", "0"], "per_q_0": ["--per-question", "0"],
+             "sesoi_nan": ["--sesoi", "nan"], "other_model": ["--model", "some-other-model"],
+             "controls_bad": ["--controls", "random,banana"], "seeds_0": ["--random-seeds", "0"],
+             "exclude_missing": ["--exclude-questions", str(tmp_path / "nope.txt")]}.get(case, [])
+    if case == "nan_bases":
+        _write_dirs(dirs, {2: np.full((2, 64), np.nan, dtype=np.float32)})
+    elif case == "missing_dirs":
+        (dirs / "directions.h5").unlink()
+    elif case == "truncated_dirs":
+        data = (dirs / "directions.h5").read_bytes()
+        (dirs / "directions.h5").write_bytes(data[: len(data) // 3])
+    elif case == "no_run":
+        argv[0] = str(tmp_path / "not-a-run")
+    elif case == "foreign_store":
+        _write_dirs(dirs, {2: np.stack([_unit(PLANT)])},
+                    attrs={"store": json.dumps({"attrs": {"model": {"weights_hash": "b" * 64}}})})
+        m = json.loads((run / "manifest.json").read_text())
+        m["model"]["weights_hash"] = "a" * 64
+        (run / "manifest.json").write_text(json.dumps(m))
+    inputs = [p for p in list(run.iterdir()) + list(dirs.iterdir()) if p.is_file()]
+    return argv + extra, run, inputs
+
+
+BAD_CASES = ["alphas_nan", "alphas_inf", "alphas_empty", "alphas_word", "max_cases_0", "max_cases_neg", "batch_0",
+             "tokens_0", "per_q_0", "sesoi_nan", "other_model", "controls_bad", "seeds_0", "exclude_missing", "nan_bases",
+             "missing_dirs", "truncated_dirs", "no_run", "incomplete", "foreign_store"]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsys, monkeypatch, case):
+    import hashlib
+
+    import behavioural.models as models
+    from steering.sweep import main
+
+    def boom(*a, **k):
+        raise AssertionError("the model must not be loaded for a bad input")
+
+    monkeypatch.setattr(models, "load_model", boom)
+    argv, run, inputs = _cli_case(tmp_path, tokenizer, case)
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs}
+    rc = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    assert not (run / "steering").exists()
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs} == before
+
+
+def test_cli_existing_output_untouched(tokenizer, tmp_path, capsys):
+    from steering.sweep import main
+
+    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    ok = _write_dirs(tmp_path / "ok", {2: np.stack([_unit(PLANT)])})
     out = run / "steering"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    rc = main([str(run), "--directions", str(ok), "--model", "planted-not-loaded", "--no-progress"])
+    rc = main([str(run), "--directions", str(ok), "--no-progress"])
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "already exists" in err and "\n" not in err
@@ -430,14 +620,30 @@ def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path, capsys):
 
 
 def test_no_c_cases_is_insufficient_data(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.analysis import format_summary
+    from steering.sweep import is_complete, run_sweep
 
     lm = _planted_lm(tokenizer)
     run = _make_run(tmp_path, tokenizer, n_c=0, n_non=3)
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
     msgs = []
-    s = run_sweep(run, dirs, lm=lm, layers=[2], ks=[1], alphas=[1.0], progress=False, generate_fn=_gen_fn(),
-                  echo=msgs.append)
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0]), lm=lm, echo=msgs.append)
     assert s["status"] == "insufficient_data" and s["verdict"].startswith("insufficient_data")
     assert json.loads((run / "steering" / "summary.json").read_text())["status"] == "insufficient_data"
     assert any("no type-C" in m for m in msgs)
+    assert is_complete(run / "steering")
+    assert "insufficient_data" in format_summary(s, style="md")
+
+
+def test_format_summary_text_and_md(tokenizer, tmp_path):
+    from steering.sweep import format_summary, format_table, run_sweep
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=3, n_non=0)
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    text = format_summary(s)
+    assert "3 type-C cases from 3 questions" in text and "coverage" in text and s["verdict"] in text
+    md = format_summary(s, style="md")
+    assert "| setting |" in md and "**Verdict.**" in md
+    assert format_table(s).splitlines()[0].startswith("setting")

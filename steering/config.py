@@ -1,0 +1,131 @@
+"""python -m steering.sweep RUN_DIR --directions RUN_DIR/probes  (this module: the sweep's settings)
+
+:class:`SweepConfig` holds every setting of one steering sweep; :meth:`SweepConfig.validate` refuses bad
+values (NaN/inf/empty alphas, non-positive counts, unknown controls...) with a one-line :class:`SweepError`
+before any model is loaded or any file is written. The CLI (:func:`steering.sweep.main`) parses into it and
+the study builds it directly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 2
+DEFAULT_KS = (1, 2, 4, 8)
+DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
+CONTROLS = ("random", "none")
+CASE_KINDS = ("C", "all")
+POSITIONS = ("continuation", "generated", "all")
+DOSES = ("matched", "sum")
+DEFAULT_SESOI = 0.10
+
+
+class SweepError(RuntimeError):
+    """Bad sweep input; the message names the problem and the fix."""
+
+
+@dataclass
+class SweepConfig:
+    """Settings of one steering sweep (see :mod:`steering.sweep` for what each one does).
+
+    ``max_cases`` counts type-C cases (None: every eligible one); ``per_question`` caps the C cases taken from
+    one question (cases are drawn round-robin over questions in a seeded order, so the sample spans as many
+    questions as it can); ``sesoi`` is the smallest effect of interest (a fraction: 0.10 = 10 points) that a
+    "null" verdict must exclude.
+    """
+
+    run_dir: str
+    directions: str
+    output: str | None = None  # default RUN_DIR/steering
+    model: str | None = None  # override the run manifest's model (refused unless allow_other_model)
+    device: str | None = None  # where to load the run's model (default: behavioural.models' choice)
+    layers: list[int] | None = None  # default: the directions' selected layer, else the middle one
+    ks: list[int] | None = None  # default 1,2,4,8 capped at the stored basis
+    alphas: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHAS))
+    controls: list[str] = field(default_factory=lambda: list(CONTROLS))
+    random_seeds: int = 3
+    cases: str = "C"
+    max_cases: int | None = None
+    per_question: int = 2
+    n_non_c: int | None = None
+    seed: int = 0
+    exclude_questions: str | None = None  # file of question keys/ids the directions were fitted on
+    max_new_tokens: int = 128
+    batch_size: int = 32
+    positions: str = "continuation"
+    dose: str = "matched"
+    sesoi: float = DEFAULT_SESOI
+    level: float = 0.05
+    resume: bool = False
+    allow_incomplete: bool = False
+    allow_other_model: bool = False
+    progress: bool = True
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.output) if self.output is not None else Path(self.run_dir) / "steering"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def validate(self) -> SweepConfig:
+        """Refuse impossible settings (one-line :class:`SweepError`); returns self."""
+        if not self.alphas:
+            raise SweepError("--alphas is empty; pass e.g. --alphas 0.25,0.5,1")
+        for a in self.alphas:
+            if not isinstance(a, (int, float)) or not math.isfinite(float(a)):
+                raise SweepError(f"--alphas must be finite numbers, got {a!r}; pass e.g. --alphas 0.25,0.5,1")
+        if self.ks is not None:
+            if not self.ks:
+                raise SweepError("--k is empty; pass e.g. --k 1,2,4")
+            if any(int(k) < 1 for k in self.ks):
+                raise SweepError(f"--k values must be >= 1, got {list(self.ks)}")
+        if self.layers is not None and not self.layers:
+            raise SweepError("--layers is empty; omit it to use the directions' selected layer")
+        bad = sorted(set(self.controls) - set(CONTROLS))
+        if bad:
+            raise SweepError(f"unknown controls {bad}; choose from {', '.join(CONTROLS)}")
+        if not self.controls:
+            raise SweepError("--controls is empty; pass random,none (a steering effect needs a control)")
+        if "random" in self.controls and self.random_seeds < 1:
+            raise SweepError(f"--random-seeds must be >= 1 with the random control, got {self.random_seeds}")
+        if self.cases not in CASE_KINDS:
+            raise SweepError(f"--cases must be one of {', '.join(CASE_KINDS)}, got {self.cases!r}")
+        for name in ("max_cases", "n_non_c"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise SweepError(f"--{name.replace('_', '-')} must be >= 1, got {v}; omit it to use every case")
+        for name in ("per_question", "batch_size", "max_new_tokens"):
+            v = getattr(self, name)
+            if v < 1:
+                raise SweepError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+        if self.positions not in POSITIONS:
+            raise SweepError(f"--positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        if self.dose not in DOSES:
+            raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
+        if not (math.isfinite(self.sesoi) and 0 < self.sesoi < 1):
+            raise SweepError(f"--sesoi must be a fraction in (0, 1) (0.10 = 10 points), got {self.sesoi}")
+        if not (math.isfinite(self.level) and 0 < self.level < 1):
+            raise SweepError(f"the test level must be in (0, 1), got {self.level}")
+        return self
+
+
+def parse_list(s: str | None, typ: type, name: str) -> list | None:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; None stays None; a bad item or an empty list is a :class:`SweepError`."""
+    if s is None:
+        return None
+    try:
+        out = [typ(x) for x in str(s).split(",") if x.strip()]
+    except ValueError:
+        raise SweepError(f"--{name} must be a comma-separated list of {typ.__name__}s, got {s!r}") from None
+    if not out:
+        raise SweepError(f"--{name} is empty")
+    if typ is float and not all(math.isfinite(x) for x in out):
+        raise SweepError(f"--{name} must be finite numbers, got {s!r}")
+    return out
+
+
+__all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS", "CONTROLS",
+           "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI"]

@@ -1,0 +1,59 @@
+"""python -m steering.sweep RUN_DIR --directions RUN_DIR/probes  (this module: ``sweep.png``)
+
+Moved-of-all fraction of the C cases against alpha, one line per k (one panel per layer), with Wilson
+bands; the matched control dashed; the alpha-0 rerun dotted; the verdict as the title.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+
+def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
+    """Draw ``summary`` (from :func:`steering.analysis.summarize_records`) to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = summary["settings"]
+    layers = sorted({d["layer"] for d in settings})
+    ncol = max(len(layers), 1)
+    fig, axes = plt.subplots(1, ncol, figsize=(5 * ncol, 4), squeeze=False)
+    for ax, L in zip(axes[0], layers):
+        ks = sorted({d["k"] for d in settings if d["layer"] == L})
+        for i, k in enumerate(ks):
+            ds = sorted([d for d in settings if d["layer"] == L and d["k"] == k], key=lambda d: d["alpha_rel"])
+            color = f"C{i}"
+            for which, style, fill in (("probe", "-o", 0.2), ("control", "--", 0.08)):
+                xs, ys, lo, hi = [], [], [], []
+                for d in ds:
+                    r = d["moved_of_all"] if which == "probe" else d["control"]["moved_of_all"]
+                    if r["rate"] is None:
+                        continue
+                    xs.append(d["alpha_rel"])
+                    ys.append(r["rate"])
+                    lo.append(r["wilson"][0])
+                    hi.append(r["wilson"][1])
+                if xs:
+                    label = f"k={k}" if which == "probe" else f"k={k} {ds[0]['control']['kind']} control"
+                    ax.plot(xs, ys, style, color=color, label=label)
+                    ax.fill_between(xs, lo, hi, color=color, alpha=fill)
+        b = summary.get("baseline")
+        if b and b["moved_of_all"]["rate"] is not None:
+            ax.axhline(b["moved_of_all"]["rate"], color="gray", lw=1, ls=":", label="alpha=0 rerun")
+        ax.set_title(f"layer {L}")
+        ax.set_xlabel("alpha (x mean residual norm)")
+        ax.set_ylabel("C cases moved to correct (of all)")
+        ax.set_ylim(-0.02, 1.02)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    width = max(60, 14 * 5 * ncol)
+    fig.suptitle("\n".join(textwrap.wrap(summary["verdict"], width)[:4]), fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+__all__ = ["plot_sweep"]
