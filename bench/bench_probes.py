@@ -1,27 +1,37 @@
-"""Probe sweep cost: the full all-layer study vs a single scikit-learn fit per layer-fold, its growth with
-rows and d_model, and a projection to the paper's scale.
+"""Probe sweep cost: the batched torch solver against today's scikit-learn path, on a synthetic store of 1/8
+of the paper's scale, and a projection to the paper's scale.
 
-    python bench/bench_probes.py --quick          # ~1 min on 2 busy cores
-    python bench/bench_probes.py                  # larger grid, ~10 min on 2 busy cores
+    flock /tmp/cpu.lock .venv/bin/python bench/bench_probes.py --json bench_probes.json   # ~10 min, 2 cores
+    .venv/bin/python bench/bench_probes.py --quick                                      # ~1 min sanity run
 
-Synthetic data (Gaussian features, a planted linear signal at one layer, questions of 5 rows each), held
-in memory (no HDF5 reads: the store's per-layer read is measured separately by the activations bench).
-For each (rows, d_model) it times
+Synthetic store (in memory, one layer generated at a time): residual-stream-like activations, i.e. a
+power-law spectrum of 256 latent directions plus isotropic noise and four "massive" offset dimensions, so
+the standardised features are ill-conditioned as real hidden states are; a label planted along one latent
+direction with a layer-dependent strength; questions of 5 rows; strategy and position metadata mildly
+associated with the label. 1/8 of the paper's scale = half its rows, half its layers, half its d_model
+(28,584 x 42 x 3,584 -> 14,292 x 21 x 1,792).
 
-* sweep: :func:`probes.train.train_probes` over all layers with the defaults (both probes, grouped 5-fold
-  CV, logistic C grid by inner grouped 3-fold CV, the shuffled-label control, nested layer selection,
-  directions, transfer checks at one layer);
-* baseline: one ``Pipeline(StandardScaler, LogisticRegression(C=1))`` fit per layer and outer fold on the
-  same folds (what a minimal, un-tuned, control-free study costs);
+What it times (CPU seconds = process time, all threads):
 
-and prints the overhead ratio. It fits ``log t = a + b log(rows) + c log(d_model)`` to the per-layer
-times and projects the paper's scale (28,584 rows, 42 layers, d_model 3584). The projection extrapolates
-far beyond the measured grid (lbfgs iteration counts and BLAS threading change with size): treat it as an
-order of magnitude.
+* torch: :func:`probes.train.train_probes` with today's defaults of ``python -m probes.train`` (both probes,
+  5 grouped folds, inner 3-fold C search over 7 Cs, 100 question-level permutations, metadata baseline,
+  directions, transfer) on ``--torch-layers`` of the layers, extrapolated linearly to all layers;
+* sklearn (today's path before this change: the same nested CV with ONE shuffled-label repeat, i.e.
+  11 ``LogisticProbe`` fits per layer: 5 real folds, 5 control folds, 1 for the directions): one inner
+  C path (7 warm-started lbfgs fits) and one refit are timed on one layer, and the layer's cost is
+  extrapolated linearly (``LogisticProbe`` = 3 inner paths + 1 refit); transfer checks and mass-mean are
+  left out of the sklearn side, which flatters sklearn;
+* accuracy agreement: torch and sklearn predictions on the same held-out rows at every C of the timed
+  inner path (1/8 scale), and full ``--solver sklearn`` vs ``--solver torch`` sweeps at ``--check`` size.
+
+The paper-scale projection scales the torch per-layer time by rows x d_model (every solver cost is a GEMM
+over [rows, d]) except the per-layer eigendecomposition of the feature correlation, which is timed directly
+at d_model = 3,584.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -32,133 +42,220 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PAPER = {"rows": 28584, "layers": 42, "d_model": 3584}
+EIGHTH = {"rows": 14292, "layers": 21, "d_model": 1792}
 
 
-class _MemStore:
-    def __init__(self, acts):
-        self.acts = acts  # [n, L, d]
+class SyntheticStore:
+    """Activations generated per layer on demand (deterministic), labels fixed across layers."""
 
-    def read(self, layer, position="prefix_last"):
-        return self.acts[:, layer, :]
+    def __init__(self, n: int, d: int, layers: int, seed: int = 0, rank: int = 256):
+        self.n, self.d, self.n_layers, self.seed, self.rank = n, d, layers, seed, min(rank, d)
+        rng = np.random.default_rng(seed)
+        self.t = rng.standard_normal(n).astype(np.float32)  # the latent the label reads
+        self.y = (self.t + 0.6 * rng.standard_normal(n) > 0.3).astype(np.int64)
+        self.q = (np.arange(n) // 5).astype(str).astype(object)
+        strat = np.array(["numerical", "text", "logical"])
+        self.strategy = strat[(rng.integers(0, 3, n) + (self.y & (rng.random(n) < 0.3))) % 3]
+        self.position = np.array(["early", "middle", "late"])[rng.integers(0, 3, n)]
+
+    def read(self, layer: int, position: str = "prefix_last") -> np.ndarray:
+        rng = np.random.default_rng([self.seed, layer])
+        r = self.rank
+        Z = rng.standard_normal((self.n, r)).astype(np.float32)
+        s = (10.0 * np.arange(1, r + 1, dtype=np.float32) ** -1.0)
+        A = (rng.standard_normal((r, self.d)) / np.sqrt(self.d)).astype(np.float32)
+        X = (Z * s) @ A
+        X += 0.05 * rng.standard_normal((self.n, self.d)).astype(np.float32)
+        strength = 0.4 * np.exp(-((layer - self.n_layers / 2) / (self.n_layers / 4)) ** 2)
+        X += strength * np.outer(self.t, A[5] / np.linalg.norm(A[5])).astype(np.float32)
+        X[:, :4] += np.float32(50.0)
+        return X
 
 
-def synthetic(n: int, d: int, layers: int, seed: int = 0):
+def probe_data(store: SyntheticStore, layers: list[int]):
     import pandas as pd
 
     from probes.data import ProbeData
 
-    rng = np.random.default_rng(seed)
-    acts = rng.normal(size=(n, layers, d)).astype(np.float32)
-    u = rng.normal(size=d)
-    s = acts[:, layers // 2, :] @ u
-    y = (s + 0.5 * s.std() * rng.normal(size=n) > np.quantile(s, 0.6)).astype(np.int64)
-    q = (np.arange(n) // 5).astype(str).astype(object)
-    meta = pd.DataFrame({"strategy": np.array(["arithmetic", "contradiction"])[np.arange(n) % 2],
-                         "edit_position": np.array(["early", "middle", "late"])[np.arange(n) % 3],
-                         "dataset": "synthetic", "task": None, "condition": "perturbed"})
-    return ProbeData(store=_MemStore(acts), target="propagation", position="prefix_last", layers=list(range(layers)),
-                     idx=np.arange(n), y=y, class_names=["non-C", "C"], y_c=y, questions=q, meta=meta,
-                     conditions="perturbed")
+    meta = pd.DataFrame({"strategy": store.strategy, "edit_position": store.position, "dataset": "synthetic",
+                         "task": None, "condition": "perturbed"})
+    return ProbeData(store=store, target="propagation", position="prefix_last", layers=layers,
+                     idx=np.arange(store.n), y=store.y, class_names=["non-C", "C"], y_c=store.y,
+                     questions=store.q, meta=meta, conditions="perturbed")
 
 
-def time_sweep(data, folds: int) -> tuple[float, float]:
+def timed(fn, *a, **k):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn(*a, **k)
+    return out, time.process_time() - c, time.perf_counter() - w
+
+
+def time_torch(store: SyntheticStore, layers: list[int], permutations: int, device: str) -> dict:
     from probes.train import train_probes
 
-    w, c = time.perf_counter(), time.process_time()
-    train_probes(data, folds=folds)
-    return time.perf_counter() - w, time.process_time() - c
+    data = probe_data(store, layers)
+    (res, _), cpu, wall = timed(train_probes, data, permutations=permutations, solver="torch", device=device)
+    t = res["timing"]
+    fixed = t.get("metadata_baseline_s", 0) + sum(v for k, v in t.items() if k.startswith("transfer_"))
+    frac = cpu / max(wall, 1e-9)
+    per_layer_wall = [v["total_s"] for v in t["layers"].values()]
+    ctrl = [v.get("logistic_control_s", 0) + v.get("mass_mean_control_s", 0) for v in t["layers"].values()]
+    accs = {pk: {e["layer"]: e["accuracy"]["rate"] for e in r["layers"]} for pk, r in res["probes"].items()}
+    return {"cpu": cpu, "wall": wall, "cpu_per_wall": frac, "fixed_wall": fixed,
+            "per_layer_wall": float(np.mean(per_layer_wall)), "per_layer_control_wall": float(np.mean(ctrl)),
+            "accuracy": accs, "results": res}
 
 
-def time_baseline(data, folds: int) -> tuple[float, float]:
+def time_sklearn_layer(store: SyntheticStore, layer: int, folds: int = 5, inner_folds: int = 3) -> dict:
+    """One inner C path + one refit of today's LogisticProbe on one layer; accuracies of torch vs sklearn on
+    the inner path's held-out rows at every C."""
+    import warnings
+
+    import torch
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from probes.cv import outer_folds
-    from probes.estimators import blas_limit
+    from probes.estimators import DEFAULT_CS, inner_splits
+    from probes.solver import Design, solve
 
-    g = data.groups("question")
-    fold = outer_folds(data.y, g, folds, 0)
+    X = store.read(layer)
+    y = store.y
+    g = np.unique(store.q.astype(str), return_inverse=True)[1]
+    fold = outer_folds(y, g, folds, 0)
+    tr = np.flatnonzero(fold != 0)
+    (a, b) = inner_splits(y[tr], g[tr], inner_folds, 0)[0]
+    sc = StandardScaler().fit(X[tr])
+    Xs = sc.transform(X[tr]).astype(np.float64)
+    Cs = sorted(DEFAULT_CS)
+    accs_sk, iters = [], []
     w, c = time.perf_counter(), time.process_time()
-    for L in data.layers:
-        X = data.X(L)
-        for k in range(folds):
-            tr = fold != k
-            with blas_limit(X[tr]):  # same threading policy as the probes
-                make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=500)).fit(X[tr], data.y[tr])
-    return time.perf_counter() - w, time.process_time() - c
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lr = LogisticRegression(C=Cs[0], max_iter=500, warm_start=True)
+        for C in Cs:
+            lr.set_params(C=C)
+            lr.fit(Xs[a], y[tr][a])
+            iters.append(int(lr.n_iter_[0]))
+            accs_sk.append(float(np.mean(lr.predict(Xs[b]) == y[tr][b])))
+    path_cpu, path_wall = time.process_time() - c, time.perf_counter() - w
+    w, c = time.perf_counter(), time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        refit = LogisticRegression(C=1.0, max_iter=500).fit(Xs, y[tr])
+    refit_cpu, refit_wall = time.process_time() - c, time.perf_counter() - w
+    # torch on the same inner split (standardised with the outer split's scaler, as in the pipeline)
+    ma = np.zeros(len(y), bool)
+    ma[tr[a]] = True
+    so = np.zeros(len(y), bool)
+    so[tr] = True
+    D = Design.build(X, ma[None], stat_masks=so[None])
+    theta, accs_t = None, []
+    for C in Cs:
+        theta, _ = solve(D, y[None], [0], [C], n_classes=2, theta0=theta)
+        W, b0 = D.raw_coef(theta, torch.tensor([0]))
+        z = X[tr[b]] @ W[0].T + b0[0]
+        accs_t.append(float(np.mean((z[:, 0] > 0).astype(int) == y[tr[b]])))
+    return {"path_cpu": path_cpu, "path_wall": path_wall, "refit_cpu": refit_cpu, "refit_wall": refit_wall,
+            "lbfgs_iterations": iters, "refit_iterations": int(refit.n_iter_[0]), "acc_sklearn": accs_sk,
+            "acc_torch": accs_t, "Cs": Cs}
 
 
-def time_one_fit(n: int, d: int, seed: int = 0) -> float:
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def time_eigh(n: int, d: int) -> tuple[float, float]:
+    """CPU and wall seconds of the per-layer preconditioner (correlation GEMM + eigh) at [n, d]."""
+    from probes import solver
 
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    y = (X @ rng.normal(size=d) + 3 * rng.normal(size=n) > 0).astype(int)
-    c = time.process_time()
-    make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=500)).fit(X, y)
-    return time.process_time() - c
+    solver._PRECOND.clear()
+    X = SyntheticStore(n, d, 1).read(0)
+    _, cpu, wall = timed(solver.Design.build, X, np.ones((1, n), bool))
+    solver._PRECOND.clear()
+    return cpu, wall
 
 
-def fit_growth(ns, ds, ts):
-    A = np.column_stack([np.ones(len(ns)), np.log(ns), np.log(ds)])
-    coef, *_ = np.linalg.lstsq(A, np.log(ts), rcond=None)
-    return coef
+def check_accuracy(n: int, d: int, layers: int) -> float:
+    """Max |accuracy(torch) - accuracy(sklearn)| in points over layers and probes, full sweeps, small size."""
+    from probes.train import train_probes
+
+    st = SyntheticStore(n, d, layers, seed=1)
+    kw = dict(permutations=0, transfer=False, directions=False)
+    rs, _ = train_probes(probe_data(st, list(range(layers))), solver="sklearn", **kw)
+    rt, _ = train_probes(probe_data(st, list(range(layers))), solver="torch", **kw)
+    diffs = [abs(a["accuracy"]["rate"] - b["accuracy"]["rate"]) for pk in rs["probes"]
+             for a, b in zip(rs["probes"][pk]["layers"], rt["probes"][pk]["layers"])]
+    diffs.append(abs(rs["probes"]["logistic"]["nested"]["accuracy"]["rate"]
+                     - rt["probes"]["logistic"]["nested"]["accuracy"]["rate"]))
+    return 100 * max(diffs)
 
 
-def project(coef, n, d):
-    return float(np.exp(coef[0] + coef[1] * np.log(n) + coef[2] * np.log(d)))
-
-
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python bench/bench_probes.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="small grid (about a minute)")
-    p.add_argument("--layers", type=int, default=None, help="layers per synthetic store (default 2 quick, 3 full)")
-    p.add_argument("--folds", type=int, default=5, help="outer folds")
-    args = p.parse_args(argv)
-    if args.quick:
-        grid = [(200, 16), (400, 16), (200, 64), (400, 64)]
-        layers = args.layers or 2
-    else:
-        grid = [(500, 64), (1000, 64), (2000, 64), (1000, 256), (2000, 256), (2000, 512)]
-        layers = args.layers or 2
-    print(f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}  layers={layers} folds={args.folds}")
-    print(f"{'rows':>6} {'d':>5}  {'sweep wall':>10} {'cpu':>7}  {'baseline wall':>13} {'cpu':>7}  {'ratio(wall)':>11} "
-          f"{'ratio(cpu)':>10}  {'sweep s/layer':>13}")
-    ns, ds, tsw, tbw = [], [], [], []
-    for n, d in grid:
-        data = synthetic(n, d, layers)
-        sw, sc = time_sweep(data, args.folds)
-        bw, bc = time_baseline(data, args.folds)
-        ns.append(n), ds.append(d), tsw.append(sc / layers), tbw.append(bc / layers)
-        print(f"{n:>6} {d:>5}  {sw:>9.2f}s {sc:>6.2f}s  {bw:>12.2f}s {bc:>6.2f}s  {sw / bw:>11.1f} {sc / bc:>10.1f}"
-              f"  {sc / layers:>12.2f}s", flush=True)
-    cs, cb = fit_growth(ns, ds, tsw), fit_growth(ns, ds, tbw)
-    print(f"\ngrowth on this grid (cpu s per layer): sweep ~ rows^{cs[1]:.2f} d^{cs[2]:.2f}; baseline ~ rows^{cb[1]:.2f} "
-          f"d^{cb[2]:.2f}  (small exponents = per-call overhead dominates at these sizes)")
-    # The grid is overhead-dominated, so its exponents cannot be extrapolated. Project instead from the cost
-    # of one logistic fit measured where compute dominates (lbfgs work ~ rows x d per iteration), times the
-    # measured sweep/baseline ratio (both are sums of logistic fits of the same size).
-    fit_grid = [(1000, 256), (2000, 256), (2000, 512)] if args.quick else [(2000, 512), (4000, 512), (4000, 1024)]
-    fs, ft = [], []
-    for n, d in fit_grid:
-        t = time_one_fit(n, d)
-        fs.append(n * d), ft.append(t)
-        print(f"one StandardScaler+LogisticRegression fit, {n} x {d}: {t:.2f} cpu s")
-    b = float(np.polyfit(np.log(fs), np.log(ft), 1)[0])
-    n_train = PAPER["rows"] * (args.folds - 1) / args.folds
-    t_fit = ft[-1] * (n_train * PAPER["d_model"] / fs[-1]) ** b
-    base = t_fit * PAPER["layers"] * args.folds
-    ratio = tsw[-1] / tbw[-1]
-    print(f"fit cost ~ (rows*d)^{b:.2f}; projected one fit at the paper's scale ({n_train:.0f} x {PAPER['d_model']}): "
-          f"{t_fit:.0f} cpu s")
-    print(f"projected paper scale ({PAPER['rows']} rows, {PAPER['layers']} layers, d={PAPER['d_model']}, "
-          f"{args.folds} folds): baseline {base / 3600:.1f} cpu h; full sweep (x{ratio:.0f}, the ratio measured at "
-          f"{ns[-1]}x{ds[-1]}) {base * ratio / 3600:.0f} cpu h. With --pca 128 the fits shrink to d=128: ~"
-          f"{base * ratio * (128 / PAPER['d_model']) ** b / 3600:.1f} cpu h plus the per-fold PCAs. "
-          f"Order of magnitude only.")
+    p.add_argument("--quick", action="store_true", help="small sizes (a sanity run, numbers not meaningful)")
+    p.add_argument("--torch-layers", type=int, default=2, help="layers the torch sweep is timed on")
+    p.add_argument("--permutations", type=int, default=100, help="shuffled-label permutations (the default)")
+    p.add_argument("--device", default="cpu", help="torch device")
+    p.add_argument("--check", default="2000,256,3", help="rows,d,layers of the full sklearn-vs-torch sweep check")
+    p.add_argument("--json", default=None, help="write the headline numbers here")
+    a = p.parse_args(argv)
+    size = {"rows": 1500, "layers": 6, "d_model": 192} if a.quick else dict(EIGHTH)
+    n, L, d = size["rows"], size["layers"], size["d_model"]
+    print(f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}; store {n} rows x {L} layers x {d} "
+          f"({'quick' if a.quick else '1/8 of the paper'}: paper {PAPER['rows']} x {PAPER['layers']} x {PAPER['d_model']})",
+          flush=True)
+    store = SyntheticStore(n, d, L)
+    mid = L // 2
+    timed_layers = sorted({mid - a.torch_layers // 2 + i for i in range(a.torch_layers)})
+    tt = time_torch(store, timed_layers, a.permutations, a.device)
+    torch_total_wall = tt["per_layer_wall"] * L + tt["fixed_wall"]
+    torch_total_cpu = torch_total_wall * tt["cpu_per_wall"]
+    same_work_wall = (tt["per_layer_wall"] - tt["per_layer_control_wall"] * (1 - 1 / max(1, a.permutations))) * L \
+        + tt["fixed_wall"]
+    print(f"torch ({a.permutations} permutations, layers {timed_layers}): {tt['per_layer_wall']:.1f} s/layer wall "
+          f"(controls {tt['per_layer_control_wall']:.1f} s), fixed {tt['fixed_wall']:.1f} s; "
+          f"all {L} layers ~ {torch_total_wall:.0f} s wall, {torch_total_cpu:.0f} cpu s", flush=True)
+    sk = time_sklearn_layer(store, mid)
+    fit_cpu = 3 * sk["path_cpu"] + sk["refit_cpu"]  # one LogisticProbe fit (3 inner paths + refit)
+    fit_wall = 3 * sk["path_wall"] + sk["refit_wall"]
+    sk_layer_wall = 11 * fit_wall  # 5 real folds + 5 control folds + directions (all rows ~ same size)
+    sk_total_wall = sk_layer_wall * L
+    sk_total_cpu = 11 * fit_cpu * L
+    print(f"sklearn (today's path, 1 control repeat): inner C path {sk['path_wall']:.1f} s wall "
+          f"(lbfgs iterations {sk['lbfgs_iterations']}), refit {sk['refit_wall']:.1f} s "
+          f"({sk['refit_iterations']} it); LogisticProbe fit ~ {fit_wall:.0f} s; layer ~ {sk_layer_wall:.0f} s; "
+          f"all {L} layers ~ {sk_total_wall / 3600:.2f} h wall, {sk_total_cpu / 3600:.2f} cpu h", flush=True)
+    speedup = sk_total_wall / torch_total_wall
+    speedup_cpu = sk_total_cpu / torch_total_cpu
+    same = sk_total_wall / same_work_wall
+    acc_path = 100 * max(abs(x - y) for x, y in zip(sk["acc_sklearn"], sk["acc_torch"]))
+    print("inner-path held-out accuracy, sklearn vs torch per C: "
+          + ", ".join(f"{c:g}: {x:.4f}/{y:.4f}" for c, x, y in zip(sk["Cs"], sk["acc_sklearn"], sk["acc_torch"])))
+    cn, cd, cl = (int(v) for v in a.check.split(","))
+    acc_sweep = check_accuracy(cn, cd, cl)
+    print(f"full sweep check at {cn} x {cl} x {cd}: max |accuracy diff| {acc_sweep:.2f} pp", flush=True)
+    max_diff = max(acc_path, acc_sweep)
+    eig_cpu, eig_wall = time_eigh(PAPER["rows"] if not a.quick else 4 * n, PAPER["d_model"] if not a.quick else 2 * d)
+    eig8_cpu, eig8_wall = time_eigh(n, d)
+    scale = (PAPER["rows"] * PAPER["d_model"]) / (n * d)
+    paper_layer_wall = (tt["per_layer_wall"] - eig8_wall) * scale + eig_wall
+    paper_wall = paper_layer_wall * PAPER["layers"] + tt["fixed_wall"] * scale
+    paper_cpu_h = paper_wall * tt["cpu_per_wall"] / 3600
+    print(f"\nSPEEDUP vs today's sklearn path at 1/8 scale: {speedup:.0f}x wall ({speedup_cpu:.0f}x cpu) with "
+          f"{a.permutations} permutations; {same:.0f}x for the same work (1 permutation)")
+    print(f"PROJECTED paper scale ({PAPER['rows']} x {PAPER['layers']} x {PAPER['d_model']}), default settings: "
+          f"{paper_wall / 3600:.2f} h wall on this machine, {paper_cpu_h:.2f} CPU-hours "
+          f"(per layer {paper_layer_wall:.0f} s, of which eigendecomposition {eig_wall:.0f} s measured at d=3584)")
+    print(f"MAX accuracy diff vs sklearn: {max_diff:.2f} pp (inner path at 1/8 scale {acc_path:.2f}, full sweep "
+          f"check {acc_sweep:.2f})")
+    print("note: other agents share these 2 cores; wall and CPU times are noisy")
+    if a.json:
+        out = {"speedup_vs_sklearn": speedup, "projected_paper_scale_hours": paper_cpu_h,
+               "max_accuracy_diff_pp": max_diff, "speedup_same_work": same, "speedup_cpu": speedup_cpu,
+               "projected_paper_scale_wall_hours": paper_wall / 3600, "size": size, "quick": a.quick,
+               "torch_per_layer_wall_s": tt["per_layer_wall"], "sklearn_logisticprobe_fit_wall_s": fit_wall,
+               "sklearn_lbfgs_iterations": sk["lbfgs_iterations"], "permutations": a.permutations,
+               "load": os.getloadavg()[0]}
+        Path(a.json).write_text(json.dumps(out, indent=2))
+        print(f"wrote {a.json}")
     return 0
 
 

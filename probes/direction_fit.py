@@ -78,6 +78,7 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     from probes.cv import pipeline_for
     from probes.estimators import raw_direction
 
+    X_in = X
     X = np.asarray(X, dtype=np.float64)
     y_c = np.asarray(y_c).astype(np.int64)
     if len(np.unique(y_c)) < 2:
@@ -87,7 +88,7 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
         from probes.fast import logistic_fits
 
         g = np.arange(len(y_c)) if groups is None else np.asarray(groups)
-        fit = logistic_fits(X, y_c, g, [np.ones(len(y_c), bool)], Cs=DEFAULT_CS if Cs is None else Cs,
+        fit = logistic_fits(X_in, y_c, g, [np.ones(len(y_c), bool)], Cs=DEFAULT_CS if Cs is None else Cs,
                             inner_folds=inner_folds, seed=seed, device=device)[0]
         assert fit is not None
         w = -np.asarray(fit["coef"][0], dtype=np.float64)  # the C logit's gradient, negated: toward non-C

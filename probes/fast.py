@@ -12,6 +12,7 @@ warm-started from the previous solution); the fit at the chosen C is read off th
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,7 +27,24 @@ CHUNK = 512  # problems per solve: bounds the [n, B*K] logit buffers
 
 def _masks_for(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarray], inner_folds: int,
                seed: int) -> tuple[list[np.ndarray], list[list[tuple[np.ndarray, np.ndarray]]]]:
-    """Per outer training mask: its inner (train, test) row masks over all rows, from ``inner_splits``."""
+    """Per outer training mask: its inner (train, test) row masks over all rows, from ``inner_splits``
+    (memoised: every layer of a study asks for the same splits)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (np.asarray(y), np.asarray(groups), *[np.asarray(m, dtype=bool) for m in train_masks]):
+        h.update(np.ascontiguousarray(a).tobytes())
+    key = (h.hexdigest(), len(train_masks), int(inner_folds), int(seed))
+    if key not in _SPLITS:
+        if len(_SPLITS) > 64:
+            _SPLITS.clear()
+        _SPLITS[key] = _compute_masks(y, groups, train_masks, inner_folds, seed)
+    return list(train_masks), _SPLITS[key]
+
+
+_SPLITS: dict = {}
+
+
+def _compute_masks(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarray], inner_folds: int,
+                   seed: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     n = len(y)
     inner = []
     for tr in train_masks:
@@ -38,7 +56,7 @@ def _masks_for(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarr
             ma[rows[a]], mb[rows[b]] = True, True
             out.append((ma, mb))
         inner.append(out)
-    return list(train_masks), inner
+    return inner
 
 
 def _predict(z: np.ndarray) -> np.ndarray:
@@ -119,19 +137,17 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     return out  # type: ignore[return-value]
 
 
-def _mass_mean_problem(X: np.ndarray, y: np.ndarray, tr: np.ndarray, mu: np.ndarray, sig: np.ndarray,
-                       sums: np.ndarray, counts: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _mass_mean_problem(mu: np.ndarray, sig: np.ndarray, sums: np.ndarray, counts: np.ndarray,
+                       classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``MassMeanProbe`` fitted after a StandardScaler, from per-class row sums; returns raw ``(coef [K', d],
-    intercept [K'])`` with ``z = x @ coef.T + intercept`` (K' = 1 for two classes)."""
+    intercept [K'])`` with ``z = x @ coef.T + intercept`` (K' = 1 for two classes: before its threshold)."""
     means = {c: (sums[c] / counts[c] - mu) / sig for c in classes}  # standardised class means
     if len(classes) == 2:
         d = means[classes[1]] - means[classes[0]]
         nrm = np.linalg.norm(d)
         d = d / nrm if nrm > 0 else d
         v = d / sig
-        s = X[tr] @ v - mu @ v
-        t = _best_threshold(s, (y[tr] == classes[1]).astype(np.int8))
-        return v[None, :], np.array([-(mu @ v) - t])
+        return v[None, :], np.array([-(mu @ v)])  # the training-accuracy threshold is subtracted by the caller
     tot, ntot = sum(sums[c] for c in classes), sum(counts[c] for c in classes)
     V, b = [], []
     for c in classes:
@@ -158,24 +174,39 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
     K = int(Y.max()) + 1
     shift = X.mean(0)
     Xc = X - shift
-    Sf = (Mk if stat_masks is None else np.atleast_2d(np.asarray(stat_masks, dtype=bool))).astype(np.float64)
+    SM = Mk if stat_masks is None else np.atleast_2d(np.asarray(stat_masks, dtype=bool))
+    uS, inv = np.unique(SM, axis=0, return_inverse=True)  # scaler moments once per distinct stat mask
+    Sf = uS.astype(np.float64)
     ns = Sf.sum(1)
-    mu = (Sf @ Xc) / ns[:, None]
-    var = (Sf @ (Xc * Xc)) / ns[:, None] - mu * mu
-    sig = np.sqrt(np.clip(var, 0, None))
-    sig = np.where(sig < 10 * np.finfo(np.float64).eps * (1 + np.abs(mu)), 1.0, sig)
-    oh = np.stack([(Y == c) & Mk for c in range(K)], axis=1).astype(np.float64)  # [B, K, n]
-    sums = (oh.reshape(-1, X.shape[0]) @ Xc).reshape(len(Y), K, -1)  # [B, K, d]
-    counts = oh.sum(2)  # [B, K]
-    out = []
+    mu_u = (Sf @ Xc) / ns[:, None]
+    var = (Sf @ (Xc * Xc)) / ns[:, None] - mu_u * mu_u
+    sig_u = np.sqrt(np.clip(var, 0, None))
+    sig_u = np.where(sig_u < 10 * np.finfo(np.float64).eps * (1 + np.abs(mu_u)), 1.0, sig_u)
+    inv = np.asarray(inv).reshape(-1)
+    mu, sig = mu_u[inv], sig_u[inv]
+    oh = np.stack([(Y == c) & Mk for c in range(K)], axis=1).astype(np.float32)  # [B, K, n]
+    # class sums in one float32 GEMM (the data are centred, so float32 sums lose nothing that matters)
+    sums = (oh.reshape(-1, X.shape[0]) @ Xc.astype(np.float32)).reshape(len(Y), K, -1).astype(np.float64)
+    counts = oh.sum(2, dtype=np.float64)  # [B, K]
+    out: list = []
+    binary = []
     for b in range(len(Y)):
         classes = np.flatnonzero(counts[b] > 0)
         if len(classes) < 2:
             out.append(None)
             continue
-        W, c0 = _mass_mean_problem(Xc, Y[b], Mk[b], mu[b], sig[b], sums[b], counts[b], classes)
-        out.append((classes, W, c0 - W @ shift))
-    return out
+        W, c0 = _mass_mean_problem(mu[b], sig[b], sums[b], counts[b], classes)
+        out.append([classes, W, c0])
+        if len(classes) == 2:
+            binary.append(b)
+    if binary:  # thresholds: all training projections from one GEMM, then a sort per problem
+        S = Xc @ np.concatenate([out[b][1] for b in binary]).T  # [n, nb]
+        for j, b in enumerate(binary):
+            classes, W, c0 = out[b]
+            tr = Mk[b]
+            t = _best_threshold(S[tr, j] + c0[0], (Y[b][tr] == classes[1]).astype(np.int8))
+            out[b][2] = c0 - t
+    return [None if r is None else (r[0], r[1], r[2] - r[1] @ shift) for r in out]
 
 
 def _mm_predict(X: np.ndarray, classes: np.ndarray, W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -264,14 +295,23 @@ def _permutation_correct(kind: str, X: np.ndarray, y_perms: np.ndarray, fold_ids
     out = np.full((P, F), -1, dtype=np.int64)
     trains = np.stack([fold_ids != k for k in range(F)])
     if kind == "mass_mean":
+        Xf = np.asarray(X, dtype=np.float64)
         for s in range(0, P, max(1, CHUNK // F)):
             Ys = Yp[s: s + max(1, CHUNK // F)]
-            res = mass_mean_fits(X, np.repeat(Ys, F, axis=0), np.tile(trains, (len(Ys), 1)))
-            for i, r in enumerate(res):
+            res = mass_mean_fits(Xf, np.repeat(Ys, F, axis=0), np.tile(trains, (len(Ys), 1)))
+            live = [i for i, r in enumerate(res) if r is not None]
+            if not live:
+                continue
+            Z = Xf @ np.concatenate([res[i][1] for i in live]).T  # all projections in one GEMM
+            col = 0
+            for i in live:
+                classes, W, b = res[i]  # type: ignore[misc]
                 p, k = s + i // F, i % F
-                if r is not None:
-                    te = ~trains[k]
-                    out[p, k] = int(np.sum(_mm_predict(X[te], *r)[0] == Yp[p, te]))
+                z = Z[:, col: col + len(W)] + b
+                col += len(W)
+                pr = classes[(z[:, 0] > 0).astype(int)] if len(W) == 1 else classes[np.argmax(z, axis=1)]
+                te = ~trains[k]
+                out[p, k] = int(np.sum(pr[te] == Yp[p, te]))
         return out
     live = [k for k in range(F) if C_per_fold[k] is not None]
     if not live:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+_PRECOND: dict = {}  # the last feature matrix's eigenbasis (one layer is fitted many times in a row)
 SMALL_WORK = 4_000_000  # n * d below which one thread is faster (per-op overhead beats the parallel speed-up)
 
 
@@ -75,10 +76,13 @@ class Design:
     sigma: torch.Tensor  # [M, d] scaler population std (1 where 0, as StandardScaler)
     n_train: torch.Tensor  # [M]
     shift: torch.Tensor  # [d] the global mean removed from X (float64)
+    evecs: torch.Tensor | None = None  # [d, d] eigenvectors of the all-rows feature correlation matrix
+    evals: torch.Tensor | None = None  # [d] its eigenvalues (the preconditioner, see precondition())
 
     @classmethod
     def build(cls, X: np.ndarray | torch.Tensor, masks: np.ndarray, *, stat_masks: np.ndarray | None = None,
-              device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> Design:
+              device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+              precondition: bool = True) -> Design:
         """``masks[i]`` the training rows of problems with mask index i; ``stat_masks[i]`` (default
         ``masks[i]``) the rows its StandardScaler was fitted on (an inner split of an outer training fold is
         scaled with the outer fold's scaler, as inside a fitted Pipeline)."""
@@ -97,7 +101,35 @@ class Design:
         var = (SM @ (Xd * Xd)) / ns[:, None] - mu * mu
         sig = var.clamp_min(0).sqrt()
         sig = torch.where(sig < 10 * torch.finfo(torch.float64).eps * (1 + mu.abs()), torch.ones_like(sig), sig)
-        return cls(Xc, M.to(dtype), mu.to(dtype), sig.to(dtype), nt.to(dtype), shift)
+        evecs = evals = None
+        hit = _PRECOND.get("x")
+        if precondition and hit is not None and hit is X and _PRECOND.get("key") == (str(dev), dtype):
+            evals, evecs = _PRECOND["value"]  # same feature matrix as the last build: reuse its eigenbasis
+        elif precondition:
+            # correlation of the standardised features over all rows: the logistic Hessian at w = 0 is
+            # R * p(1 - p) + lambda I, so (R / 4 + lambda I)^-1 is a near-Newton first guess for every problem
+            sd = Xd.std(0, unbiased=False)
+            sd = torch.where(sd > 0, sd, torch.ones_like(sd)).to(dtype)
+            Xs = Xc / sd
+            R = (Xs.T @ Xs) / Xs.shape[0]  # [d, d]
+            del Xs
+            evals, evecs = torch.linalg.eigh(R.double() if R.shape[0] <= 1024 else R)
+            evals, evecs = evals.to(dtype).clamp_min(0), evecs.to(dtype)
+            _PRECOND.update(x=X, key=(str(dev), dtype), value=(evals, evecs))
+        return cls(Xc, M.to(dtype), mu.to(dtype), sig.to(dtype), nt.to(dtype), shift, evecs, evals)
+
+    def precondition(self, q: torch.Tensor, lam: torch.Tensor, h: float) -> torch.Tensor:
+        """``H0 q`` for q [B, K, d+1]: ``(h R + lam_b I)^-1`` on the weights (R the feature correlation, h
+        the curvature of the loss at 0), ``1 / h`` on the intercept. Identity without a preconditioner."""
+        if self.evecs is None:
+            return q
+        B, K, _ = q.shape
+        c = q[:, :, :-1].reshape(B * K, -1) @ self.evecs  # [B*K, d]
+        c = c / (h * self.evals[None, :] + lam.repeat_interleave(K)[:, None])
+        out = torch.empty_like(q)
+        out[:, :, :-1] = (c @ self.evecs.T).view(B, K, -1)
+        out[:, :, -1] = q[:, :, -1] / h
+        return out
 
     @property
     def n(self) -> int:
@@ -165,6 +197,17 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
     """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
     (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
     coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""
+    with thread_limit(design.n, design.d, design.X.device):
+        return _solve(design, targets, mask_idx, Cs, n_classes=n_classes, theta0=theta0, tol=tol,
+                      max_iter=max_iter, history=history)
+
+
+def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor,
+          Cs: np.ndarray | torch.Tensor, *, n_classes: int, theta0: torch.Tensor | None = None, tol: float = 1e-4,
+          max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
+    """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
+    (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
+    coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""
     dev, dt = design.X.device, design.X.dtype
     binary = n_classes == 2
     K = 1 if binary else n_classes
@@ -180,6 +223,8 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
     Y = torch.zeros(history, B, P, device=dev, dtype=dt)
     rho = torch.zeros(history, B, device=dev, dtype=dt)
     gamma = torch.ones(B, device=dev, dtype=dt)
+    lam = 1.0 / (C * design.n_train[midx])  # L2 strength of the mean-scaled objective
+    h0 = 0.25 if binary else (1.0 / n_classes) * (1.0 - 1.0 / n_classes)
     n_iter = torch.zeros(B, dtype=torch.long)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     f, g = _loss_grad(design, theta, T, midx, C, binary)
@@ -200,6 +245,8 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
             a = rho[h, act] * (S[h, act] * q).sum(1)
             q = q - a[:, None] * Y[h, act]
             alphas.append(a)
+        if design.evecs is not None:
+            q = design.precondition(q.view(-1, K, design.d + 1), lam[act], h0).reshape(-1, P)
         q = q * gamma[act][:, None]
         for h, a in zip(reversed(order), reversed(alphas)):
             bta = rho[h, act] * (Y[h, act] * q).sum(1)
@@ -210,7 +257,7 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
         if bad.any():
             p[bad] = -g[act][bad]
             gp = (g[act] * p).sum(1)
-        if it == 0:  # first step: scale to a unit-length move as scipy does
+        if it == 0 and design.evecs is None:  # first step: scale to a unit-length move as scipy does
             step0 = torch.clamp(1.0 / p.norm(dim=1), max=1.0)
         else:
             step0 = torch.ones(act.numel(), device=dev, dtype=dt)
@@ -240,7 +287,10 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
         S[j, act] = s
         Y[j, act] = yv
         rho[j, act] = torch.where(valid, 1.0 / sy.clamp_min(1e-30), torch.zeros_like(sy))
-        yy = (yv * yv).sum(1)
+        if design.evecs is not None:  # scale H0 to the curvature seen along the step (y^T H0 y)
+            yy = (yv * design.precondition(yv.view(-1, K, design.d + 1), lam[act], h0).reshape(-1, P)).sum(1)
+        else:
+            yy = (yv * yv).sum(1)
         gamma[act] = torch.where(valid, sy / yy.clamp_min(1e-30), gamma[act])
         theta[act], f[act], g[act] = new_th, new_f, new_g
         n_iter[act.cpu()] += 1

@@ -1,0 +1,165 @@
+"""The batched torch solver reaches scikit-learn's optimum: coefficients, predictions and accuracies on fixed
+data; the torch CV path equals the sklearn CV path; permutation controls and validity pieces behave."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+from probes.controls import max_over_layers_null, permutation_correct_sklearn, permutation_p, question_permutations
+from probes.cv import cross_val_predict_grouped, outer_folds
+from probes.fast import cv_predict, logistic_fits, mass_mean_fits, permutation_correct
+from probes.solver import Design, resolve_device, solve
+from probes.validity import metadata_baseline, metadata_features, paired_gain, transfer, within_cell
+
+CS = (1e-3, 0.1, 1.0, 100.0)
+
+
+def _data(n=300, d=30, seed=0, k=2):
+    rng = np.random.default_rng(seed)
+    # ill-conditioned, offset features (like hidden states)
+    A = rng.normal(size=(d, d)) * np.logspace(0, -2, d)[:, None]
+    X = rng.normal(size=(n, d)) @ A + rng.normal(size=d) * 30
+    if k == 2:
+        y = ((X - X.mean(0)) @ rng.normal(size=d) + rng.normal(size=n) > 0).astype(int)
+    else:
+        y = rng.integers(0, k, n)
+        X = X + 2 * np.eye(d)[y] * X.std(0)
+    return X, y
+
+
+def _sk(X, y, mask, C):
+    sc = StandardScaler().fit(X[mask])
+    lr = LogisticRegression(C=C, max_iter=10000, tol=1e-10).fit(sc.transform(X[mask]), y[mask])
+    W = lr.coef_ / sc.scale_
+    return W, lr.intercept_ - W @ sc.mean_
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("precondition", [True, False])
+def test_coefficients_and_predictions_match_sklearn(k, precondition):
+    X, y = _data(k=k)
+    masks = np.stack([np.arange(len(y)) % 3 != j for j in range(3)])
+    D = Design.build(X, masks, precondition=precondition)
+    probs = [(m, c) for m in range(3) for c in CS]
+    th, info = solve(D, np.tile(y, (len(probs), 1)), [m for m, _ in probs], [c for _, c in probs], n_classes=k,
+                     tol=1e-6, max_iter=2000)
+    assert info.converged.all()
+    W, b = D.raw_coef(th, torch.tensor([m for m, _ in probs]))
+    for i, (m, c) in enumerate(probs):
+        Ws, bs = _sk(X, y, masks[m], c)
+        zs, zt = X @ Ws.T + bs, X @ W[i].T + b[i]
+        rel = np.abs(Ws - W[i]).max() / np.abs(Ws).max()
+        assert rel < 2e-2, (k, m, c, rel)
+        ps = zs.argmax(1) if k > 2 else (zs[:, 0] > 0)
+        pt = zt.argmax(1) if k > 2 else (zt[:, 0] > 0)
+        assert np.mean(ps == pt) >= 0.99
+
+
+def test_warm_start_reaches_same_optimum():
+    X, y = _data()
+    D = Design.build(X, np.ones((1, len(y)), bool))
+    cold, _ = solve(D, y[None], [0], [10.0], n_classes=2, tol=1e-7, max_iter=2000)
+    warm, _ = solve(D, y[None], [0], [0.01], n_classes=2)
+    warm, _ = solve(D, y[None], [0], [10.0], n_classes=2, theta0=warm, tol=1e-7, max_iter=2000)
+    assert torch.allclose(cold, warm, atol=1e-3, rtol=1e-2)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "mass_mean"])
+def test_cv_predict_equals_sklearn_path(kind):
+    X, y = _data(n=240, d=20, seed=3)
+    g = np.arange(len(y)) // 4
+    f = outer_folds(y, g, 5, 0)
+    a = cross_val_predict_grouped(kind, X, y, g, f, Cs=CS, inner_folds=3)
+    b = cv_predict(kind, X, y, g, f, Cs=CS, inner_folds=3)
+    assert a["C"] == b["C"]
+    assert np.allclose(a["inner_score"], b["inner_score"], atol=0.02)  # sklearn stops short on big C
+    assert np.mean(a["pred"] == b["pred"]) >= 0.99
+    assert abs(np.mean(a["pred"] == y) - np.mean(b["pred"] == y)) <= 0.005
+
+
+def test_mass_mean_closed_form_matches_estimator_three_class():
+    from probes.cv import pipeline_for
+
+    X, y = _data(n=200, d=12, k=3, seed=4)
+    m = np.arange(len(y)) % 4 != 0
+    classes, W, b = mass_mean_fits(X, y[None], m[None])[0]
+    pipe = pipeline_for("mass_mean", int(m.sum()), X.shape[1], inner_folds=0).fit(X[m], y[m])
+    assert np.array_equal(classes[np.argmax(X @ W.T + b, axis=1)], pipe.predict(X))
+
+
+def test_permutations_torch_equal_sklearn_reference():
+    X, y = _data(n=160, d=10, seed=5)
+    g = np.arange(len(y)) // 4
+    f = outer_folds(y, g, 4, 0)
+    Yp = question_permutations(y, g, 6, seed=1)
+    assert Yp.shape == (6, len(y))
+    for kind, Cs in (("logistic", [1.0, 0.1, 1.0, 10.0]), ("mass_mean", [None] * 4)):
+        t = permutation_correct(kind, X, Yp, f, Cs)
+        s = permutation_correct_sklearn(kind, X, Yp, f, Cs)
+        assert np.abs(t - s).max() <= 1, (kind, t, s)
+
+
+def test_logistic_fits_skips_one_class_masks():
+    X, y = _data(n=100, d=5)
+    one = y == 1
+    fits = logistic_fits(X, y, np.arange(100), [np.ones(100, bool), one], Cs=(1.0,), inner_folds=2)
+    assert fits[0] is not None and fits[1] is None and fits[0]["coef"].shape == (1, 5)
+
+
+def test_p_values_and_max_stat():
+    assert permutation_p(0.9, [0.5] * 99) == pytest.approx(0.01)
+    assert permutation_p(0.5, [0.5] * 99) == 1.0
+    assert permutation_p(None, [0.5]) is None
+    c = np.array([[[3, 4]], [[5, 1]]])  # [L=2, P=1, F=2]
+    assert max_over_layers_null(c, 10)[0] == pytest.approx(0.9)
+
+
+def test_device_resolution():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type in ("cpu", "cuda")
+    with pytest.raises(ValueError, match="available here: auto, cpu"):
+        resolve_device("tpu")
+
+
+def test_metadata_baseline_and_gain_and_cells():
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    n = 240
+    strat = rng.choice(["a", "b", "c"], n)
+    pos = rng.choice(["early", "late"], n)
+    y = ((strat == "a") | (rng.random(n) < 0.1)).astype(int)  # label fully explained by metadata
+    meta = pd.DataFrame({"strategy": strat, "edit_position": pos, "task": "t", "dataset": "d"})
+    g = np.arange(n) // 3
+    f = outer_folds(y, g, 5, 0)
+    F, used = metadata_features(meta)
+    assert used == ["strategy", "edit_position"] and F.shape == (n, 2)
+    mb = metadata_baseline(meta, y, g, f, Cs=(0.1, 1.0, 10.0))
+    assert np.mean(mb["pred"] == y) > 0.85
+    gain = paired_gain(mb["pred"] == y, mb["pred"] == y, g, n_boot=200)
+    assert gain["value"] == 0 and gain["lo"] == 0 and gain["n_questions"] == n // 3
+    better = paired_gain(np.ones(n, bool), mb["pred"] == y, g, n_boot=200)
+    assert better["value"] > 0 and better["lo"] > 0
+    wc = within_cell(y, mb["pred"], f, strat, pos, g)
+    assert set(wc["cells"]) == {f"{s} x {p}" for s in "abc" for p in ("early", "late")}
+    assert wc["pooled"]["n_rows"] == n
+
+
+def test_leave_one_out_transfer_never_trains_on_held_out_value():
+    y = np.array([0, 1] * 30)
+    vals = np.array(["a", "b", "c"] * 20)
+    f = np.arange(60) % 3
+    seen = []
+
+    def fp(trains, tests):
+        for tr, te in zip(trains, tests):
+            seen.append((set(vals[tr]), set(vals[te]), bool((tr & te).any())))
+        return [np.zeros(int(te.sum()), dtype=np.int64) for te in tests]
+
+    res = transfer(y, f, vals, fp, mode="leave_one_out")
+    assert [r["value"] for r in res] == ["a", "b", "c"]
+    for tr_vals, te_vals, overlap in seen:
+        assert not overlap and not (tr_vals & te_vals)
