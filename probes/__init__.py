@@ -17,10 +17,14 @@ _LAZY = {
     "fit_directions": "probes.direction_fit",
     "load_probe_data": "probes.data",
     "train_probes": "probes.train",
+    "ProbeConfig": "probes.train",
+    "train": "probes.train",
+    "is_complete": "probes.train",
+    "format_summary": "probes.summary",
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 

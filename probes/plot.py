@@ -1,5 +1,6 @@
-"""``accuracy_vs_layer.png``: held-out accuracy per layer with Wilson bands, the shuffled-label control,
-the majority-class baseline and the nested-CV headline (matplotlib, Agg backend)."""
+"""``accuracy_vs_layer.png``: held-out accuracy per layer with Wilson bands, the shuffled-label control (mean
+and central 95% of the permutations), the majority-class and metadata-only baselines and the nested-CV
+headline (matplotlib, Agg backend)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,7 @@ def plot_accuracy_vs_layer(results: dict, path) -> Path:
         cacc = [r["control"]["accuracy"]["rate"] for r in rows]
         clo = [r["control"]["accuracy"]["wilson"][0] for r in rows]
         chi = [r["control"]["accuracy"]["wilson"][1] for r in rows]
-        ax.plot(L, cacc, "x--", color=c, alpha=0.7, label=f"{kind} shuffled-label control", ms=3)
+        ax.plot(L, cacc, "x--", color=c, alpha=0.7, label=f"{kind} shuffled-label control (mean, 95% of perms)", ms=3)
         ax.fill_between(L, clo, chi, color=c, alpha=0.08, lw=0)
         nest = res.get("nested", {}).get("accuracy", {})
         if nest.get("rate") is not None:
@@ -36,6 +37,10 @@ def plot_accuracy_vs_layer(results: dict, path) -> Path:
                        label=f"{kind} nested-CV headline {nest['rate']:.3f} [{lo_n:.3f}, {hi_n:.3f}]")
     if maj is not None:
         ax.axhline(maj, color="gray", ls="-.", lw=1, label=f"majority baseline {maj:.3f}")
+    meta = (results.get("metadata_baseline") or {}).get("accuracy", {})
+    if meta.get("rate") is not None:
+        ax.axhline(meta["rate"], color="black", ls="--", lw=1,
+                   label=f"metadata-only baseline {meta['rate']:.3f} (no activations)")
     s = results["settings"]
     ax.set_xlabel("layer (hidden_states index; 0 = embeddings)")
     ax.set_ylabel("accuracy (held-out, 95% Wilson)")
