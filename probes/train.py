@@ -480,14 +480,22 @@ def is_complete(out_dir: str | os.PathLike) -> bool:
 
 def train(config: ProbeConfig) -> Path:
     """Run the probes stage for ``config``; returns the new output directory (written atomically)."""
-    from activations.store import StoreError, open_store
+    from behavioural.rundir import output_lock
 
     config.validate()
-    store_path = Path(config.store)
     out = config.out_dir()
     if out.exists():
         raise ProbeError(f"output directory {out} already exists (nothing was overwritten); pass --output NEW_DIR "
                          f"or move the old one away")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, config.command or None):  # one writer per output; a second gets a one-line error
+        return _train_unlocked(config, out)
+
+
+def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
+    from activations.store import StoreError, open_store
+
+    store_path = Path(config.store)
     try:
         store_cm = open_store(store_path, allow_incomplete=config.allow_incomplete)
     except OSError as e:
@@ -630,10 +638,11 @@ def config_from_args(argv: list[str] | None = None) -> ProbeConfig:
 
 def main(argv: list[str] | None = None) -> int:
     from activations.store import StoreError
+    from behavioural.rundir import RunDirError
 
     try:
         train(config_from_args(argv))
-    except (ProbeError, StoreError) as e:
+    except (ProbeError, StoreError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

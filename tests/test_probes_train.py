@@ -130,3 +130,16 @@ def test_groups_use_question_key_when_present(tmp_path):
     data = load_probe_data(Store())
     assert data.group_key == "question_key"
     assert len(np.unique(data.groups("question"))) == 4
+
+
+def test_second_writer_refused_and_no_lock_left(tmp_path, capsys):
+    from behavioural.rundir import output_lock
+
+    p = _study_store(tmp_path)
+    out = tmp_path / "probes"
+    with output_lock(out):
+        rc = main([str(p), "--output", str(out), "--quiet", "--permutations", "0", "--no-transfer"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("error: ") and "\n" not in err and not out.exists()
+    assert main([str(p), "--output", str(out), "--quiet", "--permutations", "2", "--no-transfer", "--folds", "3"]) == 0
+    assert is_complete(out) and not list(tmp_path.glob("*.lock"))
