@@ -44,10 +44,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
-    "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS", "Score", "as_question", "choices_from_text", "extract_answer",
+    "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS", "PARSER_VERSION", "STOP_RULE", "Score",
+    "as_question", "choices_from_text", "extract_answer",
     "final_answer_line", "has_final_answer_line", "is_correct", "normalize_number", "score",
 ]
 
@@ -108,6 +109,9 @@ _LETTER_LIST_RE = re.compile(r"^(?:option\s+)?\(?[A-Z]\)?\s*(?:,|and|or|/|&)\s*(
 _SYNONYMS: dict[str, tuple[tuple[str, str], ...]] = {
     "sports_understanding": ((r"\bnot\s+plausible\b", "no"), (r"\bimplausible\b", "no"), (r"\bplausible\b", "yes")),
 }
+#: recorded in every run manifest, so runs scored by different parsers / stop rules are never pooled silently
+PARSER_VERSION = "1.1"
+STOP_RULE = "eos or a complete line-anchored final-answer line (Answer:, Final answer:, ####, lone \\boxed{}) v1.1"
 _LITERAL_TASKS = frozenset({"word_sorting"})
 _WORD_SYNONYMS = {"plausible": "yes", "implausible": "no", "not plausible": "no"}
 _MINUS = "\u2212"  # unicode minus sign
@@ -192,9 +196,10 @@ def is_correct(pred: str | None, question: Any) -> bool | None:
     return _tokens(pred) == _tokens(gold)
 
 
-@dataclass(frozen=True)
-class Score:
-    """The one verdict on a text: the parsed answer (None = unparseable) and whether it is right (None = unscored)."""
+class Score(NamedTuple):
+    """The one verdict on a text: the parsed answer (None = unparseable) and whether it is right (None = unscored).
+
+    A named tuple: ``s.parsed, s.correct`` or ``parsed, correct = score(text, q)``."""
 
     parsed: str | None
     correct: bool | None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import rundir
-from .answers import extract_answer, is_correct
+from .answers import PARSER_VERSION, STOP_RULE, score
 from .data import dedupe, question_key
 from .generation import encode, generate
 from .prompts import assistant_prefix, build_prompt, position_index, split_trace
@@ -34,7 +34,7 @@ from .strategies import NotApplicable, apply
 from .summary import format_table, summarise
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
 BASELINES, CONTINUATIONS, SKIPPED, SUMMARY = "baselines.jsonl", "continuations.jsonl", "skipped.jsonl", "summary.json"
 
 
@@ -99,6 +99,8 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
     m = {
         "kind": "behavioural.run",
         "protocol_version": PROTOCOL_VERSION,
+        "parser": PARSER_VERSION,
+        "stop_rule": STOP_RULE,
         "schema_version": SCHEMA_VERSION,
         "settings": settings.to_dict(),
         "model": lm.provenance() | {"name": settings.model, "revision": settings.model_revision,
@@ -145,8 +147,7 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
 
 def _baseline_record(q, prompt: str, prompt_tokens: int, gen, min_lines: int) -> Baseline:
     trace = split_trace(gen.text, q.dataset, q.task)
-    parsed = extract_answer(gen.text, q.dataset, q.task)
-    correct = is_correct(parsed, q)
+    parsed, correct = score(gen.text, q)  # the one scorer (parser + gold + choices)
     if parsed is None:
         eligible, reason = False, "unparseable"
     elif not correct:
@@ -227,8 +228,7 @@ def plan_continuations(baseline: dict, question, settings: Settings) -> tuple[li
 
 def _continuation_record(job: _Job, gen, input_tokens: int) -> Continuation:
     q, b = job.question, job.baseline
-    parsed = extract_answer(gen.text, q.dataset, q.task)
-    correct = is_correct(parsed, q)
+    parsed, correct = score(gen.text, q)  # the one scorer (parser + gold + choices)
     return Continuation(
         id=job.id, question_id=q.id, dataset=q.dataset, task=q.task, difficulty=q.difficulty,
         strategy=job.strategy, position=job.position, line_index=job.line_index, n_lines=len(b["lines"]),

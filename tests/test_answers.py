@@ -44,7 +44,7 @@ def test_every_gsm8k_gold_from_worked_solution():
 @needs_data
 def test_every_mmlu_gold():
     qs = load_questions("mmlu", data_dir=DATA)
-    assert len(qs) == 14042
+    assert len(qs) + qs.duplicates_dropped == 14042  # duplicate question texts are dropped by the loader
     templates = [
         "Let's think step by step. Option A is wrong. So the answer is {L}.",
         "Looking at the options, B and C contradict the premise.\nAnswer: ({L})",
@@ -62,7 +62,7 @@ def test_every_mmlu_gold():
 @needs_data
 def test_every_bbh_gold():
     qs = load_questions("bbh", data_dir=DATA)
-    assert len(qs) == 6511
+    assert len(qs) + qs.duplicates_dropped == 6511
     for q in qs:
         text = f"Let's think step by step.\nWe reason about (A) and the rest.\nSo the answer is {q.answer}."
         pred = extract_answer(text, "bbh", q.task)
