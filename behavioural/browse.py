@@ -507,6 +507,11 @@ function refreshFacetCounts() {
 }
 
 // ---------------------------------------------------------------- virtual list
+function cell(i) {  // strategy/position, or every cell this generation fills (memberships)
+  if (!C.mem[i]) return (s(C.strat[i]) || '') + '/' + (s(C.pos[i]) || '');
+  const uniq = (xs) => [...new Set(xs)].join('+');
+  return uniq(C.mem[i].map((m) => S[m[0]])) + '/' + uniq(C.mem[i].map((m) => S[m[1]]));
+}
 const list = $('list'), spacer = $('spacer');
 let selected = -1;
 function renderList() {
@@ -522,7 +527,7 @@ function renderList() {
     const lab = s(C.lab[i]) || 'none';
     r.append(el('span', 'badge lab-' + lab, lab === 'none' ? '\u2013' : lab),
              el('span', 'ok' + C.ok[i], C.ok[i] === 1 ? '\u2713' : C.ok[i] === 0 ? '\u2717' : '?'),
-             el('span', null, (s(C.cond[i]) === 'control' ? 'ctrl ' : '') + (s(C.strat[i]) || '') + '/' + (s(C.pos[i]) || '')),
+             el('span', null, (s(C.cond[i]) === 'control' ? 'ctrl ' : '') + cell(i)),
              el('span', 'snip', Q.id[C.q[i]] + ' \u00b7 ' + C.text[i].slice(0, 120)));
     r.addEventListener('click', () => select(i, true));
     frag.append(r);

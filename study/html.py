@@ -100,8 +100,18 @@ def _is_sep(line: str) -> bool:
     return bool(re.fullmatch(r"\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*", line))
 
 
-def markdown_to_html(md: str, *, browse: str | None = None) -> str:
-    """Render the markdown subset (module docstring); tables get a browser link per row when ``browse`` is set."""
+_MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def _figure(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(alt, quote=True)}" src="data:{_MIME[path.suffix.lower()]};base64,{data}">'
+            f"<figcaption>{html.escape(alt)}</figcaption></figure>")
+
+
+def markdown_to_html(md: str, *, browse: str | None = None, base: str | os.PathLike[str] | None = None) -> str:
+    """Render the markdown subset (module docstring); tables get a browser link per row when ``browse`` is set.
+    A line ``![alt](relative/path.png)`` embeds that image (base64) when it is a file under ``base``."""
     lines = md.splitlines()
     out: list[str] = []
     para: list[str] = []
@@ -132,6 +142,17 @@ def markdown_to_html(md: str, *, browse: str | None = None) -> str:
                 j += 1
             out.append(_table(header, rows, browse))
             i = j
+            continue
+        img = re.fullmatch(r"\s*!\[([^\]]*)\]\(([^)\s]+)\)\s*", line)
+        if img and base is not None:
+            flush()
+            root = Path(base).resolve()
+            p = (root / img.group(2)).resolve()
+            if p.is_file() and p.suffix.lower() in _MIME and root in p.parents:
+                out.append(_figure(p, img.group(1) or p.name))
+            else:
+                out.append(f"<p>[missing figure {html.escape(img.group(2))}]</p>")
+            i += 1
             continue
         m = re.match(r"^(#{1,6})\s+(.*)$", line)
         if m:
@@ -181,8 +202,9 @@ figure{margin:12px 0}figcaption{color:#666;font-size:12px}a.browse{font-size:12p
 
 
 def render_report_html(sections: Iterable[tuple[str, str]], figures: Iterable[str | os.PathLike[str]] = (), *,
-                       title: str = "Load-bearing chain-of-thought study", browse: str | None = "browse.html") -> str:
-    """The report page as a string (see :func:`write_report_html`)."""
+                       title: str = "Load-bearing chain-of-thought study", browse: str | None = "browse.html",
+                       base: str | os.PathLike[str] | None = None) -> str:
+    """The report page as a string (see :func:`write_report_html`); ``base`` resolves markdown images."""
     secs = list(sections)
     parts = [f"<h1>{html.escape(title)}</h1>"]
     if browse:
@@ -191,17 +213,13 @@ def render_report_html(sections: Iterable[tuple[str, str]], figures: Iterable[st
     if len(secs) > 1:
         parts.append("<nav>" + "".join(f'<a href="#s{k}">{html.escape(t)}</a>' for k, (t, _) in enumerate(secs)) + "</nav>")
     for k, (t, md) in enumerate(secs):
-        parts.append(f'<section id="s{k}"><h2>{html.escape(t)}</h2>{markdown_to_html(md, browse=browse)}</section>')
+        parts.append(f'<section id="s{k}"><h2>{html.escape(t)}</h2>{markdown_to_html(md, browse=browse, base=base)}</section>')
     figs = [Path(f) for f in figures]
     if figs:
         parts.append("<section><h2>Figures</h2>")
         for f in figs:
-            if not f.is_file():
-                continue
-            data = base64.b64encode(f.read_bytes()).decode("ascii")
-            mime = "image/svg+xml" if f.suffix.lower() == ".svg" else "image/png"
-            parts.append(f'<figure><img alt="{html.escape(f.name, quote=True)}" src="data:{mime};base64,{data}">'
-                         f"<figcaption>{html.escape(f.name)}</figcaption></figure>")
+            if f.is_file() and f.suffix.lower() in _MIME:
+                parts.append(_figure(f, f.name))
         parts.append("</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
@@ -212,16 +230,38 @@ def write_report_html(out_dir: str | os.PathLike[str], sections: Iterable[tuple[
                       title: str = "Load-bearing chain-of-thought study") -> Path:
     """Write ``out_dir/report.html`` atomically and return its path.
 
-    ``sections``: (title, markdown) pairs; ``figures``: PNG paths, embedded as base64 (missing files are
-    skipped); ``browse``: the trace browser's path relative to ``out_dir`` for the per-row links (None: no
-    links). Write the browser with ``behavioural.browse.write_browser(out_dir)`` next to it.
+    ``sections``: (title, markdown) pairs (a line ``![alt](path)`` relative to ``out_dir`` embeds that image
+    in place); ``figures``: more PNG paths (relative ones are under ``out_dir``), embedded as base64 at the
+    end (missing files are skipped); ``browse``: the trace browser's path relative to ``out_dir`` for the
+    per-row links (None: no links). From a whole markdown report:
+    ``write_report_html(out, sections_from_markdown(md))``. Write the browser next to it with
+    ``behavioural.browse.write_browser(out_dir)``.
     """
     out = Path(out_dir) / "report.html"
-    page = render_report_html(sections, figures, title=title, browse=browse)
+    figs = [Path(f) if Path(f).is_absolute() else Path(out_dir) / f for f in figures]
+    page = render_report_html(sections, figs, title=title, browse=browse, base=out_dir)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, out)
     return out
 
 
-__all__ = ["write_report_html", "render_report_html", "markdown_to_html", "row_filters"]
+def sections_from_markdown(md: str) -> list[tuple[str, str]]:
+    """Split a markdown report at its ``## `` headings into (title, markdown) sections; text before the first
+    one (a ``# `` title line dropped) becomes a section titled "Summary" when not empty."""
+    sections: list[tuple[str, str]] = []
+    title, body = "Summary", []
+    for line in md.splitlines():
+        m = re.match(r"^##\s+(.*)$", line)
+        if m:
+            if "\n".join(body).strip():
+                sections.append((title, "\n".join(body).strip("\n")))
+            title, body = m.group(1).strip(), []
+        elif not re.match(r"^#\s", line):
+            body.append(line)
+    if "\n".join(body).strip():
+        sections.append((title, "\n".join(body).strip("\n")))
+    return sections
+
+
+__all__ = ["sections_from_markdown", "write_report_html", "render_report_html", "markdown_to_html", "row_filters"]

@@ -33,16 +33,20 @@ HOSTILE = ("Wait. <script>window.__pwned=1</script><img src=x onerror=\"window._
 LONG = "Z" * 10_000
 
 
-def _study_html():
+def _study_html_module():
     """study.html, also while ``study`` is still the single study.py module (before the study package exists)."""
     try:
-        from study.html import write_report_html
-        return write_report_html
+        import study.html
+        return study.html
     except ImportError:
         spec = importlib.util.spec_from_file_location("_study_html", REPO / "study" / "html.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        return mod.write_report_html
+        return mod
+
+
+def _study_html():
+    return _study_html_module().write_report_html
 
 
 # ------------------------------------------------------------------------------------------------ a real small run
@@ -234,6 +238,20 @@ def test_report_markdown_tables_and_links(tmp_path):
     assert 'href="browse.html#f=condition:perturbed,level:s2_o5"' in page
     assert page.count('class="browse"') == 4  # the "note" row names no facet
     assert "data:image/png;base64," in page and "missing.png" not in page
+
+
+def test_report_from_a_markdown_report_with_images(tmp_path):
+    from_md = _study_html_module().sections_from_markdown
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "acc.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\1" * 20)
+    (tmp_path.parent / "secret.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    md = ("# Study report: x\n\nModel m.\n\n## 1. Behaviour\n\n| group | rate |\n|---|---|\n| position=late | 1 |\n\n"
+          "## 2. Probes\n\ntext\n\n![acc](probes/acc.png)\n\n![up](../secret.png)\n")
+    secs = from_md(md)
+    assert [t for t, _ in secs] == ["Summary", "1. Behaviour", "2. Probes"]
+    page = _study_html()(tmp_path, secs).read_text()
+    assert page.count("data:image/png;base64,") == 1 and "[missing figure ../secret.png]" in page
+    assert 'href="browse.html#f=condition:perturbed,position:late"' in page
 
 
 # ------------------------------------------------------------------------------------------------ real browser
