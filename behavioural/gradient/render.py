@@ -217,8 +217,11 @@ def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
     ax.set_ylim(-2, 102)
     ax.set_title("Propagation rises as the model's own accuracy falls?" if use_acc else "Propagation by difficulty level",
                  fontsize=10)
-    if models:
+    if plotted:
         ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no cell has a propagation rate (no eligible baselines)", ha="center", va="center",
+                transform=ax.transAxes)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
