@@ -361,7 +361,7 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
         raise UsageError("--resume and --output-dir name different directories; pass only --resume RUN_DIR")
     if args.resume:
         settings = settings_for_resume(Path(args.resume), args, explicit_options(parser, argv))
-        print(f"resuming {args.resume} with: {describe(settings)}", file=sys.stderr)
+        print(f"resuming {args.resume} with: {describe(settings)}", flush=True)
         out = Path(args.resume)
     else:
         settings = _settings_from_args(args)

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         config, resume = config_from_argv(argv)
         where["out"] = config.output_dir
         if resume:
-            print(f"resuming {config.output_dir} with: {describe(config)}", file=sys.stderr)
+            print(f"resuming {config.output_dir} with: {describe(config)}", flush=True)
         run_study(config, resume=resume)
         return 0
 

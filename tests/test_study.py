@@ -62,7 +62,7 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, cap
     assert main(["--resume", str(out)]) == 0
     cap = capsys.readouterr()
     assert cap.out.count("already complete, skipped") == 5
-    assert "resuming" in cap.err and "max_examples=16" in cap.err
+    assert "resuming" in cap.out and "max_examples=16" in cap.out
     # explicit options that differ from the stored ones are refused, naming each; nothing is modified
     before = (out / "study.json").read_bytes()
     assert main(["--resume", str(out), "--max-examples", "20", "--folds", "3"]) == 2
