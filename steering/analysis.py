@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,33 +42,18 @@ N_FLIPS = 20_000
 # ------------------------------------------------------------------------------------------------ rates
 
 
-def _rate(k: int, n: int, groups: Iterable[str] | None = None) -> dict[str, Any]:
-    """The stats stage's rate dict, plus the number of questions behind it."""
-    from behavioural.stats import rate
+def _rate(hits: Sequence[bool], groups: Sequence[str]) -> dict[str, Any]:
+    """The stats stage's rate: pooled k/n, interval bootstrapped over questions (:func:`clustered_rate`)."""
+    from behavioural.stats import clustered_rate
 
-    d = dict(rate(k, n))
-    if groups is not None:
-        d["n_questions"] = len(set(groups))
-    return d
+    return clustered_rate(list(hits), list(groups)).to_dict()
 
 
 def fmt_rate(r: dict[str, Any] | None, style: str = "text") -> str:
-    """A rate as ``k/n (x%, CI lo-hi)`` through the one formatter when it exists."""
-    if not r:
-        return "n/a"
-    try:
-        from behavioural.stats import format_rate  # type: ignore[attr-defined]
-    except ImportError:
-        format_rate = None
-    if format_rate is not None:
-        try:
-            return str(format_rate(r, style=style))
-        except Exception:  # an older/newer dict shape: fall back to the short form below
-            pass
-    if r.get("rate") is None:
-        return f"{r['k']}/{r['n']} (n/a)"
-    lo, hi = r.get("wilson") or (None, None)
-    return f"{r['k']}/{r['n']} ({_pct(r['rate'])}, Wilson {_pct(lo)}-{_pct(hi)})"
+    """A rate through the one formatter, :func:`behavioural.stats.format_rate`."""
+    from behavioural.stats import format_rate
+
+    return format_rate(r, style=style) if r else "n/a"
 
 
 def _pct(x: float | None) -> str:
@@ -140,17 +125,21 @@ def _moved(r: dict[str, Any]) -> float:
     return 1.0 if r.get("correct") is True else 0.0
 
 
+def _q(r: dict[str, Any]) -> str:
+    return r.get("question_key") or r["question_id"]
+
+
 def _setting_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
     c = [r for r in rs if r["case_label"] == "C"]
     n = [r for r in rs if r["case_label"] == "non-C"]
     c_parsed = [r for r in c if r["correct"] is not None]
     n_parsed = [r for r in n if r["correct"] is not None]
-    moved = sum(1 for r in c if r["correct"] is True)
-    broken = sum(1 for r in n_parsed if r["correct"] is False)
-    qs = [r.get("question_key") or r["question_id"] for r in c]
-    return {"moved_of_all": _rate(moved, len(c), qs), "moved": _rate(moved, len(c_parsed), qs),
-            "coverage_c": _rate(len(c_parsed), len(c), qs), "broken": _rate(broken, len(n_parsed)),
-            "coverage_non_c": _rate(len(n_parsed), len(n)), "n_generations": len(rs)}
+    return {"moved_of_all": _rate([r["correct"] is True for r in c], [_q(r) for r in c]),
+            "moved": _rate([r["correct"] is True for r in c_parsed], [_q(r) for r in c_parsed]),
+            "coverage_c": _rate([r["correct"] is not None for r in c], [_q(r) for r in c]),
+            "broken": _rate([r["correct"] is False for r in n_parsed], [_q(r) for r in n_parsed]),
+            "coverage_non_c": _rate([r["correct"] is not None for r in n], [_q(r) for r in n]),
+            "n_generations": len(rs)}
 
 
 def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi: float = 0.10,
@@ -169,8 +158,8 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
         c = [r for r in rs if r["case_label"] == "C"]
         nn = [r for r in rs if r["case_label"] == "non-C"]
         baseline = dict(st, key="none|alpha0",
-                        reproduced_c=_rate(sum(1 for r in c if r["correct"] is False), len(c)),
-                        reproduced_non_c=_rate(sum(1 for r in nn if r["correct"] is True), len(nn)))
+                        reproduced_c=_rate([r["correct"] is False for r in c], [_q(r) for r in c]),
+                        reproduced_non_c=_rate([r["correct"] is True for r in nn], [_q(r) for r in nn]))
 
     out: list[dict[str, Any]] = []
     for s in (g for g in grid if g.basis == "probe"):
@@ -188,7 +177,7 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
                 continue
             vals = [_moved(by_setting[k][cid]) for k in ctrl_keys if cid in by_setting.get(k, {})]
             if vals:
-                per_q[r.get("question_key") or r["question_id"]].append(_moved(r) - float(np.mean(vals)))
+                per_q[_q(r)].append(_moved(r) - float(np.mean(vals)))
         diffs = [float(np.mean(v)) for _, v in sorted(per_q.items())]
         n_cases = sum(len(v) for v in per_q.values())
         diff = dict(adjusted_interval(diffs), n_cases=n_cases,
@@ -239,7 +228,7 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
         "sesoi": sesoi,
         "level": level,
         "n_c_cases": n_c,
-        "n_c_questions": len({r.get("question_key") or r["question_id"] for r in c_recs}),
+        "n_c_questions": len({_q(r) for r in c_recs}),
         "n_non_c_cases": len({r["case_id"] for r in recs if r["case_label"] == "non-C"}),
         "n_generations": len(recs),
         "baseline": baseline,

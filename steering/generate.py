@@ -16,8 +16,9 @@ residual stream at ``layers`` (hook points as in :mod:`steering.hooks`: layer ``
 * ``"generated"``: generated tokens only;
 * ``"all"``: every non-pad position, prefix included (no prefix sharing then: the prefix is steered per row).
 
-The stop rule is :func:`behavioural.generation.finish`, the one every backend uses, so a steered record
-with alpha 0 is the unsteered record. No model hook outlives the call (registered in ``try``, removed in
+The stop rule is the fast path's own (``behavioural.generation``'s row stepper, the rule of
+:func:`behavioural.generation.finish` that every backend uses), so a steered record with alpha 0 is the
+unsteered record. No model hook outlives the call (registered in ``try``, removed in
 ``finally``); the model's other hooks are never touched.
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _steered_rows(model, tokenizer, rows: list[list[int]], deltas, state: _RowSt
     import torch
     from transformers import DynamicCache
 
-    from behavioural.generation import finish
+    from behavioural.generation import _row_stepper
 
     device = next(model.parameters()).device
     n = len(rows)
@@ -136,18 +137,11 @@ def _steered_rows(model, tokenizer, rows: list[list[int]], deltas, state: _RowSt
     active = list(range(n))  # batch row -> input row
     generated: list[list[int]] = [[] for _ in range(n)]
     results: list[Any] = [None] * n
+    step = _row_stepper(tokenizer, results, generated, max_new_tokens=max_new_tokens, stop_ids=stop_ids,
+                        stop_at_answer=stop_at_answer, newline_ids=newline_ids)
     while True:
         nxt = logits.argmax(dim=-1)  # [b] greedy
-        keep: list[int] = []
-        for b, (r, t) in enumerate(zip(active, nxt.tolist())):
-            g = generated[r]
-            g.append(t)
-            if t in stop_ids or t in newline_ids or len(g) >= max_new_tokens:
-                done = finish(tokenizer, g, stop_ids, stop_at_answer, max_new_tokens, newline_ids)
-                if done is not None:
-                    results[r] = done
-                    continue
-            keep.append(b)
+        keep = [b for b, (r, t) in enumerate(zip(active, nxt.tolist())) if not step(r, t)]
         if not keep:
             break
         if len(keep) < len(active):

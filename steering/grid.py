@@ -86,18 +86,14 @@ def load_directions(path: str | Path) -> Directions:
     if not f.is_file():
         raise SweepError(f"no directions file at {str(f)!r}; run python -m probes.train first or pass "
                          "--directions PROBES_DIR")
+    from probes.data import ProbeError
+    from probes.directions import read_directions
+
     try:
-        from probes.directions import read_directions
-    except ImportError:  # pragma: no cover - until the probes reader lands
-        read_directions = None  # type: ignore[assignment]
-    try:
-        if read_directions is not None:
-            ds = read_directions(f)
-        else:  # pragma: no cover
-            ds = _read_h5(f)
-    except SweepError:
-        raise
-    except Exception as e:  # ProbeError, OSError from h5py on a truncated file, KeyError on a missing dataset
+        ds = read_directions(f)
+    except ProbeError as e:
+        raise SweepError(str(e).splitlines()[0]) from None
+    except (OSError, KeyError, ValueError, TypeError) as e:  # anything h5py raises that the reader let through
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SweepError(f"cannot read directions file {str(f)!r} ({msg}); re-run python -m probes.train") from None
     layers = [int(x) for x in _attr(ds, "layers", default=[])]
@@ -122,32 +118,6 @@ def load_directions(path: str | Path) -> Directions:
         if rn is not None and not (np.isfinite(rn) and rn > 0):
             raise SweepError(f"{out.path}: layer {L}'s resid_norm is {rn}; re-run python -m probes.train")
     return out
-
-
-def _read_h5(f: Path) -> dict[str, Any]:  # pragma: no cover - fallback until probes.directions.read_directions
-    import hashlib
-
-    import h5py
-
-    bases, norms = {}, {}
-    with h5py.File(f, "r") as h:
-        kind = h.attrs.get("kind")
-        if kind is not None and str(kind) != "probe_directions":
-            raise SweepError(f"{f} is not a probe directions file (kind={kind!r}); pass the probes output directory")
-        attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in h.attrs.items()}
-        layers = [int(x) for x in np.atleast_1d(h.attrs.get("layers", []))]
-        if not layers:
-            layers = sorted(int(k.split("_", 1)[1]) for k in h.keys() if k.startswith("layer_"))
-        for L in layers:
-            g = h.get(f"layer_{L}")
-            if g is None or "basis" not in g:
-                raise SweepError(f"{f}: layer {L} is listed but /layer_{L}/basis is missing")
-            bases[L] = np.asarray(g["basis"][...], dtype=np.float32)
-            rn = g.attrs.get("resid_norm")
-            norms[L] = float(rn) if rn is not None else None
-        sel = h.attrs.get("selected_layer")
-    return {"layers": layers, "bases": bases, "resid_norm": norms, "selected_layer": sel, "attrs": attrs,
-            "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
 
 
 def random_basis(k: int, d: int, seed: int) -> np.ndarray:

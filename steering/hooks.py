@@ -82,42 +82,51 @@ class SteeringError(ValueError):
 
 
 def _unwrap(model):
-    """Accept a LoadedModel or an HF model."""
-    return getattr(model, "model", model) if hasattr(model, "tokenizer") else model
+    """Accept a LoadedModel, an HF model, or a wrapper :mod:`behavioural.layers` knows."""
+    from behavioural.layers import unwrap_model
+
+    return unwrap_model(model)
 
 
 def decoder_layers(model):
-    """The decoder blocks' ModuleList of a Hugging Face causal LM (Llama/Gemma/Qwen/Mistral/GPT-2/NeoX...)."""
-    model = _unwrap(model)
-    for path in ("model.layers", "model.language_model.layers", "transformer.h", "gpt_neox.layers",
-                 "model.decoder.layers", "layers"):
-        obj = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if obj is not None and hasattr(obj, "__len__") and len(obj) > 0:
-            return obj
-    raise SteeringError(f"cannot find the decoder layers of {type(model).__name__}; steering supports HF causal LMs")
+    """The decoder blocks' ModuleList (resolved by :func:`behavioural.layers.decoder_layers`, the one home of
+    the layer convention)."""
+    from behavioural.layers import LayerError
+    from behavioural.layers import decoder_layers as _decoder_layers
+
+    try:
+        return _decoder_layers(model)[1]
+    except LayerError as e:
+        raise SteeringError(str(e)) from None
 
 
 def n_layers(model) -> int:
+    """Number of decoder blocks (hidden-states layers run 0..n_layers)."""
     return len(decoder_layers(model))
 
 
 def d_model(model) -> int:
-    model = _unwrap(model)
-    return int(model.get_input_embeddings().weight.shape[1])
+    """Residual-stream width (:func:`behavioural.layers.d_model`)."""
+    from behavioural.layers import LayerError
+    from behavioural.layers import d_model as _d_model
+
+    try:
+        return _d_model(model)
+    except LayerError as e:
+        raise SteeringError(str(e)) from None
 
 
 def hook_module(model, layer: int):
-    """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else)."""
-    model = _unwrap(model)
-    n = n_layers(model)
-    if not isinstance(layer, (int, np.integer)) or not 0 <= int(layer) <= n:
-        raise SteeringError(f"unknown layer {layer!r}: this model has hidden_states layers 0..{n} (0 = embeddings)")
-    layer = int(layer)
-    return model.get_input_embeddings() if layer == 0 else decoder_layers(model)[layer - 1]
+    """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
+    by :func:`behavioural.layers.hidden_state_module`."""
+    from behavioural.layers import LayerError, hidden_state_module
+
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+        raise SteeringError(f"unknown layer {layer!r}: pass an integer hidden-states layer index")
+    try:
+        return hidden_state_module(model, int(layer))
+    except LayerError as e:
+        raise SteeringError(str(e)) from None
 
 
 # ------------------------------------------------------------------------------------------------ vectors

@@ -1,7 +1,7 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes  (this module: ``sweep.png``)
 
-Moved-of-all fraction of the C cases against alpha, one line per k (one panel per layer), with Wilson
-bands; the matched control dashed; the alpha-0 rerun dotted; the verdict as the title.
+Moved-of-all fraction of the C cases against alpha, one line per k (one panel per layer), with
+question-clustered bands; the matched control dashed; the alpha-0 rerun dotted; the verdict as the title.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
                         continue
                     xs.append(d["alpha_rel"])
                     ys.append(r["rate"])
-                    lo.append(r["wilson"][0])
-                    hi.append(r["wilson"][1])
+                    lo.append(r["lo"] if r.get("lo") is not None else r["rate"])
+                    hi.append(r["hi"] if r.get("hi") is not None else r["rate"])
                 if xs:
                     label = f"k={k}" if which == "probe" else f"k={k} {ds[0]['control']['kind']} control"
                     ax.plot(xs, ys, style, color=color, label=label)
