@@ -52,6 +52,7 @@ class SweepConfig:
     n_non_c: int | None = None
     seed: int = 0
     exclude_questions: str | None = None  # file of question keys/ids the directions were fitted on
+    allow_overlap: bool = False  # also steer the directions' fitting questions (recorded; not a held-out test)
     max_new_tokens: int = 128
     batch_size: int = 32
     positions: str = "continuation"

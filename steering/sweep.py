@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exclude-questions", default=None, metavar="FILE",
                    help="question keys or ids (one per line, or a JSON list) the directions were fitted on: never "
                         "steered (directions.h5's own recorded split is always applied)")
+    p.add_argument("--allow-overlap", action="store_true",
+                   help="also steer questions the directions were fitted on (recorded; not a held-out test)")
     p.add_argument("--sesoi", type=float, default=100 * DEFAULT_SESOI,
                    help="smallest effect of interest in percentage points: a null verdict must exclude it (default %(default)g)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="generation budget per continuation (default %(default)s)")
@@ -119,7 +121,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
         alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
         random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
-        n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions, sesoi=args.sesoi / 100.0,
+        n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
+        allow_overlap=args.allow_overlap, sesoi=args.sesoi / 100.0,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
         device=args.device, resume=args.resume, allow_incomplete=args.allow_incomplete, allow_other_model=args.allow_other_model,
         progress=not args.no_progress,
@@ -158,12 +161,46 @@ def _check_directions_model(dirs: Directions, run) -> None:
                          "directory of this run")
 
 
+def _store_questions(dirs: Directions) -> tuple[set[str] | None, str]:
+    """Question keys and ids of the activation store the directions were fitted from (the probes fit the
+    directions on its labelled rows), or None when the file names no readable store."""
+    store = dirs.attrs.get("store")
+    if isinstance(store, (bytes, str)):
+        try:
+            store = json.loads(store)
+        except ValueError:
+            return None, ""
+    path = store.get("path") if isinstance(store, dict) else None
+    if not path or not Path(path).is_file():
+        return None, ""
+    try:
+        from activations.store import open_store
+
+        with open_store(path, allow_incomplete=True) as st:
+            rows = st.rows
+            keys = {str(x) for x in rows["question_key"] if x} | {str(x) for x in rows["question_id"] if x}
+    except Exception:  # a damaged or moved store: the split is unknown, said so in the output
+        return None, ""
+    return keys, str(path)
+
+
 def _split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any], set[str], set[str] | None]:
-    """(record for config.json, question keys/ids to exclude, keys/ids to keep or None)."""
+    """(record for config.json, question keys/ids to exclude, keys/ids to keep or None).
+
+    The fitting questions come from, in order: the split ``directions.h5`` records (``fit_question_keys`` /
+    ``held_out_question_keys``...), else the questions of the activation store the directions name (the
+    probes fit them on its labelled rows), plus ``--exclude-questions``. ``allow_overlap`` steers them anyway
+    (recorded as ``disjoint: false``).
+    """
     fit = dirs.fit_split() or {}
     exclude = set(fit.get("fit", []))
     include = set(fit["held_out"]) if "held_out" in fit else None
     sources = ["directions.h5"] if fit else []
+    if not fit:
+        keys, store_path = _store_questions(dirs)
+        if keys is not None:
+            exclude |= keys
+            sources.append(f"questions of the activation store the directions were fitted on ({store_path})")
     if config.exclude_questions:
         exclude |= read_question_list(config.exclude_questions)
         sources.append(f"--exclude-questions {config.exclude_questions}")
@@ -172,11 +209,17 @@ def _split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any], set[s
         "source": " + ".join(sources) if sources else "none",
         "n_fit_questions": len(exclude) if exclude else None,
         "n_held_out_questions": len(include) if include is not None else None,
-        "disjoint": True if known else None,
-        "note": ("steered questions are disjoint from the directions' fitting questions" if known else
-                 "directions.h5 records no fitting split and no --exclude-questions was given: steered questions "
-                 "may overlap the questions the directions were fitted on"),
+        "disjoint": (False if config.allow_overlap else True) if known else None,
+        "note": ("steered questions are disjoint from the directions' fitting questions" if known and not
+                 config.allow_overlap else
+                 "--allow-overlap: steered questions INCLUDE questions the directions were fitted on; the verdict "
+                 "is not a held-out test" if known else
+                 "directions.h5 records no fitting split and names no readable activation store, and no "
+                 "--exclude-questions was given: steered questions may overlap the questions the directions "
+                 "were fitted on"),
     }
+    if config.allow_overlap:
+        return rec, set(), None
     return rec, exclude, include
 
 
@@ -390,7 +433,11 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
         if not sample.c:
             why = (f"no type-C perturbed continuation of {str(run.path)!r} is left to steer "
                    f"({sample.stats['n_perturbed']} perturbed records, {sample.stats['n_excluded_fit_questions']} "
-                   "excluded as fitting questions)")
+                   "excluded as fitting questions")
+            if sample.stats["n_excluded_fit_questions"]:
+                why += ("; fit the directions on a subset of questions (e.g. python -m activations.cache --shard 0/2, "
+                        "then probes on that store) so that others stay held out")
+            why += ")"
             summary = {"schema_version": SCHEMA_VERSION, "status": "insufficient_data",
                        "verdict_code": "insufficient_data", "verdict": f"insufficient_data: {why}; nothing to steer",
                        "n_c_cases": 0, "n_c_questions": 0, "n_non_c_cases": 0, "n_generations": 0,
@@ -462,6 +509,11 @@ def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> d
     summary = {"schema_version": SCHEMA_VERSION}
     summary.update(summarize_records(recs, grid, sesoi=config.get("sesoi", DEFAULT_SESOI),
                                      level=config.get("level", 0.05), seed=config.get("seed", 0)))
+    split = config.get("split") or {}
+    if summary["verdict_code"] != "insufficient_data" and split.get("disjoint") is not True:
+        summary["verdict"] += (" [caution: the directions were fitted on steered questions; not a held-out test]"
+                               if split.get("disjoint") is False else
+                               " [caution: unknown whether the directions were fitted on the steered questions]")
     summary.update({
         "cases": config.get("case_sample"),
         "split": config.get("split"),

@@ -476,6 +476,10 @@ def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path
     s4 = run_sweep(_cfg(run, held, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, output=str(tmp_path / "held_out")),
                    lm=lm, echo=lambda m: None)
     assert s4["n_c_questions"] == 1
+    # --allow-overlap steers the fitting questions too, and says so
+    s5 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, allow_overlap=True,
+                        output=str(tmp_path / "overlap")), lm=lm, echo=lambda m: None)
+    assert s5["n_c_questions"] == 4 and s5["split"]["disjoint"] is False and "not a held-out test" in s5["verdict"]
 
 
 def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
@@ -647,3 +651,22 @@ def test_format_summary_text_and_md(tokenizer, tmp_path):
     md = format_summary(s, style="md")
     assert "| setting |" in md and "**Verdict.**" in md
     assert format_table(s).splitlines()[0].startswith("setting")
+
+
+def test_fitting_questions_read_from_the_directions_store(tokenizer, tmp_path):
+    from activations.store import StoreWriter
+    from steering.sweep import run_sweep
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3
+    store = tmp_path / "activations.h5"
+    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
+    rows = [{"continuation_id": f"c{i}", "question_id": f"q{i}", "label": "C", "input_tokens": 5} for i in (0, 1)]
+    w.append(rows, {"prefix_last": np.zeros((2, 1, 64))}, {"prefix_last": np.zeros((2, 2), np.int32)})
+    w.finish()
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])},
+                       attrs={"store": json.dumps({"path": str(store)})})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    assert s["n_c_questions"] == 2 and s["split"]["disjoint"] is True and "activation store" in s["split"]["source"]
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    assert {r["question_id"] for r in recs} == {"q2", "q3"}
