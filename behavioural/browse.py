@@ -1,4 +1,4 @@
-"""python -m behavioural.browse RUN_DIR [RUN_DIR ...] [--output FILE.html] [--labelling NAME]
+"""python -m behavioural.browse RUN_DIR [RUN_DIR ...] [--output FILE.html] [--labelling NAME] [--steering FILE]
 
 The trace browser: one self-contained HTML file (data and script inline; no server, CDN or network) to read
 what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse.html``).
@@ -129,8 +129,10 @@ def _evidence(lrec: dict | None) -> tuple[list | None, list | None]:
     return spans or None, judge or None
 
 
-def _steering(run: Run) -> list[dict]:
-    p = run.path / "steering" / "generations.jsonl"
+def _steering(run: Run, path: str | os.PathLike[str] | None = None) -> list[dict]:
+    p = Path(path) if path is not None else run.path / "steering" / "generations.jsonl"
+    if path is not None and not p.is_file():
+        raise BrowseError(f"--steering {str(p)!r} not found; pass the generations.jsonl written by python -m steering.sweep")
     return [r for r in read_jsonl(p) if isinstance(r, dict)] if p.is_file() else []
 
 
@@ -146,9 +148,13 @@ def _effect(r: dict) -> str:
     return "broken" if not ok else "same"
 
 
-def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None = None) -> dict[str, Any]:
-    """The browser's data for one or more runs: compact columnar JSON with one string table ``S``."""
+def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None = None,
+            steering: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The browser's data for one or more runs: compact columnar JSON with one string table ``S``.
+    ``steering``: a ``generations.jsonl`` (default ``RUN_DIR/steering/generations.jsonl`` of each run, if any)."""
     runs = [Run(p) for p in run_dirs]
+    if steering is not None and len(runs) > 1:
+        raise BrowseError("--steering names one sweep's generations but several runs were given; browse one run")
     S = _Strings()
     C: dict[str, list] = {k: [] for k in ("id", "run", "q", "cond", "strat", "pos", "mem", "li", "nl", "orig", "edit",
                                          "prefix", "text", "ans", "gold", "ok", "lab", "why", "fin", "ntok", "task",
@@ -234,7 +240,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             ev, judge = _evidence(lrec)
             C["ev"].append([[a, b, S(t), S(x)] for a, b, t, x in ev] if ev else None)
             C["judge"].append([[S(a), S(b), _tri(c), e] for a, b, c, e in judge] if judge else None)
-        for r in _steering(run):
+        for r in _steering(run, steering):
             row = rows.get(str(r.get("case_id")))
             if row is None:
                 continue
@@ -278,7 +284,7 @@ def render(data: dict[str, Any], *, title: str = "trace browser") -> str:
 
 
 def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], output: str | os.PathLike[str] | None = None,
-                  *, labelling: str | None = None) -> Path:
+                  *, labelling: str | None = None, steering: str | os.PathLike[str] | None = None) -> Path:
     """Write the browser for ``run_dirs`` (default ``RUN_DIR/browse.html``) atomically; returns its path."""
     dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
     if not dirs:
@@ -290,7 +296,7 @@ def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[
         raise BrowseError(f"--output {str(out)!r} is a directory; name an .html file")
     if not out.parent.is_dir():
         raise BrowseError(f"--output directory {str(out.parent)!r} does not exist; create it first")
-    data = collect(dirs, labelling=labelling)
+    data = collect(dirs, labelling=labelling, steering=steering)
     title = "trace browser: " + ", ".join(Path(d).name or str(d) for d in dirs)
     page = render(data, title=title)
     tmp = out.with_name(out.name + ".tmp")
@@ -306,13 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(several: one browser over all, with a model filter)")
     p.add_argument("--output", "-o", default=None, help=f"the HTML file to write (default RUN_DIR/{DEFAULT_NAME})")
     p.add_argument("--labelling", default=None, help="labels/<NAME> to show (default: the newest complete labelling)")
+    p.add_argument("--steering", default=None, metavar="GENERATIONS_JSONL",
+                   help="a steering sweep's generations.jsonl (default RUN_DIR/steering/generations.jsonl when present)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        out = write_browser(args.run_dirs, args.output, labelling=args.labelling)
+        out = write_browser(args.run_dirs, args.output, labelling=args.labelling, steering=args.steering)
     except (BrowseError, RunDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -862,6 +870,7 @@ document.addEventListener('keydown', (e) => {
 readHash();
 document.body.dataset.ready = '1';
 document.body.dataset.readyMs = String(Math.round(performance.now()));
+requestAnimationFrame(() => setTimeout(() => { document.body.dataset.paintMs = String(Math.round(performance.now())); }, 0));
 })();
 """
 

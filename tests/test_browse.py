@@ -189,7 +189,8 @@ def test_cli_writes_and_refuses(small_run, tmp_path, capsys):
     for argv, msg in (([str(tmp_path / "nope")], "does not exist"),
                       ([str(small_run), "--output", str(tmp_path / "x.txt")], "does not end in .html"),
                       ([str(small_run), "--output", str(tmp_path / "no" / "x.html")], "does not exist"),
-                      ([str(small_run), "--labelling", "nope"], "not found")):
+                      ([str(small_run), "--labelling", "nope"], "not found"),
+                      ([str(small_run), "--steering", str(tmp_path / "g.jsonl")], "not found")):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err
@@ -550,6 +551,11 @@ def test_scale_20k_size_and_first_paint(driver, tmp_path):
     size_mb = out.stat().st_size / 1e6
     _open(driver, out)
     ready_ms = int(driver.execute_script("return document.body.dataset.readyMs"))
+    for _ in range(50):
+        paint_ms = driver.execute_script("return document.body.dataset.paintMs")
+        if paint_ms:
+            break
+        time.sleep(0.02)
     fcp = driver.execute_script("const e = performance.getEntriesByName('first-contentful-paint')[0]; "
                                 "return e ? e.startTime : null")
     n_rows = len(driver.find_elements(By.CSS_SELECTOR, "#spacer .row"))
@@ -561,7 +567,18 @@ def test_scale_20k_size_and_first_paint(driver, tmp_path):
     for _ in range(20):
         body.send_keys("j")
     step_ms = 1000 * (time.perf_counter() - t) / 20
-    res = {"continuations": 20_000, "file_mb": round(size_mb, 2), "write_s": round(build_s, 2), "ready_ms": ready_ms,
+    driver.find_element(By.ID, "clear").click()
+    t = time.perf_counter()
+    driver.execute_script("const s = document.getElementById('search'); s.value = 'recheck'; s.dispatchEvent(new Event('input'))")
+    want = int(driver.execute_script("return document.getElementById('count').dataset.visible"))
+    while int(driver.execute_script("return document.getElementById('count').dataset.visible")) == want and \
+            time.perf_counter() - t < 5:
+        time.sleep(0.01)
+    search_ms = 1000 * (time.perf_counter() - t) - 120  # minus the typing debounce
+    text_mb = sum(len(c.continuation) for c in Run(rd).continuations()) / 1e6
+    res = {"continuations": 20_000, "file_mb": round(size_mb, 2), "continuation_text_mb": round(text_mb, 2),
+           "write_s": round(build_s, 2), "ready_ms": ready_ms, "painted_ms": int(paint_ms),
+           "search_ms": round(search_ms),
            "first_contentful_paint_ms": None if fcp is None else round(fcp), "rows_in_dom": n_rows,
            "filter_click_ms": round(filter_ms), "keystep_ms": round(step_ms)}
     print("\nBROWSE_SCALE " + json.dumps(res), file=sys.stderr)
