@@ -1,7 +1,7 @@
 """Probe sweep cost: the batched torch solver against today's scikit-learn path, on a synthetic store of 1/8
 of the paper's scale, and a projection to the paper's scale.
 
-    flock /tmp/cpu.lock .venv/bin/python bench/bench_probes.py --json bench_probes.json   # ~10 min, 2 cores
+    flock /tmp/cpu.lock .venv/bin/python bench/bench_probes.py --json bench_probes.json   # ~6 min, 2 busy cores
     .venv/bin/python bench/bench_probes.py --quick                                      # ~1 min sanity run
 
 Synthetic store (in memory, one layer generated at a time): residual-stream-like activations, i.e. a
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{c:g}: {x:.4f}/{y:.4f}" for c, x, y in zip(sk["Cs"], sk["acc_sklearn"], sk["acc_torch"])))
     cn, cd, cl = (int(v) for v in a.check.split(","))
     acc_sweep = check_accuracy(cn, cd, cl)
-    print(f"full sweep check at {cn} x {cl} x {cd}: max |accuracy diff| {acc_sweep:.2f} pp", flush=True)
+    print(f"full sweep check at {cn} rows x {cl} layers x {cd} d: max |accuracy diff| {acc_sweep:.2f} pp", flush=True)
     max_diff = max(acc_path, acc_sweep)
     eig_cpu, eig_wall = time_eigh(PAPER["rows"] if not a.quick else 4 * n, PAPER["d_model"] if not a.quick else 2 * d)
     eig8_cpu, eig8_wall = time_eigh(n, d)
