@@ -56,10 +56,10 @@ def permutation_correct_sklearn(kind: str, X: np.ndarray, y_perms: np.ndarray, f
             if len(np.unique(yp[tr])) < 2 or not te.any():
                 continue
             if kind == "logistic":
-                if C_per_fold[k] is None:
+                Ck = C_per_fold[k]
+                if Ck is None:
                     continue
-                pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], pca=pca, seed=seed, inner_folds=0,
-                                    Cs=(float(C_per_fold[k]),))
+                pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], pca=pca, seed=seed, inner_folds=0, Cs=(float(Ck),))
             else:
                 pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], pca=pca, seed=seed, inner_folds=0)
             pipe.fit(X[tr], yp[tr])
@@ -67,12 +67,12 @@ def permutation_correct_sklearn(kind: str, X: np.ndarray, y_perms: np.ndarray, f
     return out
 
 
-def permutation_p(real: float | None, null: Sequence[float]) -> float | None:
+def permutation_p(real: float | None, null: Sequence[float] | np.ndarray) -> float | None:
     """``(1 + #{null >= real}) / (1 + P)``; None without a real value or a null."""
-    null = [v for v in null if v is not None and np.isfinite(v)]
-    if real is None or not null:
+    vals = [float(v) for v in null if v is not None and np.isfinite(v)]
+    if real is None or not vals:
         return None
-    return float((1 + sum(v >= real - 1e-12 for v in null)) / (1 + len(null)))
+    return float((1 + sum(v >= real - 1e-12 for v in vals)) / (1 + len(vals)))
 
 
 def null_summary(accs: np.ndarray, level: float = 0.95) -> dict:

@@ -18,6 +18,7 @@ and the benchmark call them without a store.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -116,7 +117,7 @@ def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boo
     ok = pred >= 0
     y, p = y[ok], pred[ok]
     correct = (y == p)
-    out = {"accuracy": rate(int(correct.sum()), int(len(y)), level)}
+    out: dict[str, Any] = {"accuracy": rate(int(correct.sum()), int(len(y)), level)}
     recalls = {}
     vals = []
     for i, c in enumerate(class_names):

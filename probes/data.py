@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class ProbeError(ValueError):
 
 @dataclass
 class ProbeData:
-    store: object  # activations.ActivationStore (open)
+    store: Any  # activations.ActivationStore (open), or anything with read(layer, position)
     target: str
     position: str
     layers: list[int]
@@ -35,7 +36,7 @@ class ProbeData:
     class_names: list[str]
     y_c: np.ndarray  # 1 = C, 0 = non-C (for directions)
     questions: np.ndarray  # question key per row (object): ``question_key`` when the store has it, else question_id
-    meta: object  # pandas DataFrame of the used rows (reset index)
+    meta: Any  # pandas DataFrame of the used rows (reset index)
     conditions: str
     notes: list[str] = field(default_factory=list)
     group_key: str = "question_id"  # which row column ``questions`` came from

@@ -18,7 +18,8 @@ from probes.data import ProbeError
 
 def _orthonormalise(rows: list[np.ndarray], names: list[str], tol: float = 1e-6) -> tuple[np.ndarray, list[str]]:
     """Gram-Schmidt (twice, for stability) keeping rows that are not (near) dependent on the ones before."""
-    basis, kept = [], []
+    basis: list[np.ndarray] = []
+    kept: list[str] = []
     for v, n in zip(rows, names):
         v = np.asarray(v, dtype=np.float64).copy()
         n0 = np.linalg.norm(v)

@@ -91,8 +91,8 @@ class DirectionSet:
 
     def info(self, layer: int) -> dict[str, Any]:
         """``{"resid_norm", "names", "logistic", "mass_mean", "basis", "layer", "target", "position", ...}``."""
-        L = _as_layer(layer)
-        b = self.basis(L)
+        b = self.basis(layer)
+        L = int(layer)
         return {**self.layer_attrs.get(L, {}), "names": list(self.names[L]), "resid_norm": self.resid_norm[L],
                 "logistic": self.logistic.get(L), "mass_mean": self.mass_mean.get(L), "basis": b, "layer": L,
                 "target": str(self.attrs.get("target", "")), "position": str(self.attrs.get("position", ""))}
@@ -153,7 +153,12 @@ def _read(p: Path) -> DirectionSet:
             layers = sorted(int(k.split("_", 1)[1]) for k in h.keys() if k.startswith("layer_"))
         if not layers:
             raise ProbeError(f"{p} holds no layers; {REMAKE}")
-        bases, names, norms, logi, mass, lattrs = {}, {}, {}, {}, {}, {}
+        bases: dict[int, np.ndarray] = {}
+        names: dict[int, list[str]] = {}
+        norms: dict[int, float | None] = {}
+        logi: dict[int, np.ndarray] = {}
+        mass: dict[int, np.ndarray] = {}
+        lattrs: dict[int, dict[str, Any]] = {}
         for L in layers:
             g = h.get(f"layer_{L}")
             if g is None or "basis" not in g:

@@ -66,7 +66,7 @@ def _predict(z: np.ndarray) -> np.ndarray:
 
 def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarray], *,
                   Cs: Sequence[float], inner_folds: int = 3, seed: int = 0, device: str = "cpu",
-                  tol: float = 1e-4, max_iter: int = 500, design: Design | None = None) -> list[dict]:
+                  tol: float = 1e-4, max_iter: int = 500, design: Design | None = None) -> list[dict | None]:
     """``LogisticProbe`` (inner grouped CV over ``Cs``, refit at the chosen C) on each training mask, batched.
 
     Returns per mask ``{"C", "inner_score", "cv_scores", "coef" [K, d], "intercept" [K], "n_inner_folds",
@@ -85,8 +85,14 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     masks, stats, owner, kind = [], [], [], []
     for i in live:
         for a, _ in inner[i]:
-            masks.append(a), stats.append(outer[i]), owner.append(i), kind.append("inner")
-        masks.append(outer[i]), stats.append(outer[i]), owner.append(i), kind.append("outer")
+            masks.append(a)
+            stats.append(outer[i])
+            owner.append(i)
+            kind.append("inner")
+        masks.append(outer[i])
+        stats.append(outer[i])
+        owner.append(i)
+        kind.append("outer")
     out: list[dict | None] = [None] * len(outer)
     if not masks:
         return out  # type: ignore[return-value]
@@ -100,8 +106,8 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     tests = {}
     k = 0
     for i in live:
-        for _, b in inner[i]:
-            tests[k] = b
+        for _, te_mask in inner[i]:
+            tests[k] = te_mask
             k += 1
         k += 1
     for j, C in enumerate(Cs):
@@ -134,7 +140,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
         W, b0 = D.raw_coef(th, torch.as_tensor([ob], device=D.X.device))
         out[i] = {"C": float(C_), "inner_score": inner_score, "cv_scores": cv, "coef": W[0], "intercept": b0[0],
                   "n_inner_folds": len(rows), "converged": conv}
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _mass_mean_problem(mu: np.ndarray, sig: np.ndarray, sums: np.ndarray, counts: np.ndarray,
@@ -260,16 +266,16 @@ def cv_predict(kind: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, fold
     for k in range(F):
         te = fold_ids == k
         scores = []
-        for _, b in inner[k]:
-            r = res[j]
+        for _, te_in in inner[k]:
+            mm = res[j]
             j += 1
-            if r is not None:
-                scores.append(float(np.mean(_mm_predict(X[b], *r)[0] == y[b])))
+            if mm is not None:
+                scores.append(float(np.mean(_mm_predict(X[te_in], *mm)[0] == y[te_in])))
         if res[k] is None or not te.any():
             inner_sc.append(float("nan"))
             skipped.append(k)
             continue
-        p, z = _mm_predict(X[te], *res[k])
+        p, z = _mm_predict(X[te], *res[k])  # type: ignore[misc]
         pred[te] = p
         if dec.ndim == 1 and z.ndim == 1:
             dec[te] = z
@@ -302,7 +308,7 @@ def _permutation_correct(kind: str, X: np.ndarray, y_perms: np.ndarray, fold_ids
             live = [i for i, r in enumerate(res) if r is not None]
             if not live:
                 continue
-            Z = Xf @ np.concatenate([res[i][1] for i in live]).T  # all projections in one GEMM
+            Z = Xf @ np.concatenate([res[i][1] for i in live]).T  # type: ignore[index]  # one GEMM
             col = 0
             for i in live:
                 classes, W, b = res[i]  # type: ignore[misc]
@@ -341,7 +347,7 @@ def logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks:
     "converged"}`` (raw coordinates: ``z = x @ coef.T + intercept``), or ``None`` where the mask holds one
     class. ``y`` holds class indices 0..K-1; with K > 2 every mask must hold all K classes (else ValueError).
     """
-    with thread_limit(*np.shape(X), device):
+    with thread_limit(int(np.shape(X)[0]), int(np.shape(X)[1]), device):
         return _logistic_fits(X, y, groups, train_masks, Cs=Cs, inner_folds=inner_folds, seed=seed, device=device,
                               tol=tol, max_iter=max_iter)
 
@@ -354,6 +360,6 @@ def permutation_correct(kind: str, X: np.ndarray, y_perms: np.ndarray, fold_ids:
 
     The logistic control uses, per fold, the C the real labels chose (``C_per_fold``) instead of repeating
     the inner C search for every permutation; mass-mean has no hyperparameter and is refitted exactly."""
-    with thread_limit(*np.shape(X), device):
+    with thread_limit(int(np.shape(X)[0]), int(np.shape(X)[1]), device):
         return _permutation_correct(kind, X, y_perms, fold_ids, C_per_fold, device=device, tol=tol,
                                     max_iter=max_iter)

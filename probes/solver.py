@@ -24,7 +24,7 @@ residual-stream dimensions with large offsets. Works on any torch device (CPU, C
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -121,7 +121,7 @@ class Design:
     def precondition(self, q: torch.Tensor, lam: torch.Tensor, h: float) -> torch.Tensor:
         """``H0 q`` for q [B, K, d+1]: ``(h R + lam_b I)^-1`` on the weights (R the feature correlation, h
         the curvature of the loss at 0), ``1 / h`` on the intercept. Identity without a preconditioner."""
-        if self.evecs is None:
+        if self.evecs is None or self.evals is None:
             return q
         B, K, _ = q.shape
         c = q[:, :, :-1].reshape(B * K, -1) @ self.evecs  # [B*K, d]
@@ -191,9 +191,9 @@ def _loss_grad(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: t
     return loss, torch.cat([gW, sR[:, :, None]], dim=2)
 
 
-def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor,
-          Cs: np.ndarray | torch.Tensor, *, n_classes: int, theta0: torch.Tensor | None = None, tol: float = 1e-4,
-          max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
+def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor | Sequence[int],
+          Cs: np.ndarray | torch.Tensor | Sequence[float], *, n_classes: int, theta0: torch.Tensor | None = None,
+          tol: float = 1e-4, max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
     """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
     (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
     coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""
@@ -202,9 +202,9 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
                       max_iter=max_iter, history=history)
 
 
-def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor,
-          Cs: np.ndarray | torch.Tensor, *, n_classes: int, theta0: torch.Tensor | None = None, tol: float = 1e-4,
-          max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
+def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor | Sequence[int],
+           Cs: np.ndarray | torch.Tensor | Sequence[float], *, n_classes: int, theta0: torch.Tensor | None = None,
+           tol: float = 1e-4, max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
     """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
     (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
     coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""

@@ -197,9 +197,9 @@ class _Backend:
 
                     fits = logistic_fits(X, y, groups, [trains[i] for i in live], Cs=self.Cs,
                                          inner_folds=self.inner_folds, seed=self.seed, device=self.device)
-                    for i, r in zip(live, fits):
-                        if r is not None:
-                            out[i] = _predict(X[tests[i]] @ r["coef"].T + r["intercept"])
+                    for i, fit in zip(live, fits):
+                        if fit is not None:
+                            out[i] = _predict(X[tests[i]] @ fit["coef"].T + fit["intercept"])
                     return out
                 from probes.fast import _mm_predict, mass_mean_fits
 
@@ -355,7 +355,7 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
         del X
 
     maj = majority_baseline(y, fold_ids, names)
-    probes_out: dict[str, dict] = {}
+    probes_out: dict[str, dict[str, Any]] = {}
     nested_preds: dict[str, np.ndarray] = {}
     for pk in probes:
         nest = nested_selection(per_layer[pk], data.layers, y, fold_ids)
@@ -393,7 +393,7 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
             },
         }
     # transfer at one layer per probe: leave-one-strategy-out, and train-on-one by strategy / edit position
-    transfer_out: dict[str, dict] = {}
+    transfer_out: dict[str, dict[str, Any]] = {}
     if transfer:
         avail_by = [b for b in TRANSFER_BY if len(set(("" if v is None else str(v)) for v in data.meta[b])) >= 2]
         for pk in probes:

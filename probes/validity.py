@@ -170,7 +170,9 @@ def transfer(y: np.ndarray, fold_ids: np.ndarray, values: Sequence[Any], fit_pre
             te = fold_ids == k
             if mode == "leave_one_out":
                 te = te & (vals == v)
-            trains.append(tr), tests.append(te), owner.append((v, k))
+            trains.append(tr)
+            tests.append(te)
+            owner.append((v, k))
     preds = fit_predict(trains, tests)
     out = []
     for v in uniq:
