@@ -11,6 +11,7 @@ OS errors on user paths (read-only or full destinations, missing files) are repo
 """
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from collections.abc import Callable, Iterable
@@ -20,6 +21,14 @@ from behavioural.rundir import RunDirError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line: ``error: <message> (see <prog> --help)``, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
 
 
 class UsageError(ValueError):
@@ -84,6 +93,22 @@ def check_device(device: str | None, option: str = "--device") -> None:
     avail = available_devices()
     if device not in avail:
         raise UsageError(f"{option} {device!r} is not available here; choose one of {', '.join(avail)}")
+
+
+def check_model_file(name: str | None, option: str = "--model") -> None:
+    """Refuse a ``.gguf`` path that is missing or not a GGUF file (magic bytes), before anything is loaded."""
+    if not name or not str(name).endswith(".gguf"):
+        return
+    from pathlib import Path
+
+    p = Path(name)
+    if not p.is_file():
+        raise UsageError(f"{option} {name!r}: no such .gguf file; pass an existing GGUF file or a model name")
+    with open(p, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise UsageError(f"{option} {name!r} is not a GGUF file (it does not start with the GGUF magic bytes); pass a "
+                         "real .gguf file, a model directory or a model name")
 
 
 def check_number(value: float | int | None, option: str, *, minimum: float | None = None,

@@ -52,6 +52,7 @@ from behavioural.records import _Record
 from behavioural.rundir import (
     JsonlWriter,
     RunDirError,
+    check_jsonl_tail,
     file_sha256,
     git_info,
     now,
@@ -144,16 +145,8 @@ def final_label(correct: bool | None, noticed: bool | None) -> tuple[str | None,
 
 
 def check_tail(path: Path, run_dir: Path) -> None:
-    """Refuse a JSONL file whose last line is half-written (the mark of a crash)."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    with open(path, "rb") as f:
-        f.seek(-1, 2)
-        last = f.read(1)
-    if last != b"\n":
-        n = path.read_bytes().count(b"\n") + 1
-        raise RunDirError(f"{path}:{n}: the last line is half-written (the run was interrupted); repair it with "
-                          f"python -m behavioural.run --resume {run_dir}")
+    """Refuse a JSONL file whose last line is half-written (see :func:`behavioural.rundir.check_jsonl_tail`)."""
+    check_jsonl_tail(path, run_dir)
 
 
 def read_run(run_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[Run, list[dict], dict[str, str]]:
@@ -401,6 +394,10 @@ def build_labellers(config: LabelConfig, specs: Sequence[str] | None = None) -> 
     for s in specs:
         if s != "rule" and not (s.startswith("judge:") and len(s) > len("judge:")):
             raise LabelError(f"unknown labeller {s!r}; use 'rule' or 'judge:<model>' (e.g. judge:smollm2-135m-instruct)")
+        if s.startswith("judge:"):
+            from behavioural.cli import check_model_file
+
+            check_model_file(s[len("judge:"):], option="--labeller judge:")
     return [make_labeller(s, device=config.device, dtype=config.dtype, quantize=config.quantize,
                           max_new_tokens=config.judge_max_new_tokens, batch_size=config.judge_batch_size,
                           judge_all=config.judge_all) for s in specs]
@@ -549,7 +546,9 @@ def format_summary(summary: dict, style: str = "text") -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    from behavioural.cli import OneLineParser
+
+    ap = OneLineParser(
         prog="python -m behavioural.label",
         description="Label a run's continuations A/B/C (new labels/<name>/ per run, never overwritten; --resume continues "
                     "an interrupted one), or export/import blind human annotation sheets and report Cohen's kappa.",

@@ -44,7 +44,9 @@ _FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m behavioural.run", description=__doc__.split("\n\n")[0],
+    from .cli import OneLineParser
+
+    p = OneLineParser(prog="python -m behavioural.run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", default=DEFAULT_MODEL, help="model name: the embedded default, a paper alias "
                    "(gemma-2-9b-it, llama-3.1-8b-instruct, deepseek-r1-distill-qwen-7b), a HF id, a local dir or a .gguf")
@@ -235,7 +237,7 @@ def _check_writable(out_dir: Path) -> None:
 
 def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=None) -> dict:
     """Run (or resume) the behavioural stage; returns the summary dict. Refusals modify nothing."""
-    from .cli import check_device
+    from .cli import check_device, check_model_file
     from .data import load_questions, sample
     from .protocol import check_resume, run_protocol
     from .rundir import RunDirError, is_fresh_dir, output_lock
@@ -247,6 +249,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
     validate_settings(s)
     if lm is None:
         check_device(config.device)
+        check_model_file(s.model)
     created = False
     if config.resume:
         Run(out_dir)  # a run directory with a manifest, or a one-line error

@@ -191,6 +191,24 @@ def read_jsonl(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
     return rows
 
 
+def check_jsonl_tail(path: str | os.PathLike, run_dir: str | os.PathLike | None = None) -> None:
+    """Refuse a JSONL file whose last line is half-written (the mark of a crash), naming the line and the fix.
+
+    Only a resume repairs such a file (:func:`read_jsonl` with ``repair=True``); every other reader refuses.
+    """
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return
+    with open(p, "rb") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+    if last != b"\n":
+        n = p.read_bytes().count(b"\n") + 1
+        where = run_dir if run_dir is not None else p.parent
+        raise RunDirError(f"{p}:{n}: the last line is half-written (the run was interrupted); repair it with "
+                          f"python -m behavioural.run --resume {where}")
+
+
 def write_json(path: str | os.PathLike, obj) -> None:
     """Write JSON atomically (temp file + rename), so readers never see half a file."""
     p = Path(path)

@@ -12,6 +12,7 @@ stage's own summary (:mod:`study.report`).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,9 @@ from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, write
 
 def build_parser() -> argparse.ArgumentParser:
     d = StudyConfig(output_dir="")
-    p = argparse.ArgumentParser(prog="python -m study", description=(__doc__ or "").split("\n\n")[0],
+    from behavioural.cli import OneLineParser
+
+    p = OneLineParser(prog="python -m study", description=(__doc__ or "").split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output-dir", default=None, help="new study directory (the run directory of every stage); "
                    "default runs/study-<time>")
@@ -84,25 +87,41 @@ def describe(c: StudyConfig) -> str:
 
 def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
     """Run (or resume) every stage on ``config.output_dir``; returns the report's path."""
+    from behavioural.cli import check_device, check_model_file
     from behavioural.rundir import RunDirError
-    from study.report import write_report
-    from study.stages import STAGES
 
     config.validate()
+    check_device(config.device)
+    check_model_file(config.model)
     out = Path(config.output_dir)
     if resume:
         if not out.is_dir():
             raise StudyError(f"--resume {out}: no such study directory; check the path, or start a new study with "
                              f"--output-dir {out}")
-    else:
-        if out.exists():
-            raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
-                              f"with --resume {out}")
-        from behavioural.run import _check_writable
+        if read_stored(out) is None:  # killed before it was stored: store it now (a refused resume writes nothing)
+            write_stored(out, config)
+        return _stages(out, config, log)
+    if out.exists():
+        raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
+                          f"with --resume {out}")
+    from behavioural.run import _check_writable
+    from behavioural.rundir import is_fresh_dir
 
-        _check_writable(out)
-        out.mkdir(parents=True)
-    write_stored(out, config)
+    _check_writable(out)
+    out.mkdir(parents=True)
+    try:
+        write_stored(out, config)
+        return _stages(out, config, log)
+    except BaseException:
+        if is_fresh_dir(out):  # refused before any stage wrote anything: leave nothing behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _stages(out: Path, config: StudyConfig, log) -> Path:
+    from study.report import write_report
+    from study.stages import STAGES
+
     t0 = time.perf_counter()
     bar = "=" * 8
     for st in STAGES:

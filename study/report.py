@@ -9,7 +9,6 @@ finished is reported as missing, not as empty numbers.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -70,10 +69,10 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from behavioural.cli import run_cli
+    from behavioural.cli import OneLineParser, run_cli
     from behavioural.rundir import RunDirError
 
-    ap = argparse.ArgumentParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("study_dir", help="a study directory written by python -m study")
     args = ap.parse_args(argv)
 
