@@ -59,6 +59,8 @@ class Settings:
     n_per_level: int | None = None
     data_dir: str | None = None
     input_file: str | None = None
+    #: "I/N": this run holds shard I of N of the question sample (behavioural.shards; merge with behavioural.merge)
+    shard: str | None = None
     #: settings that do not change results and may differ on resume
     batch_size: int = field(default=8, compare=False)
     backend: str = field(default="hf", compare=False)
@@ -259,6 +261,16 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         dropped = getattr(questions, "duplicates_dropped", 0)
         questions = dedupe(questions, source="run_protocol")
         questions.duplicates_dropped += dropped
+    shard_info = None
+    if settings.shard:
+        from .data import dataset_fingerprint
+        from .shards import parse_shard, select
+
+        shard = parse_shard(settings.shard)
+        full = questions
+        questions = select(full, shard, key=lambda q: question_key(q.question))
+        shard_info = {"index": shard.index, "count": shard.count, "sample_ids": [q.id for q in full],
+                      "dataset_fingerprint": dataset_fingerprint(full), "n_full_sample": len(full)}
     chunk = chunk or max(settings.batch_size * 4, 16)
     if resume:
         manifest = check_resume(run_dir, settings, questions)
@@ -267,7 +279,7 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         manifest["settings"]["batch_size"] = settings.batch_size
     else:
         rundir.create_run_dir(run_dir)
-        manifest = make_manifest(lm, questions, settings, "running")
+        manifest = make_manifest(lm, questions, settings, "running", extra={"shard": shard_info} if shard_info else None)
     rundir.write_json(run_dir / rundir.MANIFEST, manifest)
 
     def set_status(status: str, **extra):
