@@ -116,9 +116,13 @@ def run_gradient(cfg: GradientConfig) -> dict[str, Any]:
                 summary["figure"] = plot(summary, tmp / PNG_NAME)
             (tmp / MD_NAME).write_text(format_summary(summary, style="md") + "\n", encoding="utf-8")
             (tmp / JSON_NAME).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-            if out.exists():
-                out.rmdir()
-            os.replace(tmp, out)
+            try:
+                if out.exists():
+                    out.rmdir()  # only an empty directory (checked above) is taken over
+                os.replace(tmp, out)
+            except OSError as e:
+                raise GradientError(f"could not create {str(out)!r} ({e.strerror}); another writer? choose a new "
+                                    "--output") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -450,15 +450,23 @@ def cross_model(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
         out.update(status="skipped", message="no question is eligible (scored) for every model: nothing to pair")
         return out
     cellmap: dict[str, dict[tuple, float]] = {}
+    cell_of: dict[str, str] = {}
     for m in models:
         rs = [r for r in scored if r["model"] == m and r["qkey"] in shared]
         out["rates"][m] = crate([r["label"] == "C" for r in rs], [r["qkey"] for r in rs], [r["gen"] for r in rs], seed=seed)
         cellmap[m] = {(r["qkey"], r["strategy"], r["position"]): float(r["label"] == "C") for r in rs}
+        cell_of.update({r["qkey"]: r["cell"] for r in rs})
+    out["pairs_by_cell"] = {}
     for i, a in enumerate(models):
         for b in models[i + 1:]:
             common = sorted(set(cellmap[a]) & set(cellmap[b]))
             res = paired_difference_ci([(k[0], cellmap[a][k], cellmap[b][k]) for k in common], seed=seed)
             out["pairs"][f"{a} - {b}"] = res
+            by_cell: dict[str, Any] = {}
+            for cell in sorted({cell_of[k[0]] for k in common}):
+                ks = [k for k in common if cell_of[k[0]] == cell]
+                by_cell[cell] = paired_difference_ci([(k[0], cellmap[a][k], cellmap[b][k]) for k in ks], seed=seed)
+            out["pairs_by_cell"][f"{a} - {b}"] = by_cell
     df = _frame(rows, diff)
     if df["difficulty"].nunique() >= 2 and df["y"].nunique() >= 2:
         try:

@@ -62,8 +62,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
                      str(c["n_generations"])])
     out += _table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
                    "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows, style)
-    out.append("(propagation: parseable perturbed continuations with a wrong answer; each distinct generation once; "
-               "interval: bootstrap over questions)")
+    out.append(("\n" if style == "md" else "") + "(propagation: parseable perturbed continuations with a wrong "
+               "answer; each distinct generation once; interval: bootstrap over questions)")
 
     reg = s["regression"]
     out.append(_h("Clustered logistic regression of C", style))
@@ -153,6 +153,15 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
             ci_s = "n/a" if ci[0] is None else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
             out.append(f"{pair}: " + ("n/a" if est is None else f"{100 * est:+.1f} pp {ci_s}") +
                        f" over {d.get('n_pairs', 0)} matched cells / {d.get('n_clusters', 0)} questions (paired, clustered)")
+        rows = []
+        for pair, cells in (cm.get("pairs_by_cell") or {}).items():
+            for cell, d in cells.items():
+                est, ci = d.get("estimate"), d.get("ci") or [None, None]
+                rows.append([pair, cell, "n/a" if est is None else f"{100 * est:+.1f} pp",
+                             "n/a" if ci[0] is None else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]",
+                             str(d.get("n_pairs", 0)), str(d.get("n_clusters", 0))])
+        if rows:
+            out += _table(["pair", "task/level", "difference", "95% CI (clustered)", "pairs", "questions"], rows, style)
 
     tx = s["taxonomy"]
     out.append(_h("A/B/C taxonomy (the paper's Table 4)", style))
