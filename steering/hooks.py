@@ -49,7 +49,7 @@ removed in ``finally`` on error), and never touches other hooks on the model.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,14 +81,14 @@ class SteeringError(ValueError):
 # ------------------------------------------------------------------------------------------------ model parts
 
 
-def _unwrap(model):
+def _unwrap(model: Any) -> Any:
     """Accept a LoadedModel, an HF model, or a wrapper :mod:`behavioural.layers` knows."""
     from behavioural.layers import unwrap_model
 
     return unwrap_model(model)
 
 
-def decoder_layers(model):
+def decoder_layers(model: Any) -> Any:
     """The decoder blocks' ModuleList (resolved by :func:`behavioural.layers.decoder_layers`, the one home of
     the layer convention)."""
     from behavioural.layers import LayerError
@@ -100,12 +100,12 @@ def decoder_layers(model):
         raise SteeringError(str(e)) from None
 
 
-def n_layers(model) -> int:
+def n_layers(model: Any) -> int:
     """Number of decoder blocks (hidden-states layers run 0..n_layers)."""
     return len(decoder_layers(model))
 
 
-def d_model(model) -> int:
+def d_model(model: Any) -> int:
     """Residual-stream width (:func:`behavioural.layers.d_model`)."""
     from behavioural.layers import LayerError
     from behavioural.layers import d_model as _d_model
@@ -116,7 +116,7 @@ def d_model(model) -> int:
         raise SteeringError(str(e)) from None
 
 
-def hook_module(model, layer: int):
+def hook_module(model: Any, layer: int) -> Any:
     """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
     by :func:`behavioural.layers.hidden_state_module`."""
     from behavioural.layers import LayerError, hidden_state_module
@@ -132,7 +132,7 @@ def hook_module(model, layer: int):
 # ------------------------------------------------------------------------------------------------ vectors
 
 
-def _as_tensor(x, dtype=None):
+def _as_tensor(x: Any, dtype: Any = None) -> Any:
     import torch
 
     if isinstance(x, torch.Tensor):
@@ -142,7 +142,7 @@ def _as_tensor(x, dtype=None):
     return t.to(dtype or torch.float32)
 
 
-def combine_directions(directions, dose: str = "matched"):
+def combine_directions(directions: Any, dose: str = "matched") -> Any:
     """Combine a basis ``[k, d_model]`` (or one ``[d_model]`` direction) into one vector ``[d_model]``.
 
     ``dose="matched"``: the sum rescaled to the mean norm of one direction (unit for orthonormal rows);
@@ -166,7 +166,7 @@ def combine_directions(directions, dose: str = "matched"):
     return (total * (d.norm(dim=1).mean() / norm)).float()
 
 
-def _row_vectors(directions, dose: str):
+def _row_vectors(directions: Any, dose: str) -> Any:
     """directions -> [d_model] (shared) or [batch, d_model] (per row)."""
     import torch
 
@@ -193,7 +193,8 @@ class SteeringHandle:
     prefill, or given), ``calls`` (forward passes seen), ``steered_positions`` (total positions steered).
     """
 
-    def __init__(self, model, vectors, *, layers: Sequence[int], alpha, positions: str, prompt_len=None):
+    def __init__(self, model: Any, vectors: Any, *, layers: Sequence[int], alpha: Any, positions: str,
+                 prompt_len: int | None = None) -> None:
         import torch
 
         self.model = model
@@ -238,12 +239,11 @@ class SteeringHandle:
     def n_hooks(self) -> int:
         return len(self._handles)
 
-    def __enter__(self):
+    def __enter__(self) -> SteeringHandle:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.remove()
-        return False
 
     # -- per pass bookkeeping
     def _delta(self, dtype, device, batch: int):
@@ -346,7 +346,7 @@ class SteeringHandle:
 # ------------------------------------------------------------------------------------------------ entry points
 
 
-def patch_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
                   prompt_len: int | None = None) -> SteeringHandle:
     """Register hooks adding ``alpha * vectors`` ([d_model] shared, or [batch, d_model] per row) at ``layers``.
 
@@ -355,16 +355,16 @@ def patch_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions
     model = _unwrap(model)
     if positions not in POSITIONS:
         raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
-    layers = [layers] if isinstance(layers, (int, np.integer)) else list(layers)
-    if not layers:
+    layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
+    if not layer_list:
         raise SteeringError("no layers to steer; pass layers=[L, ...]")
-    mods = [hook_module(model, L) for L in layers]  # validates the layers
+    mods = [hook_module(model, L) for L in layer_list]  # validates the layers
     v = _as_tensor(vectors)
     width = d_model(model)
     if v.ndim not in (1, 2) or v.shape[-1] != width:
         raise SteeringError(f"steering vectors have shape {tuple(v.shape)} but the model's d_model is {width}; "
                             "use directions computed from this model's residual stream")
-    handle = SteeringHandle(model, v, layers=layers, alpha=alpha, positions=positions, prompt_len=prompt_len)
+    handle = SteeringHandle(model, v, layers=layer_list, alpha=alpha, positions=positions, prompt_len=prompt_len)
     try:
         handle._handles.append(model.register_forward_pre_hook(handle._pre_forward, with_kwargs=True))
         for m in mods:
@@ -375,7 +375,7 @@ def patch_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions
     return handle
 
 
-def patch(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
+def patch(model: Any, directions: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
           dose: str = "matched", prompt_len: int | None = None) -> SteeringHandle:
     """Like :func:`steer` but returns the handle directly (call ``handle.remove()``)."""
     return patch_vectors(model, _row_vectors(directions, dose), layers=layers, alpha=alpha, positions=positions,
@@ -383,8 +383,8 @@ def patch(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str
 
 
 @contextlib.contextmanager
-def steer_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
-                  prompt_len: int | None = None):
+def steer_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0,
+                  positions: str = "continuation", prompt_len: int | None = None) -> Iterator[SteeringHandle]:
     """Context-manager form of :func:`patch_vectors` (hooks removed on exit and on error)."""
     handle = None
     try:
@@ -396,8 +396,9 @@ def steer_vectors(model, vectors, *, layers: Iterable[int], alpha=1.0, positions
 
 
 @contextlib.contextmanager
-def steer(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str = "continuation",
-          dose: str = "matched", prompt_len: int | None = None):
+def steer(model: Any, directions: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0,
+          positions: str = "continuation", dose: str = "matched",
+          prompt_len: int | None = None) -> Iterator[SteeringHandle]:
     """Add ``alpha * combine_directions(directions, dose)`` to the residual stream at ``layers`` while active.
 
     See the module docstring for the accepted shapes of ``directions`` and ``alpha``, and for ``positions``.
@@ -416,7 +417,7 @@ def steer(model, directions, *, layers: Iterable[int], alpha=1.0, positions: str
 # ------------------------------------------------------------------------------------------------ norms
 
 
-def mean_resid_norm(lm, texts: Sequence[str], layer: int, *, batch_size: int = 8, positions: str = "last") -> float:
+def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: int = 8, positions: str = "last") -> float:
     """Mean L2 norm of the residual stream at ``layer`` (the steering hook point) over ``texts`` (tokenised with
     ``add_special_tokens=False``, as the run's records were).
 

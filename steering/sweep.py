@@ -374,7 +374,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, resid_norm)
     provenance = getattr(lm, "provenance", None)
     model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
-    cfg = {
+    cfg: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "status": "running",
         "config": {k: v for k, v in config.to_dict().items() if k not in ("progress",)},
@@ -438,7 +438,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
                 why += ("; fit the directions on a subset of questions (e.g. python -m activations.cache --shard 0/2, "
                         "then probes on that store) so that others stay held out")
             why += ")"
-            summary = {"schema_version": SCHEMA_VERSION, "status": "insufficient_data",
+            summary: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "status": "insufficient_data",
                        "verdict_code": "insufficient_data", "verdict": f"insufficient_data: {why}; nothing to steer",
                        "n_c_cases": 0, "n_c_questions": 0, "n_non_c_cases": 0, "n_generations": 0,
                        "cases": sample.stats, "split": split, "settings": [], "sesoi": config.sesoi}
@@ -462,7 +462,9 @@ def _generate(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dic
               generate_fn: Callable[..., list] | None, writer_cls: Any) -> None:
     """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk."""
     if generate_fn is None:
-        from steering.generate import generate_steered as generate_fn
+        from steering.generate import generate_steered
+
+        generate_fn = generate_steered
     by_layer: dict[int, list] = defaultdict(list)
     for s in grid:
         for case in cases:
@@ -506,7 +508,7 @@ def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> d
     if case_ids is not None:
         keep = set(case_ids)
         recs = [r for r in recs if r["case_id"] in keep]
-    summary = {"schema_version": SCHEMA_VERSION}
+    summary: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     summary.update(summarize_records(recs, grid, sesoi=config.get("sesoi", DEFAULT_SESOI),
                                      level=config.get("level", 0.05), seed=config.get("seed", 0)))
     split = config.get("split") or {}
@@ -551,6 +553,14 @@ def main(argv: list[str] | None = None) -> int:
     from steering.hooks import SteeringError
 
     try:
+        from behavioural.cli import UsageError, check_device
+        from behavioural.rundir import check_jsonl_tail
+
+        try:
+            check_device(args.device)  # before any model is loaded (H-REL battery)
+        except UsageError as e:
+            raise SweepError(str(e)) from None
+        check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
         summary = run_sweep(config_from_args(args))
     except (SweepError, SteeringError, RunDirError, ModelError) as e:
         print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)

@@ -37,3 +37,28 @@ def test_smol_steering_alpha0_cache_and_dose(smol):
     torch.testing.assert_close(sa, sb, atol=2e-3, rtol=1e-3)
     assert not torch.equal(a, ref)
     assert h.n_hooks == 0
+
+
+def test_smol_steered_fast_path_matches_hooked_generate(smol):
+    """The sweep's steered fast path (shared prefix, per-row vectors) gives the hooked model.generate records."""
+    from behavioural.generation import generate_simple
+    from steering.generate import generate_steered
+    from steering.hooks import steer_vectors
+
+    tok = smol.tokenizer
+    base = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+            + "We start with 3.\n" for q in ("Start with 3. Add 2. What is the result?",
+                                              "Start with 3. Add 4. Subtract 1. What is the result?")]
+    texts = [t for t in base for _ in range(3)]
+    layer = 15
+    norm = mean_resid_norm(smol, base, layer)
+    v = np.random.default_rng(0).standard_normal((len(texts), smol.model.config.hidden_size)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    a = np.array([0.0, 0.25, 0.5] * 2, dtype=np.float32) * norm
+    fast = generate_steered(smol, texts, v, a, layers=[layer], max_new_tokens=16, batch_size=6, progress=False)
+
+    def ctx(ix):
+        return steer_vectors(smol, v[ix], layers=[layer], alpha=a[ix])
+
+    ref = generate_simple(smol, texts, max_new_tokens=16, batch_size=6, progress=False, batch_context=ctx, dedupe=False)
+    assert sum(f.text == r.text for f, r in zip(fast, ref)) >= len(texts) - 1  # fp noise may flip one greedy tie
