@@ -366,6 +366,14 @@ def test_filters_and_counts_in_chromium(driver, page, small_run, tmp_path):
     first = qrows[0].text
     assert bl[0].question_id in first and (bl[0].reason in first or bl[0].eligible)
     driver.save_screenshot(str(tmp_path / "questions.png"))
+    # clicking a question opens its continuations
+    qid = conts[0]["question_id"]
+    k = [b.question_id for b in bl].index(qid)
+    driver.execute_script("document.getElementById('qlist').scrollTop = arguments[0] * 26", k)
+    time.sleep(0.2)
+    driver.find_element(By.CSS_SELECTOR, f'#qspacer .qrow[data-qid="{qid}"]').click()
+    assert _visible(driver) == sum(1 for c in conts if c["question_id"] == qid)
+    assert "f=question:" + quote(qid, safe="") in driver.current_url
     assert _errors(driver) == []
 
 
