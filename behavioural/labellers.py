@@ -8,7 +8,8 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
 
   - ``correction_phrase``: an explicit self-correction phrase ("wait", "actually", "that's wrong", "let me
     recheck", "correction", "mistake", ... see :data:`CORRECTION_PHRASES`);
-  - ``recomputes_original``: the continuation restates the original (unedited) line or one of its
+  - ``recomputes_original``: the continuation restates the original (unedited) line (only when the edit
+    removed or changed some of its text - after an edit that only added to the line, repeating it is copying) or one of its
     equations (``4 + 1 = 5`` after the edit ``4 + 1 = 13``), or states a changed original number in a
     result position (after ``=``, "is", "equals", "gives", "get(s)", "makes") although that number appears
     nowhere in the question or the assistant prefix, so the model must have recomputed it. Final-answer
@@ -18,7 +19,9 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
     negates an edited number ("not 13", "13 is wrong", "instead of 13", "≠ 13"), or calls the edited claim
     true/false against the edit ("the claim is actually true").
 
-  ``noticed`` is True when there is any evidence, else False; the rule never abstains.
+  ``noticed`` is True when there is any evidence, else False; the rule never abstains. Each evidence item
+  also carries a fine-grained ``kind`` (:data:`EVIDENCE_KINDS`) and each label counts them
+  (``evidence_kinds``).
 
 * :class:`JudgeLabeller` (``judge:<model>``) - any model :func:`behavioural.models.load_model` can load,
   asked greedily with several prompt variants (:data:`JUDGE_VARIANTS`: five, differing in wording, in the
@@ -34,21 +37,24 @@ between variants, labellers and annotators. Nothing here loads a model at import
 """
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 import warnings
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from behavioural.answers import normalize_number
 from behavioural.stats import rate
 
-RULE_VERSION = 1
+RULE_VERSION = 2  # 2: restating the original line counts only when the edit removed/changed its text
 JUDGE_VERSION = 1
 
 __all__ = [
     "CORRECTION_PHRASES",
+    "EVIDENCE_KINDS",
     "JUDGE_VARIANTS",
     "JudgeLabeller",
     "JudgeVariant",
@@ -72,7 +78,8 @@ CORRECTION_PHRASES: tuple[str, ...] = (
     r"\bon second thought\b",
     r"\b(?:that|this|it)(?:'s| is| was)\s+(?:wrong|incorrect|not (?:right|correct)|a mistake|an error)\b",
     r"\b(?:that|this) (?:can't|cannot|doesn't|does not) (?:be|seem|look) right\b",
-    r"\blet(?: me|'s| us) (?:re-?check|re-?calculate|re-?compute|re-?evaluate|re-?consider|re-?do|double[- ]check|check (?:again|that|this)|verify|correct)\b",
+    r"\blet(?: me|'s| us) (?:re-?check|re-?calculate|re-?compute|re-?evaluate|re-?consider|re-?do|double[- ]check|"
+    r"check (?:again|that|this)|verify|correct)\b",
     r"\bre-?(?:calculat|comput)(?:e|es|ed|ing)\b",
     r"\bcorrect(?:ion|ing (?:th(?:at|is|e)))\b",
     r"\bmistake\b",
@@ -98,6 +105,11 @@ _CLAIM_RE = re.compile(
     r"(?:actually |in fact )?(?:true|correct|right|false|wrong|incorrect|not (?:true|correct|right))\b",
     re.IGNORECASE,
 )
+
+
+#: the fine-grained evidence kinds (``kind``) under the three types (``type``) each label records
+EVIDENCE_KINDS = ("correction_phrase", "restates_original_line", "restates_original_equation", "states_original_value",
+                  "recomputes_edited_expression", "negates_edited_value", "judges_claim")
 
 
 def _norm_num(s: str) -> str | None:
@@ -146,12 +158,20 @@ def _in_spans(i: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= i < b for a, b in spans)
 
 
-def _ev(kind: str, m: re.Match | tuple[int, int, str], detail: str, group: int | str = 0) -> dict:
+def _ev(kind: str, m: re.Match | tuple[int, int, str], detail: str, group: int | str = 0, sub: str | None = None) -> dict:
     if isinstance(m, tuple):
         start, end, text = m
     else:
         start, end, text = m.start(group), m.end(group), m.group(group)
-    return {"type": kind, "start": start, "end": end, "text": text, "detail": detail}
+    return {"type": kind, "kind": sub or kind, "start": start, "end": end, "text": text, "detail": detail}
+
+
+def _edit_removed_text(original_line: str, edited_line: str) -> bool:
+    """Whether the edit removed or changed any of the original line's words (False when it only added text:
+    an appended note, a prefix such as "The following claim is false:")."""
+    a, b = original_line.split(), edited_line.split()
+    ops = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    return any(tag in ("replace", "delete") for tag, *_ in ops)
 
 
 def rule_evidence(continuation: str, original_line: str, edited_line: str, input_text: str = "") -> list[dict]:
@@ -182,35 +202,39 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
         input_nums = set(_numbers(input_text)) if input_text else set()
 
         # 2a. the original line restated verbatim (whitespace-insensitive), or one of its changed equations
-        if len(original_line.strip()) >= 3:
+        # repeating the original line is repair evidence only when the edit removed or changed some of its text;
+        # after an edit that kept the whole line and only added to it, repeating it is just copying the prefix
+        if len(original_line.strip()) >= 3 and _edit_removed_text(original_line, edited_line):
             # the edited line may contain the original (a "the following claim is false:" prefix): quoting the
             # edited line is not restating the original
             quoted = [(m.start(), m.end()) for m in re.finditer(_ws_pattern(edited_line), text, re.IGNORECASE)]
             for m in re.finditer(_ws_pattern(original_line), text, re.IGNORECASE):
                 if not any(a <= m.start() and m.end() <= b for a, b in quoted):
-                    add(_ev("recomputes_original", m, "restates the original line"))
+                    add(_ev("recomputes_original", m, "restates the original line", sub="restates_original_line"))
         edited_eqs = {re.sub(r"\s+", "", eq) for eq, _, _ in _equations(edited_line)}
         for eq, _lhs, _rhs in _equations(original_line):
             if re.sub(r"\s+", "", eq) in edited_eqs:
                 continue  # this equation was not edited
             for m in re.finditer(r"(?<![\d.])" + _ws_pattern(eq) + r"(?![\d])", text):
-                add(_ev("recomputes_original", m, f"restates the original equation {eq!r}"))
+                add(_ev("recomputes_original", m, f"restates the original equation {eq!r}", sub="restates_original_equation"))
         # 2b. a changed original number in a result position that the model never saw
         for num in sorted(orig_changed - input_nums - edit_changed):
             pat = re.compile(_RESULT_LEAD + r"\s*(?P<n>" + _NUM_TOKEN + r")", re.IGNORECASE)
             for m in pat.finditer(text):
                 if _norm_num(m.group("n")) == num and not _in_spans(m.start("n"), answer_spans):
-                    add(_ev("recomputes_original", m, f"states the original value {num} (absent from its input)", "n"))
+                    add(_ev("recomputes_original", m, f"states the original value {num} (absent from its input)", "n",
+                            sub="states_original_value"))
 
         # 3a. the edited line's expression recomputed to another value
-        for eq, lhs, rhs in _equations(edited_line):
+        for _eq, lhs, rhs in _equations(edited_line):
             pat = re.compile(r"(?<![\d.])" + _ws_pattern(lhs) + r"\s*(?:=|\bis\b|\bequals\b)\s*(?P<n>" + _NUM_TOKEN + r")",
                              re.IGNORECASE)
             for m in pat.finditer(text):
                 got = _norm_num(m.group("n"))
                 if got is not None and got != rhs:
                     kind = "recomputes_original" if got in orig_changed else "contradicts_edit"
-                    add(_ev(kind, m, f"recomputes {lhs.strip()!r} as {got}, not the edited {rhs}"))
+                    add(_ev(kind, m, f"recomputes {lhs.strip()!r} as {got}, not the edited {rhs}",
+                            sub="recomputes_edited_expression"))
         # 3b. an edited number negated
         for num in sorted(edit_changed):
             for m in _NUM_RE.finditer(text):
@@ -223,13 +247,15 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
                 trail = re.match(_NEGATION_TRAILS, after, re.IGNORECASE)
                 if lead:
                     s = m.start() - (len(before) - lead.start())
-                    add(_ev("contradicts_edit", (s, m.end(), text[s : m.end()]), f"negates the edited value {num}"))
+                    add(_ev("contradicts_edit", (s, m.end(), text[s : m.end()]), f"negates the edited value {num}",
+                                sub="negates_edited_value"))
                 elif trail:
                     e = m.end() + trail.end()
-                    add(_ev("contradicts_edit", (m.start(), e, text[m.start() : e]), f"calls the edited value {num} wrong"))
+                    add(_ev("contradicts_edit", (m.start(), e, text[m.start() : e]), f"calls the edited value {num} wrong",
+                                sub="negates_edited_value"))
         # 3c. the edited claim called true/false
         for m in _CLAIM_RE.finditer(text):
-            add(_ev("contradicts_edit", m, "judges the edited claim"))
+            add(_ev("contradicts_edit", m, "judges the edited claim", sub="judges_claim"))
 
     evidence.sort(key=lambda e: (e["start"], e["end"], e["type"]))
     return evidence
@@ -243,14 +269,16 @@ class RuleLabeller:
 
     def settings(self) -> dict:
         return {"name": self.name, "kind": "rule", "version": RULE_VERSION, "correction_phrases": list(CORRECTION_PHRASES),
-                "evidence_types": ["correction_phrase", "recomputes_original", "contradicts_edit"]}
+                "evidence_types": ["correction_phrase", "recomputes_original", "contradicts_edit"],
+                "evidence_kinds": list(EVIDENCE_KINDS)}
 
     def label_one(self, c: dict, question: str | None = None) -> dict:
         """``question`` (with the prefix) is what the model saw of this problem; without it the whole model
         input (few-shot turns included) is used, which only makes ``recomputes_original`` rarer."""
         seen = f"{question}\n{c.get('prefix_text') or ''}" if question is not None else (c.get("input_text") or "")
         ev = rule_evidence(c.get("continuation") or "", c.get("original_line") or "", c.get("edited_line") or "", seen)
-        return {"noticed": bool(ev), "evidence": ev, "evidence_types": sorted({e["type"] for e in ev})}
+        return {"noticed": bool(ev), "evidence": ev, "evidence_types": sorted({e["type"] for e in ev}),
+                "evidence_kinds": dict(sorted(Counter(e["kind"] for e in ev).items()))}
 
     def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
         questions = questions or {}
@@ -436,7 +464,7 @@ class JudgeLabeller:
             per[i][v.name] = {"reply": g.text, "noticed": parse_verdict(v.prefill + g.text, v),
                               "finish_reason": g.finish_reason}
         results = []
-        for i, c in enumerate(conts):
+        for i in range(len(conts)):
             if i not in per:
                 results.append({"noticed": None, "skipped": "answer not correct: A/B is not needed", "variants": {}})
                 continue

@@ -177,15 +177,16 @@ def test_rule_text_edit_quoting_is_not_restating():
     orig = "So option B is correct."
     edited = "The following claim is false: So option B is correct."
     assert rule_evidence("As stated, The following claim is false: So option B is correct.\nAnswer: A", orig, edited) == []
-    got = rule_evidence("Hmm. So option B is correct.\nAnswer: B", orig, edited)
-    assert [e["type"] for e in got] == ["recomputes_original"]
+    # v1.1 (rule version 2): the edit kept the whole original line and only added a prefix, so repeating the
+    # line is copying the prefix, not repair evidence (v1.0 counted it as recomputes_original)
+    assert rule_evidence("Hmm. So option B is correct.\nAnswer: B", orig, edited) == []
     got = rule_evidence("The claim is actually true.\nAnswer: B", orig, edited)
     assert {e["type"] for e in got} == {"contradicts_edit", "correction_phrase"}
 
 
 def test_rule_controls_have_no_edit_evidence():
     c = make_cont(0, "4 + 1 = 5\n5 + 5 = 10\nAnswer: 10", True, condition="control")
-    assert RuleLabeller().label_one(c) == {"noticed": False, "evidence": [], "evidence_types": []}
+    assert RuleLabeller().label_one(c) == {"noticed": False, "evidence": [], "evidence_types": [], "evidence_kinds": {}}
 
 
 # ----------------------------------------------------------------------------------------------------
