@@ -161,7 +161,7 @@ def _check_directions_model(dirs: Directions, run) -> None:
                          "directory of this run")
 
 
-def _store_questions(dirs: Directions) -> tuple[set[str] | None, str]:
+def _store_questions(dirs: Directions) -> tuple[set[str] | None, str, int]:
     """Question keys and ids of the activation store the directions were fitted from (the probes fit the
     directions on its labelled rows), or None when the file names no readable store."""
     store = dirs.attrs.get("store")
@@ -169,19 +169,20 @@ def _store_questions(dirs: Directions) -> tuple[set[str] | None, str]:
         try:
             store = json.loads(store)
         except ValueError:
-            return None, ""
+            return None, "", 0
     path = store.get("path") if isinstance(store, dict) else None
     if not path or not Path(path).is_file():
-        return None, ""
+        return None, "", 0
     try:
         from activations.store import open_store
 
         with open_store(path, allow_incomplete=True) as st:
             rows = st.rows
-            keys = {str(x) for x in rows["question_key"] if x} | {str(x) for x in rows["question_id"] if x}
+            qkeys = {str(x) for x in rows["question_key"] if x}
+            keys = qkeys | {str(x) for x in rows["question_id"] if x}
     except Exception:  # a damaged or moved store: the split is unknown, said so in the output
-        return None, ""
-    return keys, str(path)
+        return None, "", 0
+    return keys, str(path), len(qkeys)
 
 
 def _split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any], set[str], set[str] | None]:
@@ -196,18 +197,21 @@ def _split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any], set[s
     exclude = set(fit.get("fit", []))
     include = set(fit["held_out"]) if "held_out" in fit else None
     sources = ["directions.h5"] if fit else []
+    n_fit = len(exclude)
     if not fit:
-        keys, store_path = _store_questions(dirs)
+        keys, store_path, n_fit = _store_questions(dirs)
         if keys is not None:
             exclude |= keys
             sources.append(f"questions of the activation store the directions were fitted on ({store_path})")
     if config.exclude_questions:
-        exclude |= read_question_list(config.exclude_questions)
+        listed = read_question_list(config.exclude_questions)
+        n_fit += len(listed - exclude)
+        exclude |= listed
         sources.append(f"--exclude-questions {config.exclude_questions}")
     known = bool(exclude) or include is not None
     rec = {
         "source": " + ".join(sources) if sources else "none",
-        "n_fit_questions": len(exclude) if exclude else None,
+        "n_fit_questions": n_fit if exclude else None,
         "n_held_out_questions": len(include) if include is not None else None,
         "disjoint": (False if config.allow_overlap else True) if known else None,
         "note": ("steered questions are disjoint from the directions' fitting questions" if known and not
