@@ -415,3 +415,32 @@ def test_cli_end_to_end_on_embedded_model(tmp_path):
     # evaluate.py is the same command
     r2 = subprocess.run([sys.executable, "evaluate.py", "--help"], capture_output=True, text=True, cwd=REPO)
     assert r2.returncode == 0 and "--max-new-tokens" in r2.stdout
+
+
+@pytest.mark.integration
+def test_run_directory_has_no_duplicate_questions_or_model_inputs(tmp_path):
+    """Issue #12: a real run (embedded model) gives each question text once and each model input once."""
+    from behavioural.data import normalise_question
+    from behavioural.runs import Run
+
+    out = tmp_path / "run"
+    r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "8", "--strategy", "arithmetic,contradiction",
+             "--max-new-tokens", "40", "--batch-size", "8", "--output-dir", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    run = Run(out)
+    bl = run.baselines()
+    texts = [normalise_question(b.question) for b in bl]
+    assert len(set(texts)) == len(texts) == 8, "duplicate question texts in the run"
+    assert len({b.question_key for b in bl}) == len(bl) and all(b.question_key for b in bl)
+    conts = run.continuations()
+    inputs = [c.input_text for c in conts]
+    assert len(set(inputs)) == len(inputs), "duplicate model inputs in the run"
+    assert all(c.question_key and c.memberships and c.memberships[0] == (c.strategy, c.position) for c in conts)
+    cells = [(c.question_id, s, p, c.condition) for c in conts for s, p in c.cells()]
+    assert len(set(cells)) == len(cells)  # every cell has exactly one generation
+    s = run.summary()
+    assert s["generations"]["distinct"] == len(conts) and s["distinct_questions"] == 8
+    assert run.manifest["dataset"]["n_distinct_questions"] == 8 and run.manifest["schema_version"] == 2
+    if s["eligible"]:
+        # both strategies share each control: fewer records than cells
+        assert s["generations"]["cells"] > len(conts)
