@@ -444,7 +444,9 @@ def _canonical(m: re.Match) -> str | None:
 
 
 def _parse_number(statement: str) -> str | None:
-    s = _clean(statement).replace(_MINUS, "-")
+    if re.search(r"\\d?frac\b", statement):
+        return None  # a LaTeX fraction is not read (rather than misread as its numerator)
+    s = _clean(statement.replace("{,}", ",")).replace(_MINUS, "-")
     m = _NUM_RE.search(s)
     if not m:
         return None
