@@ -1,0 +1,58 @@
+"""Rule labeller (v2) on real-style continuations: which text counts as visible repair evidence.
+
+Repeating the original line counts only when the edit removed or changed that text; every evidence item
+carries a fine-grained kind and each label counts its kinds."""
+from __future__ import annotations
+
+import pytest
+
+from behavioural.labellers import EVIDENCE_KINDS, RuleLabeller
+
+MC_ORIG = "The inner membrane holds ATP synthase, so B fits."
+CASES = [
+    # (name, original line, edited line, continuation, expected noticed, expected evidence kinds)
+    ("bypass restating the step after an appended note (premise_contradiction)",
+     "She sells 16 - 3 - 4 = 9 eggs.",
+     "She sells 16 - 3 - 4 = 9 eggs. Note that the problem states 18 where it says 16, so we use 18.",
+     "She sells 16 - 3 - 4 = 9 eggs.\nShe earns 9 * $2 = $18.\nAnswer: 18", False, {}),
+    ("bypass restating the step after the contradiction prefix",
+     "So option B is correct.", "The following claim is false: So option B is correct.",
+     "So option B is correct.\nAnswer: B", False, {}),
+    ("bypass restating the step after a v1.0 appended elimination",
+     MC_ORIG, MC_ORIG + " This rules out option (B), which cannot be correct.",
+     "The inner membrane holds ATP synthase, so B fits.\nAnswer: B", False, {}),
+    ("genuine repair of a numerical edit",
+     "4 + 1 = 5", "4 + 1 = 13",
+     "Wait, 4 + 1 = 5, not 13.\n5 + 5 = 10\nAnswer: 10", True,
+     {"correction_phrase": 1, "negates_edited_value": 1, "restates_original_line": 1, "states_original_value": 1}),
+    ("genuine repair after a replacement-style multiple-choice edit",
+     MC_ORIG, "Option B can be ruled out because it does not satisfy a key condition in the question, so option C "
+     "is the strongest remaining candidate.",
+     "Hmm, that's not right. The inner membrane holds ATP synthase, so B fits.\nAnswer: B", True,
+     {"correction_phrase": 1, "restates_original_line": 1}),
+    ("silent copy of the error",
+     "4 + 1 = 5", "4 + 1 = 13", "13 + 5 = 18\nAnswer: 18", False, {}),
+    ("silent copy of a money error",
+     "2. She earns 9 * $2 = $18 a day.", "2. She earns 9 * $2 = $20 a day.",
+     "3. In a week she earns 7 * $20 = $140.\nAnswer: 140", False, {}),
+    ("recomputes the edited expression to another value",
+     "She earns 9 * 2 = 18 dollars.", "She earns 9 * 2 = 20 dollars.",
+     "Checking: 9 * 2 = 18, so she earns 18 dollars a day.\nAnswer: 18", True,
+     {"restates_original_equation": 1, "states_original_value": 1}),
+    ("judges the edited claim",
+     "So option B is correct.", "The following claim is false: So option B is correct.",
+     "The statement above is actually true, since B matches the data.\nAnswer: B", True,
+     {"correction_phrase": 1, "judges_claim": 1}),
+]
+
+
+@pytest.mark.parametrize("name,orig,edited,text,noticed,kinds", CASES, ids=[c[0] for c in CASES])
+def test_rule_labeller_table(name, orig, edited, text, noticed, kinds):
+    c = {"continuation": text, "original_line": orig, "edited_line": edited, "prefix_text": f"{edited}\n",
+         "question_id": "q"}
+    got = RuleLabeller().label_one(c, question="A question with numbers 16, 3, 4 and $2.")
+    assert got["noticed"] is noticed, got["evidence"]
+    assert got["evidence_kinds"] == kinds, got["evidence"]
+    assert set(got["evidence_kinds"]) <= set(EVIDENCE_KINDS)
+    for e in got["evidence"]:
+        assert text[e["start"]:e["end"]] == e["text"]
