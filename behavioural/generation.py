@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from behavioural.answers import has_final_answer_line
 from behavioural.batching import decode_continuous
 
 ANSWER_STATEMENT_RE = re.compile(r"(?:the (?:final )?answer is|final answer\s*[:：]|^\W*answer\s*[:：]|^\s*####)\s*\S",
