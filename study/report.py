@@ -1,4 +1,4 @@
-"""Write ``report.md`` and ``report.txt`` for a study directory from what each stage left there.
+"""Write ``report.md``, ``report.txt`` (and ``report.html``) for a study directory from what each stage left there.
 
     python -m study.report runs/study-20261129-150000
 
@@ -65,6 +65,12 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(render(out, style=style, seconds=seconds), encoding="utf-8")
         tmp.replace(path)
+    try:  # report.html (study.html, the browser's owner): the same sections, self-contained
+        from study.html import sections_from_markdown, write_report_html
+    except ImportError:
+        return md
+    browse = "browse.html" if (out / "browse.html").is_file() else None
+    write_report_html(out, sections_from_markdown(md.read_text(encoding="utf-8")), browse=browse)
     return md
 
 

@@ -135,9 +135,10 @@ def reference_run(tmp_path_factory, driver) -> Path:
     return out
 
 
-# kill points: (file, records written before the kill)
-RUN_POINTS = [("baselines.jsonl", 1), ("baselines.jsonl", 8), ("continuations.jsonl", 3), ("continuations.jsonl", 40),
-              ("continuations.jsonl", 24)]  # 48 distinct generations in all (schema 2)
+# kill points: (file, fraction of the uninterrupted run's records written before the kill); records are written
+# per chunk of 16 generations, so the fractions are chosen to land before the last chunk
+RUN_POINTS = [("baselines.jsonl", 0.05), ("continuations.jsonl", 0.05), ("continuations.jsonl", 0.4),
+              ("continuations.jsonl", 0.6)]
 
 
 @pytest.mark.parametrize("seed,point", list(enumerate(RUN_POINTS)))
@@ -148,7 +149,7 @@ def test_behavioural_run_killed_then_resumed(seed, point, tmp_path, driver, refe
     fname, frac = point
     n = max(1, int(frac * _lines(reference_run / fname)))
     rc = kill_when(driver, "behavioural.run", [*RUN_ARGS, "--output-dir", str(out)], lambda: _lines(out / fname) >= n,
-                   seed=seed, env={"CRASH_GEN_DELAY": "0.01"})
+                   seed=seed, env={"CRASH_GEN_DELAY": "0.02"})
     assert rc == -signal.SIGKILL
     assert json.loads((out / "manifest.json").read_text())["status"] == "running"
     assert main(["--resume", str(out), "--quiet"]) == 0  # the README's command, alone
