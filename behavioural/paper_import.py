@@ -368,7 +368,7 @@ def table4(run_dir: str | os.PathLike[str]) -> str:
     from behavioural.gradient.render import _table
     from behavioural.gradient.rows import load_runs
 
-    tx = taxonomy(load_runs([run_dir], labelling="paper").rows)
+    tx = taxonomy(load_runs([str(run_dir)], labelling="paper").rows)
     if tx.get("status") != "ok":
         return str(tx.get("message"))
     rows = []

@@ -82,7 +82,7 @@ def cell_table(data: Loaded, *, seed: int = 0) -> list[dict]:
     eligible_only = {info.model for info in data.runs if info.baselines_eligible_only}
     keys = list(set(bl) | set(pert))
     levels = level_order([k[1] for k in keys])
-    ds = {k: (bl.get(k) or pert.get(k))[0]["dataset"] for k in keys}
+    ds = {k: (bl.get(k) or pert[k])[0]["dataset"] for k in keys}
     keys.sort(key=lambda k: (k[0], DATASET_ORDER.get(ds[k], 9), ds[k], levels[k[1]]))
     out = []
     for key in keys:

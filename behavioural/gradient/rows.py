@@ -46,10 +46,8 @@ def _qkey(text: str) -> str:
 
 def level_order(names: Sequence[str]) -> dict[str, int]:
     """Ordinal index of arith levels (the ladder's order, easiest first); unknown names after, by name."""
-    try:
-        from behavioural.data import ARITH_LEVELS
-    except ImportError:  # pragma: no cover
-        ARITH_LEVELS = ()
+    from behavioural.data import ARITH_LEVELS
+
     known = [n for n in ARITH_LEVELS if n in names]
     rest = sorted(n for n in set(names) if n not in ARITH_LEVELS)
     return {n: i for i, n in enumerate(known + rest)}
