@@ -649,7 +649,7 @@ def test_format_summary_text_and_md(tokenizer, tmp_path):
     text = format_summary(s)
     assert "3 type-C cases from 3 questions" in text and "coverage" in text and s["verdict"] in text
     md = format_summary(s, style="md")
-    assert "| setting |" in md and "**Verdict.**" in md
+    assert "| setting |" in md and "**Verdict.**" in md and "L2\\|k1\\|a1\\|probe" in md
     assert format_table(s).splitlines()[0].startswith("setting")
 
 
