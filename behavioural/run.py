@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="use every question (overrides --max-examples)")
     p.add_argument("--seed", type=int, default=42, help="sampling and perturbation seed")
     p.add_argument("--strategy", default=None, help="one or several strategies (comma list) or 'all'; default: "
-                   "arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, reversed_logic for bbh")
+                   "arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, negation_flip for bbh")
     p.add_argument("--positions", default="early,middle,late", help="edited line positions (comma list of early,middle,late)")
     p.add_argument("--max-new-tokens", type=int, default=4096, help="generation budget per baseline/continuation")
     p.add_argument("--batch-size", type=int, default=8, help="generation batch size (does not change results beyond float noise)")
