@@ -53,6 +53,7 @@ from activations.inputs import (
     record_question_key,
     shard_of,
 )
+from activations.memory import bound_heap
 from activations.store import StoreError, StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
 
@@ -256,6 +257,7 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
                         raise CacheError(f"{out} is complete but the run now has {len(todo)} more continuations; "
                                          f"cache into a new --output")
                     return out
+                bound_heap()  # large tensors in their own mappings: freed memory goes back (flat RSS in N)
                 bar = _progress(len(items), len(items) - len(todo), config.progress, out)
                 t0 = time.perf_counter()
                 for bi, start in enumerate(range(0, len(todo), config.batch_size)):
@@ -283,11 +285,10 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
 
 
 def _release_memory() -> None:
-    """Hand freed heap pages back to the OS after a batch (glibc keeps them otherwise: batches of different
-    sequence lengths leave differently sized holes, so peak RSS would creep up with the number of batches)."""
-    from activations.memory import trim
+    """After each batch: free what still holds its tensors (see :mod:`activations.memory`: peak RSS flat in N)."""
+    from activations.memory import release
 
-    trim()
+    release()
 
 
 def _progress(total: int, initial: int, enabled: bool, out: Path):
