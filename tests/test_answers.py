@@ -245,9 +245,11 @@ ADVERSARIAL = [
     ("I think the answer is probably 12 but let me check", "gsm8k", None, None, None),
     ("My answer: A and B are both wrong, so C", "mmlu", None, None, "C"),
     # --- self-corrections: the last definitive statement wins
-    ("7 x 6 = 42, so the answer is 42.\nWait, the bags hold 7 each and there are 5 bags.\n7 x 5 = 35\nAnswer: 35", "gsm8k", None, None, "35"),
+    ("7 x 6 = 42, so the answer is 42.\nWait, the bags hold 7 each and there are 5 bags.\n7 x 5 = 35\nAnswer: 35",
+     "gsm8k", None, None, "35"),
     ("Answer: 14\nHmm, I added the tip twice. Without it the total is $12.\nFinal answer: 12", "gsm8k", None, None, "12"),
-    ("So the answer is (A).\nActually, (A) ignores the friction term.\nSo the answer is (C).", "bbh", "logical_deduction_three_objects", None, "(C)"),
+    ("So the answer is (A).\nActually, (A) ignores the friction term.\nSo the answer is (C).", "bbh",
+     "logical_deduction_three_objects", None, "(C)"),
     ("The answer is 20. No wait, I forgot the 4 she gave away: 20 - 4 = 16.\nThe answer is 16.", "gsm8k", None, None, "16"),
     ("Answer: B\nOn reflection the enzyme is not denatured at 37 C.\nAnswer: D", "mmlu", None, None, "D"),
     ("The answer is not 48; it is 36 because each box has 6.", "gsm8k", None, None, "36"),
