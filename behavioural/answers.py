@@ -239,7 +239,7 @@ def choices_from_text(question: str, dataset: str | None = None) -> tuple[str, .
     ``A. ...`` .. ``D. ...`` lines; None when there are none."""
     lines = [ln.strip() for ln in (question or "").splitlines()]
     if "Options:" in lines:
-        opts = []
+        opts: list[str] = []
         for ln in lines[lines.index("Options:") + 1:]:
             m = re.match(r"\(([A-Z])\)\s*(.*)$", ln)
             if not m or m.group(1) != _BBH_LETTERS[len(opts)]:
@@ -450,7 +450,8 @@ def _parse_number(statement: str) -> str | None:
     m = _NUM_RE.search(s)
     if not m:
         return None
-    run = _MATH_RUN_RE.match(s, m.start()).group()
+    run_m = _MATH_RUN_RE.match(s, m.start())
+    run = run_m.group() if run_m else ""
     if "=" not in run and re.match(r"\s*/\s*\d", s[m.end():]):
         return None  # a fraction such as "1/2" is not read (rather than misread as "1")
     if "=" in run:  # "9 * 2 = 18": the result, not the first operand
@@ -463,8 +464,8 @@ def _parse_number(statement: str) -> str | None:
 def _parse_letter(statement: str, letters: str, parens: bool) -> str | None:
     s = _clean(statement)
     hedge = _HEDGE_RE.match(s)  # always matches (everything in it is optional)
-    option_word = bool(hedge.group("opt"))
-    s = s[hedge.end():]
+    option_word = bool(hedge and hedge.group("opt"))
+    s = s[hedge.end():] if hedge else s
     letter = None
     m = re.match(r"[(\[]\s*([A-Za-z])\s*[)\]]", s)
     if m:

@@ -122,7 +122,7 @@ def _numbers(text: str) -> list[str]:
 
 def _ws_pattern(s: str) -> str:
     """Regex for ``s`` with any run of whitespace matching any whitespace (also none around operators)."""
-    parts = []
+    parts: list[str] = []
     for ch in s.strip():
         if ch.isspace():
             if parts and parts[-1] != r"\s*":
@@ -282,7 +282,7 @@ class RuleLabeller:
 
     def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
         questions = questions or {}
-        return [self.label_one(c, questions.get(c.get("question_id"))) for c in conts]
+        return [self.label_one(c, questions.get(str(c.get("question_id")))) for c in conts]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -415,7 +415,7 @@ class JudgeLabeller:
         if len(variants) < 1:
             raise ValueError("a judge needs at least one prompt variant")
         self.lm = lm
-        self.model_name = model_name or getattr(lm, "name", "model")
+        self.model_name = str(model_name or getattr(lm, "name", "model"))
         self.name = f"judge:{self.model_name}"
         self.slug = f"judge-{slugify(self.model_name)}"
         self.variants = tuple(variants)
@@ -450,12 +450,14 @@ class JudgeLabeller:
         todo = [i for i, c in enumerate(conts) if self.judge_all or c.get("correct") is True]
         texts, where = [], []
         for i in todo:
-            q = questions.get(conts[i].get("question_id"), "")
+            q = questions.get(str(conts[i].get("question_id")), "")
             for v in self.variants:
                 texts.append(self._texts(v, q, conts[i]))
                 where.append((i, v))
-        gen = self._generate
-        if gen is None:
+        gen: Callable[..., Any]
+        if self._generate is not None:
+            gen = self._generate
+        else:
             from behavioural.generation import generate as gen
         outs = gen(self.lm, texts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
                    stop_at_answer=False, progress=progress, desc=f"judge {self.model_name}") if texts else []
@@ -463,7 +465,7 @@ class JudgeLabeller:
         for (i, v), g in zip(where, outs):
             per[i][v.name] = {"reply": g.text, "noticed": parse_verdict(v.prefill + g.text, v),
                               "finish_reason": g.finish_reason}
-        results = []
+        results: list[dict[str, Any]] = []
         for i in range(len(conts)):
             if i not in per:
                 results.append({"noticed": None, "skipped": "answer not correct: A/B is not needed", "variants": {}})

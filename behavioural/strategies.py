@@ -273,12 +273,12 @@ def _options(question, seed: int) -> _Options | NotApplicable:
         words = BBH_WORD_TASKS[task]
         if gold.lower() not in (w.lower() for w in words):
             return NotApplicable(f"gold {gold!r} is not one of the task's answers {words}")
-        g = next(w for w in words if w.lower() == gold.lower())
-        return _Options(g, r.choice([w for w in words if w != g]), False, None)
+        word = next(w for w in words if w.lower() == gold.lower())
+        return _Options(word, r.choice([w for w in words if w != word]), False, None)
     choices = getattr(question, "choices", None) or choices_from_text(getattr(question, "question", ""), dataset)
     letters = "ABCDEFGHIJKLMNOPQR"[: len(choices)] if choices else ("ABCD" if dataset == "mmlu" else "")
     m = re.fullmatch(r"\(?([A-R])\)?", gold)
-    g = m.group(1) if m else None
+    g: str | None = m.group(1) if m else None
     if g is None and choices:  # a BBH target given as an option text ("Monsters, Inc")
         hits = [i for i, c in enumerate(choices) if c.strip().lower() == gold.lower()]
         g = letters[hits[0]] if len(hits) == 1 else None
