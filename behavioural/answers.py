@@ -4,9 +4,13 @@ The paper's pipeline fell back to "any letter" / "last number in the text" and c
 wrong; both inflate error rates. This module only reads an answer from an *explicit final-answer
 statement* and returns None otherwise; None is never scored (``is_correct`` returns None)::
 
-    from behavioural.answers import extract_answer, is_correct
-    pred = extract_answer(model_text, q.dataset, q.task)   # e.g. "18", "B", "(B)", "Yes", or None
-    ok = is_correct(pred, q)                                # True / False / None (unscored)
+    from behavioural.answers import score
+    parsed, correct = score(model_text, q)   # THE scorer of every stage: ("18" | "B" | "(B)" | "Yes" | None,
+                                             #  True | False | None = unscored)
+
+The stop rule of generation lives here too (:func:`has_final_answer_line`): end of turn, or a complete
+final-answer line anchored at a line start (``Answer: X``, ``Final answer: X``, ``#### X``, a lone
+``\\boxed{X}``) whose answer is definitive; never a phrase in mid-sentence. See docs/protocol.md.
 
 Rules, in order:
 
@@ -18,8 +22,12 @@ Rules, in order:
    quotes, ``$...$`` and ``\\boxed{}`` around the answer are stripped. A bare bold ``**42**`` without a
    marker is *not* an answer statement.
 3. The statement is the text right after the marker up to the end of that line, cut at the first sentence
-   end (". "). The LAST marker whose statement parses gives the answer; a marker whose statement does not
-   parse (``I hope this answer is helpful``) is skipped. No marker that parses -> None; there is no
+   end (". "); after a bare marker line (``**The Correct Answer:**``) it is the next non-blank line. The
+   LAST *definitive* statement that parses gives the answer (protocol 1.1): a statement is skipped when its
+   sentence has "whether/if/unless/assuming/suppose/maybe/perhaps/probably/possibly/might/could" before the
+   marker, when it is hedged or conditional after it ("probably", "likely", "if", "let me check", "?"),
+   when it names several options ("A and B ...", unless it ends "..., so C"), and when it is negated
+   ("not (B)"; "not 5, it is 7" reads its tail, 7). No statement that parses -> None; there is no
    fallback to "the last number in the text".
 4. Numbers (GSM8K, arith, BBH ``multistep_arithmetic_two`` / ``object_counting``): the FIRST number
    after the marker is taken (``The answer is 18 dollars, 3 more than 15`` -> "18"), except that when
