@@ -1,6 +1,7 @@
 """Rule labeller (v2) on real-style continuations: which text counts as visible repair evidence.
 
-Repeating the original line counts only when the edit removed or changed that text; every evidence item
+Repeating the original line counts only when the edit removed or changed that text (and did not replace the
+whole step by a new sentence); an expression counts only when it is not the tail of a longer sum; every evidence item
 carries a fine-grained kind and each label counts its kinds."""
 from __future__ import annotations
 
@@ -29,7 +30,13 @@ CASES = [
      MC_ORIG, "Option B can be ruled out because it does not satisfy a key condition in the question, so option C "
      "is the strongest remaining candidate.",
      "Hmm, that's not right. The inner membrane holds ATP synthase, so B fits.\nAnswer: B", True,
-     {"correction_phrase": 1, "restates_original_line": 1}),
+     {"correction_phrase": 1}),
+    ("bypass writing the displaced step after a replacement-style edit (resuming the plan, not repair)",
+     "- Dana: goalkeeper", "By analogy with similar puzzles, the pattern clearly matches option D.",
+     "- Dana: goalkeeper\n- Eli: striker\n\nSo Dana ends as goalkeeper.\nAnswer: (A)", False, {}),
+    ("bypass whose sum merely contains the edited expression as its tail",
+     "2. Tom has 7 - 2 = 5 apples.", "2. Tom has 7 + 2 = 5 apples.",
+     "3. Altogether 4 + 7 + 2 = 13 apples and 4 - 1 = 3 pears.\nAnswer: 13", False, {}),
     ("silent copy of the error",
      "4 + 1 = 5", "4 + 1 = 13", "13 + 5 = 18\nAnswer: 18", False, {}),
     ("silent copy of a money error",
