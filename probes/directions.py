@@ -226,7 +226,8 @@ def layer_module_from(store_attrs: dict[str, Any]) -> str | None:
 
 def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, target: str, position: str,
                      store: dict, n_directions: int, selected_layer: int | None = None,
-                     selected_layer_method: str = "", layer_module: str | None = None) -> Path:
+                     selected_layer_method: str = "", layer_module: str | None = None,
+                     question_split: dict | None = None) -> Path:
     """Write ``directions.h5`` (see the module docstring) from :func:`probes.direction_fit.fit_directions`
     results per layer; written to a temporary file and renamed, so a crash never leaves a partial file."""
     import h5py
@@ -249,6 +250,8 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
             f.attrs["n_directions"] = int(n_directions)
             if layer_module:
                 f.attrs["layer_module"] = str(layer_module)
+            if question_split:  # the steering stage steers only the held-out questions
+                f.attrs["question_split"] = json.dumps(question_split)
             if selected_layer is not None:
                 f.attrs["selected_layer"] = int(selected_layer)
                 f.attrs["selected_layer_method"] = selected_layer_method

@@ -73,6 +73,8 @@ class ProbeConfig:
     transfer_layer: int | None = None
     transfer: bool = True
     directions: bool = True
+    #: fraction of questions held out of the direction fit, so steering can test on unseen questions
+    steer_holdout: float = 0.0
     allow_incomplete: bool = False
     allow_leaky: bool = False
     quiet: bool = False
@@ -91,6 +93,8 @@ class ProbeConfig:
             (self.inner_folds < 2, f"--inner-folds must be at least 2, got {self.inner_folds}"),
             (self.pca is not None and self.pca <= 0, f"--pca must be a positive number of components, got {self.pca}"),
             (self.n_directions < 1, f"--n-directions must be at least 1, got {self.n_directions}"),
+            (not (math.isfinite(self.steer_holdout) and 0 <= self.steer_holdout < 1),
+             f"--steer-holdout must be a fraction in [0, 1), got {self.steer_holdout}"),
             (self.permutations < 0, f"--permutations must be 0 or more, got {self.permutations}"),
             (self.bootstrap < 0, f"--bootstrap must be 0 (off) or more, got {self.bootstrap}"),
             (self.target not in ("propagation", "three_class"),
@@ -273,16 +277,30 @@ def _summarise_transfer(res: list[dict], y: np.ndarray, groups: np.ndarray, valu
     return out
 
 
+def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, list[str]] | None:
+    """A seeded split of the questions: ``held_out`` (about ``fraction`` of them, for steering) and ``fit``
+    (the rest, for fitting the directions). Deterministic in the question keys and the seed."""
+    if not fraction:
+        return None
+    import hashlib
+
+    qs = sorted({str(g) for g in groups}, key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).hexdigest())
+    n_out = min(len(qs) - 1, max(1, round(fraction * len(qs))))
+    return {"held_out": sorted(qs[:n_out]), "fit": sorted(qs[n_out:]), "key": "question_key", "fraction": fraction}
+
+
 # ------------------------------------------------------------------------------------------ the study
 def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: int = 5, inner_folds: int = 3,
                  group: str = "question", seed: int = 0, pca: int | None = None, n_directions: int = 8,
                  permutations: int = 100, n_boot: int = 1000, transfer: bool = True,
                  transfer_layer: int | None = None, directions: bool = True, Cs: tuple[float, ...] = DEFAULT_CS,
                  solver: str = "torch", device: str = "cpu", log: Any = None,
-                 control_repeats: int | None = None) -> tuple[dict, dict]:
+                 control_repeats: int | None = None, steer_holdout: float = 0.0) -> tuple[dict, dict]:
     """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
     ``directions`` maps layer -> :func:`probes.direction_fit.fit_directions` result (empty if disabled).
-    ``control_repeats`` is the old name of ``permutations``."""
+    ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
+    questions outside a seeded held-out fraction (:func:`steer_split`), recorded for the steering stage; the
+    cross-validated scores always use every question."""
     from probes.controls import CONTROL_METHOD, max_over_layers_null, null_summary, permutation_p, question_permutations
     from probes.cv import majority_baseline, nested_selection, outer_folds, score_predictions
     from probes.direction_fit import fit_directions
@@ -299,6 +317,11 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     y, names = data.y, data.class_names
     groups = data.groups(group)
     qgroups = data.groups("question")
+    split = steer_split(qgroups, steer_holdout, seed) if directions else None
+    fit_rows = (~np.isin(qgroups, split["held_out"])) if split else np.ones(len(qgroups), dtype=bool)
+    if directions and not np.any(data.y_c[fit_rows] == 1) or directions and not np.any(data.y_c[fit_rows] == 0):
+        raise ProbeError(f"the direction-fitting questions (after --steer-holdout {steer_holdout}) hold only one class; "
+                         "lower --steer-holdout or label more questions")
     check_folds(y, groups, folds, names)
     fold_ids = outer_folds(y, groups, folds, seed)
     Yp = question_permutations(y, qgroups, permutations, seed + 1)
@@ -343,8 +366,9 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
             rows_out[pk].append(_layer_entry(L, real, run, ctrl, gain, time.perf_counter() - t1))
         if directions:
             t2 = time.perf_counter()
-            dirs[L] = fit_directions(X, data.y_c, qgroups, n_directions=n_directions, pca=pca, seed=seed,
-                                     inner_folds=inner_folds, Cs=Cs, solver=solver, device=be.device)
+            dirs[L] = fit_directions(X[fit_rows], data.y_c[fit_rows], qgroups[fit_rows], n_directions=n_directions,
+                                     pca=pca, seed=seed, inner_folds=inner_folds, Cs=Cs, solver=solver,
+                                     device=be.device)
             tl["directions_s"] = time.perf_counter() - t2
         tl["total_s"] = time.perf_counter() - t0
         timing["layers"][str(L)] = tl
@@ -456,8 +480,11 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                           "independent (too narrow when a question has several rows)",
         "probes": probes_out,
         "transfer": transfer_out,
-        "directions": ({"file": "directions.h5", "layers": sorted(dirs), "fitted_on": "all labelled rows (no "
-                        "held-out split): for steering, not scored", "target": "C vs non-C"} if dirs else None),
+        "directions": ({"file": "directions.h5", "layers": sorted(dirs), "target": "C vs non-C",
+                        "fitted_on": ("labelled rows of the questions outside the held-out fraction "
+                                      f"{steer_holdout}: for steering on the held-out questions, not scored") if split
+                        else "all labelled rows (no held-out split): for steering, not scored",
+                        "question_split": split} if dirs else None),
         "solver": {"name": solver, "device": be.device},
         "timing": timing,
     }
@@ -526,7 +553,8 @@ def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
                 data, probes=config.probes, folds=config.folds, inner_folds=config.inner_folds, group=config.group,
                 seed=config.seed, pca=config.pca, n_directions=config.n_directions, permutations=config.permutations,
                 n_boot=config.bootstrap, transfer=config.transfer, transfer_layer=config.transfer_layer,
-                directions=config.directions, Cs=tuple(config.cs), solver=config.solver, device=config.device, log=log)
+                directions=config.directions, Cs=tuple(config.cs), solver=config.solver, device=config.device, log=log,
+                steer_holdout=config.steer_holdout)
         except StoreError:
             raise
         prov = _store_provenance(store)
@@ -551,7 +579,8 @@ def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
             sel = max(sorted(set(ch)), key=ch.count) if ch else None
             write_directions(tmp / "directions.h5", dirs, target=config.target, position=config.position,
                              store=prov, n_directions=config.n_directions, selected_layer=sel,
-                             selected_layer_method=f"modal nested-CV layer choice of the {pk} probe over the outer folds")
+                             selected_layer_method=f"modal nested-CV layer choice of the {pk} probe over the outer folds",
+                             question_split=(results.get("directions") or {}).get("question_split"))
         if out.exists():
             raise ProbeError(f"output directory {out} appeared while probing (nothing was overwritten); "
                              f"pass --output NEW_DIR")
@@ -598,6 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="layer for the transfer checks (default: the layer nested CV chose most often)")
     p.add_argument("--no-transfer", action="store_true", help="skip the transfer checks")
     p.add_argument("--no-directions", action="store_true", help="skip directions.h5")
+    p.add_argument("--steer-holdout", type=float, default=d.steer_holdout,
+                   help="fraction of questions (seeded) left out of the direction fit and recorded in directions.h5, "
+                        "so python -m steering.sweep steers only questions the directions never saw")
     p.add_argument("--solver", choices=SOLVERS, default=d.solver,
                    help="torch: batched solver (same optimum as sklearn's lbfgs); sklearn: the reference")
     p.add_argument("--device", default=d.device, help="torch device: auto, cpu, cuda, cuda:N")
@@ -628,7 +660,7 @@ def config_from_args(argv: list[str] | None = None) -> ProbeConfig:
                       probe=a.probe, folds=a.folds, inner_folds=a.inner_folds, group=a.group, seed=a.seed,
                       conditions=a.conditions, cs=parse_cs(a.cs), pca=a.pca, n_directions=a.n_directions,
                       permutations=a.permutations, bootstrap=a.bootstrap, transfer_layer=a.transfer_layer,
-                      transfer=not a.no_transfer, directions=not a.no_directions,
+                      transfer=not a.no_transfer, directions=not a.no_directions, steer_holdout=a.steer_holdout,
                       allow_incomplete=a.allow_incomplete, allow_leaky=a.allow_leaky, quiet=a.quiet,
                       solver=a.solver, device=a.device,
                       command="python -m probes.train " + " ".join(str(x) for x in argv))

@@ -293,3 +293,29 @@ def test_cli_help_and_docstring():
     with pytest.raises(SystemExit) as e:
         main(["--help"])
     assert e.value.code == 0
+
+
+def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
+    """--steer-holdout: CV scores use every question, the directions only the fit half, and directions.h5
+    records the split that the steering stage reads (so steered questions were never fitted on)."""
+    from steering.grid import load_directions as steering_directions
+
+    rng = np.random.default_rng(7)
+    q, per, nl, d = 40, 4, 2, 12
+    n = q * per
+    acts = rng.normal(size=(n, nl, d)).astype(np.float32)
+    y = (acts[:, 1, 0] > 0).astype(int)
+    qs = np.repeat(np.arange(q), per)
+    p = write_store(tmp_path / "a.h5", acts, lab(y), qs)
+    assert main([str(p), "--folds", "3", "--bootstrap", "50", "--permutations", "5", "--quiet", "--n-directions", "2",
+                 "--cs", "1", "--steer-holdout", "0.5", "--no-transfer"]) == 0
+    res = json.loads((tmp_path / "probes" / "results.json").read_text())
+    split = steering_directions(tmp_path / "probes" / "directions.h5").fit_split()
+    assert split is not None
+    held, fit = set(split["held_out"]), set(split["fit"])
+    assert held and fit and not held & fit and len(held | fit) == q
+    assert abs(len(held) - q / 2) <= 1
+    assert res["directions"]["question_split"]["held_out"] == sorted(held)
+    # bad fractions are refused in one line before any work
+    assert main([str(p), "--steer-holdout", "1.5", "--output", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
