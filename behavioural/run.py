@@ -37,7 +37,7 @@ _RESULT_OPTIONS = {
     "max_examples": "max_examples", "all": "max_examples", "seed": "seed", "strategy": "strategies",
     "positions": "positions", "max_new_tokens": "max_new_tokens", "min_lines": "min_lines", "few_shot": "few_shot",
     "model_revision": "model_revision", "dataset_revision": "dataset_revision", "quantize": "quantize",
-    "dtype": "dtype", "n_per_level": "n_per_level",
+    "dtype": "dtype", "n_per_level": "n_per_level", "shard": "shard",
 }
 #: options that may change on resume (they do not change results)
 _FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
     p.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs to shard over")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM: fraction of GPU memory to use")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, help="vLLM: pipeline stages (GPUs or nodes)")
+    p.add_argument("--data-parallel-size", type=int, default=1, help="vLLM: engine replicas")
+    p.add_argument("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"), default=None,
+                   help="vLLM: how workers are launched (ray for multi-node); default: vLLM's choice")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only shard I of N (0-based) of the question sample, partitioned by question key; merge the "
+                        "parts with python -m behavioural.merge")
     p.add_argument("--model-revision", default=None, help="pin the model's HF revision (commit/tag)")
     p.add_argument("--dataset-revision", default=None, help="pin the HF dataset revision (hub loading only)")
     p.add_argument("--quantize", choices=("4bit", "8bit"), default=None, help="load the model quantised with bitsandbytes")
@@ -93,6 +100,9 @@ class RunConfig:
     device: str | None = None
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.85
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    distributed_executor_backend: str | None = None
     progress: bool = True
 
 
@@ -107,6 +117,19 @@ def _positions(spec: str) -> tuple[str, ...]:
     return positions
 
 
+def vllm_options(config: RunConfig) -> dict[str, Any]:
+    """The engine options passed through to ``vllm.LLM`` (vLLM's own tensor/pipeline/data parallelism)."""
+    out: dict[str, Any] = {"tensor_parallel_size": config.tensor_parallel_size,
+                           "gpu_memory_utilization": config.gpu_memory_utilization}
+    if config.pipeline_parallel_size != 1:
+        out["pipeline_parallel_size"] = config.pipeline_parallel_size
+    if config.data_parallel_size != 1:
+        out["data_parallel_size"] = config.data_parallel_size
+    if config.distributed_executor_backend:
+        out["distributed_executor_backend"] = config.distributed_executor_backend
+    return out
+
+
 def validate_settings(s) -> None:
     """Refuse settings that cannot produce a result, before anything is loaded or written."""
     from .cli import UsageError, check_number
@@ -117,6 +140,13 @@ def validate_settings(s) -> None:
     check_number(s.batch_size, "--batch-size", minimum=1)
     check_number(s.max_examples, "--max-examples", minimum=1)
     check_number(s.n_per_level, "--n-per-level", minimum=1)
+    if s.shard is not None:
+        from .shards import ShardError, parse_shard
+
+        try:
+            parse_shard(s.shard)
+        except ShardError as e:
+            raise UsageError(str(e)) from None
     if s.input_file is not None:
         p = Path(s.input_file)
         if not p.is_file():
@@ -136,7 +166,7 @@ def _settings_from_args(args: argparse.Namespace):
         max_examples=None if args.all else args.max_examples, max_new_tokens=args.max_new_tokens,
         min_lines=args.min_lines, few_shot=args.few_shot, model_revision=args.model_revision,
         dataset_revision=args.dataset_revision, quantize=args.quantize, dtype=args.dtype,
-        n_per_level=args.n_per_level, data_dir=args.data_dir, input_file=args.input_file,
+        n_per_level=args.n_per_level, data_dir=args.data_dir, input_file=args.input_file, shard=args.shard,
         batch_size=args.batch_size, backend=args.backend,
     )
 
@@ -287,8 +317,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
             if s.backend == "vllm" and generate_fn is None:
                 from .vllm_backend import make_vllm_generate
 
-                generate_fn = make_vllm_generate(lm, tensor_parallel_size=config.tensor_parallel_size,
-                                                 gpu_memory_utilization=config.gpu_memory_utilization)
+                generate_fn = make_vllm_generate(lm, **vllm_options(config))
             log(f"run directory: {out_dir}  ({len(questions)} questions, strategies {', '.join(s.strategies)}, "
                 f"positions {', '.join(s.positions)}, model {s.model})")
             started = True
@@ -369,9 +398,15 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
     else:
         settings = _settings_from_args(args)
         out = Path(args.output_dir or f"runs/{args.dataset}-{datetime.now():%Y%m%d-%H%M%S}")
+    from .cli import check_number
+
+    for opt in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        check_number(getattr(args, opt), "--" + opt.replace("_", "-"), minimum=1)
     return RunConfig(settings=settings, output_dir=out, resume=bool(args.resume), device=args.device,
                      tensor_parallel_size=args.tensor_parallel_size,
-                     gpu_memory_utilization=args.gpu_memory_utilization, progress=not args.quiet)
+                     gpu_memory_utilization=args.gpu_memory_utilization,
+                     pipeline_parallel_size=args.pipeline_parallel_size, data_parallel_size=args.data_parallel_size,
+                     distributed_executor_backend=args.distributed_executor_backend, progress=not args.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:
