@@ -505,7 +505,16 @@ def _arith_levels(task: str | None) -> tuple[str, ...]:
             f"unknown arith level(s) {bad or task!r}; "
                 f"use names like s{{steps}}_o{{max operand}}, e.g. {', '.join(ARITH_LEVELS)} (comma list allowed)"
         )
+    for t in levels:  # the generator enumerates a level's whole space: refuse one too large to enumerate
+        steps, max_operand = (int(g) for g in _ARITH_LEVEL_RE.fullmatch(t).groups())  # type: ignore[union-attr]
+        if steps < 1 or max_operand < 1 or max_operand ** (steps + 1) > ARITH_MAX_SPACE:
+            raise DataError(f"arith level {t!r} is out of range: need >= 1 step and operand, and (max operand)^(steps+1) "
+                            f"<= {ARITH_MAX_SPACE:,}; e.g. {', '.join(ARITH_LEVELS)}")
     return levels
+
+
+#: the largest arith level space (start values x operand chains) the generator will enumerate
+ARITH_MAX_SPACE = 2_000_000
 
 
 #: how an arith question opens and closes (``{s}`` start value; entity forms name what is counted). The

@@ -369,3 +369,14 @@ def test_hub_offline_real_datasets(monkeypatch, tmp_path):
     with pytest.raises(DataError) as e:
         load_questions("bbh", task="navigate", revision="main")
     assert "offline?" in _one_line(e)
+
+
+def test_arith_level_too_large_to_enumerate_is_refused_at_once():
+    import time
+
+    from behavioural.data import DataError
+
+    t0 = time.perf_counter()
+    with pytest.raises(DataError, match="out of range"):
+        load_questions("arith", task="s9_o99")
+    assert time.perf_counter() - t0 < 5  # refused, not enumerated
