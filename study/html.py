@@ -12,7 +12,8 @@ Each table row that names browser facets gets a link into the trace browser filt
 :mod:`behavioural.browse`). A row names facets through a cell ``key=value`` (``strategy=contradiction``,
 several joined by ``,``; a bare ``A``/``B``/``C`` is a label) or through a column whose header is a facet name
 (``strategy``, ``position``, ``label``, ``task``, ``level``, ``model``, ``dataset``, ``condition``); a row
-``overall`` links to all perturbed samples. Rows that name no facet get no link.
+``overall`` links to all perturbed samples. Rows that name no facet get no link. In a row with a link, a
+non-zero count under a column headed ``A``, ``B`` or ``C`` links to that row's samples with that label.
 """
 from __future__ import annotations
 
@@ -181,8 +182,17 @@ def _table(header: list[str], rows: list[list[str]], browse: str | None) -> str:
     any_link = any(links)
     h = "".join(f"<th>{_inline(c)}</th>" for c in header) + ("<th>samples</th>" if any_link else "")
     body = []
+    label_cols = {k: name.strip() for k, name in enumerate(header) if name.strip() in _LABELS}
     for r, f in zip(rows, links):
-        cells = "".join(f"<td>{_inline(c)}</td>" for c in r + [""] * (len(header) - len(r)))
+        cells = ""
+        for k, c in enumerate(r + [""] * (len(header) - len(r))):
+            if f and k in label_cols and re.fullmatch(r"\s*[1-9]\d*\s*", c) and "label" not in f:
+                lf = dict(f, label=label_cols[k])
+                title = html.escape(", ".join(f"{a}={b}" for a, b in lf.items()), quote=True)
+                href = html.escape(f"{browse}{fragment(lf)}", quote=True)
+                cells += f'<td><a class="browse-label" href="{href}" title="{title}">{_inline(c)}</a></td>'
+            else:
+                cells += f"<td>{_inline(c)}</td>"
         if any_link:
             if f:
                 desc = ", ".join(f"{k}={v}" for k, v in f.items())

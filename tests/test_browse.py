@@ -239,6 +239,10 @@ def test_report_markdown_tables_and_links(tmp_path):
     assert 'href="browse.html#f=condition:perturbed,level:s2_o5"' in page
     assert page.count('class="browse"') == 4  # the "note" row names no facet
     assert "data:image/png;base64," in page and "missing.png" not in page
+    lab = _study_html_module().markdown_to_html("| perturbed, by | n | A | B | C |\n|---|---|---|---|---|\n"
+                                                "| strategy=contradiction | 5 | 2 | 0 | 3 |\n", browse="b.html")
+    assert 'href="b.html#f=condition:perturbed,strategy:contradiction,label:C"' in lab
+    assert 'href="b.html#f=condition:perturbed,strategy:contradiction,label:A"' in lab and "label:B" not in lab
 
 
 def test_report_from_a_markdown_report_with_images(tmp_path):
