@@ -30,15 +30,24 @@ class StudyConfig:
     dataset: str = "arith"
     task: str | None = "s2_o3,s2_o5"
     data_dir: str | None = None
-    max_examples: int = 64
+    max_examples: int = 160
+    #: arith questions generated per level (the sample is drawn from them; 80 x 2 levels = every one)
+    n_per_level: int | None = 80
     strategy: str = "arithmetic,arithmetic_change,contradiction"
     max_new_tokens: int = 96
     batch_size: int = 16
     folds: int = 5
-    k: str = "1,2,4"
-    alphas: str = "0.1,0.25,0.5"
+    #: fraction of questions the steering directions are NOT fitted on; only those questions are steered
+    steer_holdout: float = 0.5
+    k: str = "1,4"
+    alphas: str = "0.25,0.5"
     steer_layers: str | None = None
-    max_cases: int = 12
+    max_cases: int = 24
+    #: C cases steered per question (1: the cases spread over as many questions as possible)
+    per_question: int = 1
+    steer_max_new_tokens: int = 64
+    #: smallest steering effect of interest (a fraction): a null must exclude it
+    sesoi: float = 0.10
     random_seeds: int = 2
     seed: int = 42
     device: str | None = None
@@ -56,8 +65,11 @@ class StudyConfig:
     def validate(self) -> None:
         from behavioural.cli import check_number, parse_float_list
 
-        for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds"):
+        for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
+                     "per_question", "steer_max_new_tokens"):
             check_number(getattr(self, name), "--" + name.replace("_", "-"), minimum=1)
+        check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
+        check_number(self.sesoi, "--sesoi", minimum=0.001, maximum=0.999)
         check_number(self.folds, "--folds", minimum=2)
         parse_float_list(self.alphas, "--alphas")
         ks = parse_float_list(self.k, "--k", minimum=1)

@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steering: strengths relative to the mean residual norm (>= 1 turns SmolLM2 into noise)")
     p.add_argument("--steer-layers", default=d.steer_layers, help="steering layers (default: the probes' nested-CV selection)")
     p.add_argument("--max-cases", type=int, default=d.max_cases, help="steering: C cases to steer")
+    p.add_argument("--per-question", type=int, default=d.per_question, help="steering: at most this many C cases a question")
+    p.add_argument("--steer-holdout", type=float, default=d.steer_holdout,
+                   help="fraction of questions kept out of the direction fit; steering uses only those")
+    p.add_argument("--sesoi", type=float, default=d.sesoi,
+                   help="steering: smallest effect of interest (0.10 = 10 points) that a null must exclude")
+    p.add_argument("--steer-max-new-tokens", type=int, default=d.steer_max_new_tokens, help="steering: generation budget")
+    p.add_argument("--n-per-level", type=int, default=d.n_per_level, help="arith: questions generated per level")
     p.add_argument("--random-seeds", type=int, default=d.random_seeds, help="steering: random-direction control seeds")
     p.add_argument("--seed", type=int, default=d.seed, help="sampling and perturbation seed")
     p.add_argument("--device", default=d.device, help="cpu | cuda | auto")

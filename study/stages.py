@@ -36,7 +36,8 @@ def _behaviour_settings(c: StudyConfig):
 
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
                     task=c.task, seed=c.seed, max_examples=c.max_examples, max_new_tokens=c.max_new_tokens,
-                    data_dir=c.data_dir, batch_size=c.batch_size)
+                    data_dir=c.data_dir, batch_size=c.batch_size,
+                    n_per_level=c.n_per_level if c.dataset == "arith" else None)
 
 
 def _run_behaviour(out: Path, c: StudyConfig) -> Any:
@@ -117,7 +118,7 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
     from probes.train import ProbeConfig, train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
-                             command="python -m study"))
+                             steer_holdout=c.steer_holdout, seed=c.seed, command="python -m study"))
 
 
 def _render_probes(out: Path, style: str) -> str | None:
@@ -142,8 +143,9 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
     layers = [int(x) for x in c.steer_layers.split(",") if x.strip()] if c.steer_layers else None
     cfg = SweepConfig(run_dir=str(out), directions=str(_probes_dir(out)), output=str(_steer_dir(out)), layers=layers,
                       ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
-                      random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.max_new_tokens,
-                      batch_size=c.batch_size, resume=_steer_dir(out).exists())
+                      random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.steer_max_new_tokens,
+                      per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
+                      resume=_steer_dir(out).exists())
     for name, value in (("device", c.device), ("progress", not c.quiet)):
         if hasattr(cfg, name):
             object.__setattr__(cfg, name, value)
@@ -160,6 +162,66 @@ def _render_steering(out: Path, style: str) -> str | None:
     return sweep.format_summary(read_json(d / "summary.json"), style=style)
 
 
+# ------------------------------------------------------------------------------------------ gradient
+def _gradient_dir(out: Path) -> Path:
+    return out / "gradient"
+
+
+def _levels(out: Path) -> list[str]:
+    from behavioural.runs import Run
+
+    return sorted({b.task or "" for b in Run(out).baselines()} - {""})
+
+
+def _run_gradient(out: Path, c: StudyConfig) -> Any:
+    """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
+    from behavioural.gradient import GradientConfig, run_gradient
+    from behavioural.rundir import write_json
+
+    if len(_levels(out)) < 2:
+        _gradient_dir(out).mkdir(exist_ok=True)
+        write_json(_gradient_dir(out) / "skipped.json", {"reason": "the study covers one task/level: no gradient"})
+        return None
+    return run_gradient(GradientConfig(runs=(str(out),), output=str(_gradient_dir(out)), seed=c.seed))
+
+
+def _gradient_complete(d: Path) -> bool:
+    from behavioural.gradient import is_complete
+
+    return (d / "skipped.json").is_file() or bool(is_complete(d))
+
+
+def _render_gradient(out: Path, style: str) -> str | None:
+    from behavioural.gradient import JSON_NAME, format_summary
+    from behavioural.rundir import read_json
+
+    d = _gradient_dir(out)
+    if (d / "skipped.json").is_file():
+        return "One task/level only: no difficulty gradient (see python -m behavioural.gradient)."
+    if not _gradient_complete(d):
+        return None
+    return format_summary(read_json(d / JSON_NAME), style=style)
+
+
+# ------------------------------------------------------------------------------------------ trace browser
+def _browse_file(out: Path) -> Path:
+    return out / "browse.html"
+
+
+def _run_browser(out: Path, c: StudyConfig) -> Any:
+    from behavioural.browse import write_browser
+
+    gens = _steer_dir(out) / "generations.jsonl"
+    return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
+
+
+def _render_browser(out: Path, style: str) -> str | None:
+    if not _browse_file(out).is_file():
+        return None
+    return ("Open [browse.html](browse.html) (self-contained, works offline) to read every trace: filters, search, "
+            "j/k keys, permalinks." if style == "md" else f"Open {_browse_file(out)} in a browser to read every trace.")
+
+
 def _lazy(mod: str, fn: str) -> Callable[[Path], bool]:
     return lambda p: bool(getattr(_mod(mod), fn)(p))
 
@@ -168,10 +230,13 @@ STAGES: tuple[Stage, ...] = (
     Stage("behaviour", "Behaviour: does the edit reach the answer?", lambda o: o,
           _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour),
     Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.label", "is_complete"), _run_labels, _render_labels),
+    Stage("gradient", "Difficulty gradient across levels", _gradient_dir, _gradient_complete, _run_gradient,
+          _render_gradient),
     Stage("activations", "Activations", _store, _lazy("activations.cache", "is_complete"), _run_activations,
           _render_activations),
     Stage("probes", "Probes: can the hidden state predict propagation?", _probes_dir, _probes_complete, _run_probes,
           _render_probes),
     Stage("steering", "Steering: do the probe directions change the outcome?", _steer_dir,
           _lazy("steering.sweep", "is_complete"), _run_steering, _render_steering),
+    Stage("browser", "Trace browser", _browse_file, lambda p: p.is_file(), _run_browser, _render_browser),
 )

@@ -47,10 +47,12 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, cap
     out = tmp_path / "study"
     assert main(["--output-dir", str(out), *FAST]) == 0
     for f in ("summary.json", "labels/rule/summary.json", "activations.h5", "probes/results.json",
-              "steering/summary.json", "report.md", "report.txt", "study.json"):
+              "steering/summary.json", "report.md", "report.txt", "report.html", "browse.html", "study.json",
+              "gradient/skipped.json"):
         assert (out / f).is_file(), f
     md = (out / "report.md").read_text()
-    for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering", "| overall |", "| perturbed |"):
+    for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering", "| overall |", "| perturbed |",
+                    "Difficulty gradient", "One task/level only", "Trace browser", "browse.html"):
         assert section in md, section
     assert "not run yet" not in md and "could not render" not in md
     txt = (out / "report.txt").read_text()
@@ -61,7 +63,7 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, cap
     assert "already exists" in capsys.readouterr().err
     assert main(["--resume", str(out)]) == 0
     cap = capsys.readouterr()
-    assert cap.out.count("already complete, skipped") == 5
+    assert cap.out.count("already complete, skipped") == 7  # behaviour, labels, gradient, ..., steering, browser
     assert "resuming" in cap.out and "max_examples=16" in cap.out
     # explicit options that differ from the stored ones are refused, naming each; nothing is modified
     before = (out / "study.json").read_bytes()
@@ -86,7 +88,7 @@ def test_resume_repairs_missing_summary_and_unfinished_labels(tmp_path, fake_mod
     assert main(["--resume", str(out)]) == 0
     assert (out / "summary.json").is_file()
     assert _records(out) == ref
-    assert capsys.readouterr().out.count("already complete, skipped") == 3
+    assert capsys.readouterr().out.count("already complete, skipped") == 5  # gradient, activations, probes, steering, browser
 
 
 def test_resume_of_a_missing_directory_is_an_error(tmp_path, capsys):
