@@ -346,7 +346,8 @@ CASES: list[Case] = [
          lambda e: set_json(e.f("manifest.json"), status="running"), absent=_absent_new),
     Case("steer-two-writers", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", str(e.f("steering")),
                                                 "--resume", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
-                                                "--random-seeds", "1", "--max-new-tokens", "16", "--batch-size", "16"],
+                                                "--random-seeds", "1", "--max-new-tokens", "64", "--batch-size", "16",
+                                                "--per-question", "1", "--seed", "42"],
          lambda e: hold_lock(e.f("steering")), needle="another writer"),
     # ---------------------------------------------------------------- study
     Case("study-resume-missing-dir", STUDY, lambda e: ["--resume", str(e.tmp / "typo")], absent=lambda e: [e.tmp / "typo"],
