@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ../shared/data
 
-.PHONY: demo test test-fast test-vllm install vllm clean-venv chromium
+.PHONY: demo test test-fast test-vllm install vllm clean-venv chromium lint
 VLLM_VENV := .venv-vllm
 
 $(STAMP): pyproject.toml
@@ -22,6 +22,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m study --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
+
+# ruff (style, import order) and mypy (types), configured in pyproject.toml
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: $(STAMP) chromium
 	$(PY) -m pytest -q -m "not vllm" --timeout 900

@@ -426,18 +426,18 @@ class StoreWriter:
             raise StoreError(f"unknown row columns {sorted(unknown)}; the store's columns are {list(COLUMNS)}")
         for r in rows:
             _as_correct(r.get("correct"))
-        clean = [{c: (r.get(c) if not isinstance(r.get(c), tuple) else list(r.get(c))) for c in COLUMNS if c in r}
+        clean = [{c: (r.get(c) if not isinstance(r.get(c), tuple) else list(r.get(c))) for c in COLUMNS if c in r}  # type: ignore[arg-type]
                  for r in rows]
         arrays["rows"] = np.frombuffer(json.dumps(clean, default=str).encode("utf-8"), dtype=np.uint8)
         name = self.parts / f"part-{self._n_parts:06d}.npz"
-        _atomic_write_bytes(name, lambda f: np.savez(f, **arrays))
+        _atomic_write_bytes(name, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
         self._n_parts += 1
         self._rows.extend(clean)
         self._done.update(ids)
 
     def set_attr(self, key: str, value: Any) -> None:
         """Record an extra attribute (e.g. timing); written into the store at :meth:`finish`."""
-        self.header["attrs"][key] = _clean_attrs({key: value})[key]
+        self.header["attrs"][key] = _clean_attrs({key: value})[key]  # type: ignore[index]
 
     def finish(self) -> None:
         """Assemble the parts into the final HDF5 file (atomic rename), mark it complete, close."""

@@ -57,7 +57,7 @@ def _refillable(cache) -> bool:
     from transformers.cache_utils import DynamicLayer
 
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers)
+    return bool(layers) and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers or ())
 
 
 def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[list[int]], None] | None = None,

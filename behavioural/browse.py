@@ -192,7 +192,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             Q["key"].append(d.get("question_key"))
         rows: dict[str, int] = {}
         for d in run.continuation_dicts():
-            qid = d.get("question_id")
+            qid = str(d.get("question_id"))
             if qid not in qindex:  # a continuation whose baseline is missing still shows (question text unknown)
                 qindex[qid] = len(Q["id"])
                 for k, v in (("id", qid), ("run", ri), ("text", ""), ("task", S(d.get("task"))), ("lvl", S(d.get("difficulty"))),

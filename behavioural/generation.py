@@ -90,7 +90,7 @@ class _AnswerLineStop:
 
 
 def _stop_ids(tokenizer, model) -> list[int]:
-    ids = set()
+    ids: set[int] = set()
     for src in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
         if src is None:
             continue
@@ -330,7 +330,7 @@ def generate_simple(
                 # row's own tokens up to its first stop, so the record does not depend on the batch
                 g = finish(tok, out[r, width:].tolist(), set(stop_ids), stop_at_answer, newline_ids=nl_ids)
                 results[i] = g
-                n_tok += g.new_tokens
+                n_tok += g.new_tokens  # type: ignore[union-attr]
             bar.update(len(idx))
             bar.set_postfix(tok_s=f"{n_tok / max(time.perf_counter() - t0, 1e-9):.1f}")
     finally:

@@ -111,7 +111,7 @@ def d_model(model: Any) -> int:
     if emb is not None and getattr(emb, "weight", None) is not None:
         return int(emb.weight.shape[1])
     cfg = getattr(m, "config", None)
-    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg  # type: ignore[union-attr]
     for k in ("hidden_size", "n_embd", "d_model"):
         if getattr(cfg, k, None):
             return int(getattr(cfg, k))

@@ -222,8 +222,8 @@ def _quantization_config(quantize: str | None):
     if quantize not in QUANTIZE_CHOICES:
         raise ModelError(f"unknown quantize value {quantize!r}; choose one of {', '.join(QUANTIZE_CHOICES)} (or omit it)")
     try:
-        from transformers import BitsAndBytesConfig
         import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
     except ImportError as e:  # pragma: no cover - bitsandbytes is a dependency
         raise ModelError(f"quantize={quantize!r} needs bitsandbytes: pip install bitsandbytes ({e})") from e
     import torch
@@ -245,7 +245,8 @@ def resolve_name(name: str) -> tuple[str, str]:
     if p.is_dir():
         return "local", str(p)
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        raise ModelError(f"model path {name!r} does not exist; pass an existing directory, a .gguf file, a Hugging Face id or one of: {EMBEDDED}, {', '.join(ALIASES)}")
+        raise ModelError(f"model path {name!r} does not exist; pass an existing directory, a .gguf file, a Hugging Face "
+                         f"id or one of: {EMBEDDED}, {', '.join(ALIASES)}")
     return "hub", name
 
 
@@ -299,7 +300,7 @@ def load_model(
             ) from e
         raise ModelError(f"could not load model from {src!r}: {str(e).splitlines()[0][:200]}") from e
     if qconfig is None:
-        model.to(dev)
+        model.to(dev)  # type: ignore[arg-type]
     model.eval()
     if require_chat_template and not getattr(tok, "chat_template", None):
         raise ModelError(

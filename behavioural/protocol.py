@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import rundir
 from .answers import PARSER_VERSION, STOP_RULE, score
@@ -229,7 +230,8 @@ def plan_continuations(baseline: dict, question, settings: Settings) -> tuple[li
 
 
 def _continuation_record(job: _Job, gen, input_tokens: int) -> Continuation:
-    q, b = job.question, job.baseline
+    q: Any = job.question
+    b = job.baseline
     parsed, correct = score(gen.text, q)  # the one scorer (parser + gold + choices)
     return Continuation(
         id=job.id, question_id=q.id, dataset=q.dataset, task=q.task, difficulty=q.difficulty,
@@ -267,6 +269,7 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         from .shards import parse_shard, select
 
         shard = parse_shard(settings.shard)
+        assert shard is not None
         full = questions
         questions = select(full, shard, key=lambda q: question_key(q.question))
         shard_info = {"index": shard.index, "count": shard.count, "sample_ids": [q.id for q in full],
@@ -306,9 +309,9 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         jobs, skipped = [], []
         for b in baselines:
             if b["eligible"]:
-                j, s = plan_continuations(b, by_id[b["question_id"]], settings)
+                j, sk = plan_continuations(b, by_id[b["question_id"]], settings)
                 jobs += j
-                skipped += s
+                skipped += sk
         old_skips = {(s["question_id"], s["strategy"], s["position"]) for s in rundir.read_jsonl(run_dir / SKIPPED, repair=True)}
         with rundir.JsonlWriter(run_dir / SKIPPED) as w:
             for s in skipped:

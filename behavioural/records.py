@@ -31,7 +31,7 @@ LABEL_NON_C = "non-C"
 
 class _Record:
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(self)  # type: ignore[call-overload]
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
@@ -39,7 +39,7 @@ class _Record:
 
     @classmethod
     def from_dict(cls, d: dict):
-        names = {f.name: f for f in dataclasses.fields(cls)}
+        names = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         unknown = set(d) - set(names)
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)} (written by a newer schema?)")

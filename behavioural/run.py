@@ -211,13 +211,13 @@ def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[s
     new = _settings_from_args(merged)
     diffs = []
     for dest in sorted(explicit):
-        field = _RESULT_OPTIONS.get(dest)
-        if field is None:
+        fname = _RESULT_OPTIONS.get(dest)
+        if fname is None:
             continue
-        a, b = _norm(getattr(base, field)), _norm(getattr(new, field))
+        a, b = _norm(getattr(base, fname)), _norm(getattr(new, fname))
         if a != b:
             opt = "--" + dest.replace("_", "-")
-            diffs.append(f"{opt} {b!r} differs from the run's {field}={a!r}")
+            diffs.append(f"{opt} {b!r} differs from the run's {fname}={a!r}")
     if diffs:
         raise ProtocolError(f"cannot resume {run_dir}: {'; '.join(diffs)}; omit those options to continue with the "
                             "run's own settings, or start a new --output-dir")

@@ -250,7 +250,7 @@ def git_info(start: str | os.PathLike | None = None) -> dict:
 
 def package_versions(names: Iterable[str] = ("torch", "transformers", "numpy", "scikit-learn", "h5py", "nnsight",
                                                "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")) -> dict:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
     for n in names:
         try:
             out[n] = metadata.version(n)

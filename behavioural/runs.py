@@ -58,7 +58,7 @@ def _read_json_file(path: Path, what: str) -> dict:
     return obj
 
 
-def _records(path: Path, cls: type, *, required: bool) -> list:
+def _records(path: Path, cls: Any, *, required: bool) -> list:
     if not path.is_file():
         if required:
             raise RunDirError(f"{str(path)!r} not found; is {str(path.parent)!r} a run directory written by "

@@ -18,6 +18,7 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from behavioural.labellers import kappa
 from behavioural.rundir import file_sha256, now, read_jsonl
@@ -137,8 +138,8 @@ def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: st
                    labelling: str | None = None) -> dict:
     """Cohen's kappa (C vs non-C, and A/B/C) between annotators and against each labeller."""
     rd = Path(run_dir)
-    sheets = [Path(s) for s in sheets]
-    key_path = _find_key(rd, sheets, key)
+    sheet_paths = [Path(s) for s in sheets]
+    key_path = _find_key(rd, sheet_paths, key)
     if not key_path.is_file():
         raise SheetError(f"key file {str(key_path)!r} not found; pass the .key.json written by --export-sheet")
     try:
@@ -149,7 +150,7 @@ def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: st
         raise SheetError(f"key file {str(key_path)!r} is not a key written by --export-sheet ({e}); pass the .key.json "
                          "written beside the sheet") from None
     annot: dict[str, dict[str, str]] = {}
-    for s in sheets:
+    for s in sheet_paths:
         name = s.stem
         while name in annot:
             name += "'"
@@ -185,12 +186,12 @@ def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: st
         return {"C_vs_nonC": kappa([_binary(x) for x in a], [_binary(y) for y in b]),
                 "ABC": kappa(a, b)}
 
-    report = {
+    report: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "created": now(), "key": str(key_path), "labelling": ldir.name if ldir else None,
         "n_items": len(order),
         "annotators": {a: {"sheet": str(s), "n_labelled": len(annot[a]), "n_missing": len(order) - len(annot[a]),
                            "counts": {k: list(annot[a].values()).count(k) for k in LABELS}}
-                       for a, s in zip(annot, sheets)},
+                       for a, s in zip(annot, sheet_paths)},
         "between_annotators": [{"a": a, "b": b, **both(raters[a], raters[b])} for a, b in itertools.combinations(annot, 2)],
         "against_labellers": [],
     }

@@ -224,7 +224,7 @@ def cluster_bootstrap_ci(
             stats.append(s)
     if stats:
         a = (1 - level) / 2
-        out["ci"] = [float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))]
+        out["ci"] = [float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))]  # type: ignore[list-item]
     return out
 
 

@@ -25,7 +25,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .generation import Generation, _newline_ids, _stop_ids, encode, finish
 from .models import ModelError
@@ -94,7 +95,8 @@ class VLLMGenerate:
         from vllm import LLM
 
         if lm.quantize:
-            raise ModelError(f"the vLLM backend does not take --quantize {lm.quantize} (bitsandbytes); drop it or use --backend hf")
+            raise ModelError(f"the vLLM backend does not take --quantize {lm.quantize} (bitsandbytes); "
+                             "drop it or use --backend hf")
         model, revision = _model_source(lm)
         self.on_cpu = _on_cpu()
         if self.on_cpu:
@@ -165,9 +167,10 @@ class VLLMGenerate:
             ids = list(o.outputs[0].token_ids)
             g = finish(tok, ids, self.stop_ids, stop_at_answer, newline_ids=nl)
             self.generated_tokens += len(ids)
+            assert g is not None  # finish() without max_new_tokens always returns a record
             self.discarded_tokens += len(ids) - g.new_tokens - (1 if g.finish_reason == "eos" else 0)
             results.append(g)
-        return results
+        return results  # type: ignore[return-value]
 
     def shutdown(self) -> None:
         """Stop the engine's worker processes (also happens at interpreter exit)."""

@@ -33,8 +33,8 @@ def main(argv=None):
             elig = sum(bool(c) and len(split_trace(o.text, "arith").lines) >= args.min_lines for c, o in zip(correct, outs))
             r = rate(sum(bool(c) for c in correct), len(qs))
             lo, hi = r["wilson"]
-            print(f"{level:<8} {str(shots):<9} {r['k']:>2}/{r['n']} = {100 * r['rate']:4.1f}% [{100 * lo:.0f}, {100 * hi:.0f}]{'':<6} {elig}/{len(qs)}",
-                  flush=True)
+            acc = f"{r['k']:>2}/{r['n']} = {100 * r['rate']:4.1f}% [{100 * lo:.0f}, {100 * hi:.0f}]"
+            print(f"{level:<8} {str(shots):<9} {acc}{'':<6} {elig}/{len(qs)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -277,7 +277,7 @@ def _summarise_transfer(res: list[dict], y: np.ndarray, groups: np.ndarray, valu
     return out
 
 
-def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, list[str]] | None:
+def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, Any] | None:
     """A seeded split of the questions: ``held_out`` (about ``fraction`` of them, for steering) and ``fit``
     (the rest, for fitting the directions). Deterministic in the question keys and the seed."""
     if not fraction:

@@ -189,14 +189,14 @@ def _table(header: list[str], rows: list[list[str]], browse: str | None) -> str:
             if f and k in label_cols and re.fullmatch(r"\s*[1-9]\d*\s*", c) and "label" not in f:
                 lf = dict(f, label=label_cols[k])
                 title = html.escape(", ".join(f"{a}={b}" for a, b in lf.items()), quote=True)
-                href = html.escape(f"{browse}{fragment(lf)}", quote=True)
+                href = html.escape(f"{browse}{fragment(dict(lf))}", quote=True)  # type: ignore[arg-type]
                 cells += f'<td><a class="browse-label" href="{href}" title="{title}">{_inline(c)}</a></td>'
             else:
                 cells += f"<td>{_inline(c)}</td>"
         if any_link:
             if f:
                 desc = ", ".join(f"{k}={v}" for k, v in f.items())
-                href = html.escape(f"{browse}{fragment(f)}", quote=True)
+                href = html.escape(f"{browse}{fragment(f)}", quote=True)  # type: ignore[arg-type]
                 cells += f'<td><a class="browse" href="{href}" title="{html.escape(desc, quote=True)}">browse</a></td>'
             else:
                 cells += "<td></td>"
@@ -260,7 +260,7 @@ def sections_from_markdown(md: str) -> list[tuple[str, str]]:
     """Split a markdown report at its ``## `` headings into (title, markdown) sections; text before the first
     one (a ``# `` title line dropped) becomes a section titled "Summary" when not empty."""
     sections: list[tuple[str, str]] = []
-    title, body = "Summary", []
+    title, body = "Summary", []  # type: ignore[var-annotated]
     for line in md.splitlines():
         m = re.match(r"^##\s+(.*)$", line)
         if m:

@@ -52,9 +52,9 @@ def test_finish_length_and_running(tokenizer):
 def varied_lm(tokenizer):
     """The tiny random Llama with large embeddings, so different prompts give different greedy outputs."""
     import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from behavioural.models import wrap_model
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(1)
     cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,

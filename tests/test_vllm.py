@@ -10,7 +10,8 @@ import pytest
 from behavioural.generation import generate
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed here; run `make vllm` (bash scripts/install_vllm.sh) "
+needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed here; run `make vllm` "
+                                "(bash scripts/install_vllm.sh) "
                                 "and `.venv-vllm/bin/pytest -m vllm`")
 
 
