@@ -130,6 +130,8 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     assert probes["headline"] and (out / "probes" / "directions.h5").is_file()
     steer = json.loads((out / "steering" / "summary.json").read_text())
     assert steer["verdict"]
+    assert steer["split"]["disjoint"] is True  # directions fitted on other questions than the steered ones
+    assert (out / "browse.html").is_file() and (out / "report.html").is_file()
     report = (out / "report.md").read_text()
     for section in ("Behaviour", "Labels", "Activations", "Probes", "Steering"):
         assert section in report, section
@@ -138,4 +140,4 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     r3 = subprocess.run([sys.executable, "-m", "study", "--resume", str(out)], cwd=REPO, capture_output=True,
                         text=True, env=env)
     assert r3.returncode == 0, r3.stderr[-2000:]
-    assert r3.stdout.count("already complete, skipped") == 5
+    assert r3.stdout.count("already complete, skipped") == 7
