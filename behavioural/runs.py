@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from behavioural.records import Baseline, Continuation, Skipped
-from behavioural.rundir import RunDirError, read_jsonl
+from behavioural.rundir import RunDirError, read_json, read_jsonl
 
 MANIFEST = "manifest.json"
 BASELINES = "baselines.jsonl"
@@ -43,19 +43,6 @@ CONDITIONS = ("perturbed", "control", "all")
 
 class ModelMismatchError(RunDirError):
     """The loaded model is not the one that wrote the run."""
-
-
-def _read_json_file(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise RunDirError(f"{str(path)!r} not found; is {str(path.parent)!r} a {what}?")
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RunDirError(f"{str(path)!r} is not valid JSON ({e}); it was cut off or edited by hand: "
-                          "restore it, or re-run the stage that wrote it") from None
-    if not isinstance(obj, dict):
-        raise RunDirError(f"{str(path)!r} holds a {type(obj).__name__}, not a JSON object; restore it")
-    return obj
 
 
 def _records(path: Path, cls: Any, *, required: bool) -> list:
@@ -96,7 +83,7 @@ class Run:
 
     @cached_property
     def manifest(self) -> dict[str, Any]:
-        return _read_json_file(self.path / MANIFEST, "run directory written by python -m behavioural.run")
+        return read_json(self.path / MANIFEST)
 
     @property
     def status(self) -> str | None:
@@ -158,7 +145,7 @@ class Run:
 
     def summary(self) -> dict[str, Any] | None:
         p = self.path / SUMMARY
-        return _read_json_file(p, "run directory") if p.is_file() else None
+        return read_json(p) if p.is_file() else None
 
     # ---------------------------------------------------------------- questions
     def questions(self) -> dict[str, Baseline]:
