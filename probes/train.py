@@ -317,8 +317,9 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     y, names = data.y, data.class_names
     groups = data.groups(group)
     qgroups = data.groups("question")
-    split = steer_split(qgroups, steer_holdout, seed) if directions else None
-    fit_rows = (~np.isin(qgroups, split["held_out"])) if split else np.ones(len(qgroups), dtype=bool)
+    qkeys = np.asarray(data.questions).astype(str)  # the question keys themselves (qgroups are their codes)
+    split = steer_split(qkeys, steer_holdout, seed) if directions else None
+    fit_rows = (~np.isin(qkeys, split["held_out"])) if split else np.ones(len(qkeys), dtype=bool)
     if directions and not np.any(data.y_c[fit_rows] == 1) or directions and not np.any(data.y_c[fit_rows] == 0):
         raise ProbeError(f"the direction-fitting questions (after --steer-holdout {steer_holdout}) hold only one class; "
                          "lower --steer-holdout or label more questions")

@@ -305,7 +305,7 @@ def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
     n = q * per
     acts = rng.normal(size=(n, nl, d)).astype(np.float32)
     y = (acts[:, 1, 0] > 0).astype(int)
-    qs = np.repeat(np.arange(q), per)
+    qs = np.repeat([f"key-{i:03d}" for i in range(q)], per)  # keys that differ from their group codes
     p = write_store(tmp_path / "a.h5", acts, lab(y), qs)
     assert main([str(p), "--folds", "3", "--bootstrap", "50", "--permutations", "5", "--quiet", "--n-directions", "2",
                  "--cs", "1", "--steer-holdout", "0.5", "--no-transfer"]) == 0
@@ -314,6 +314,7 @@ def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
     assert split is not None
     held, fit = set(split["held_out"]), set(split["fit"])
     assert held and fit and not held & fit and len(held | fit) == q
+    assert held | fit == {str(x) for x in qs}  # the stored question keys, not group codes
     assert abs(len(held) - q / 2) <= 1
     assert res["directions"]["question_split"]["held_out"] == sorted(held)
     # bad fractions are refused in one line before any work
