@@ -135,7 +135,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
     for fam, u in s["uptake"].items():
         rows.append([fam, _fr(u["uptake_rate"], style), _fr(u["propagation_if_taken_up"], style),
                      _fr(u["propagation_if_not_taken_up"], style), str(u["undetermined"])])
-    out += _table(["family", "uptake", "propagation | taken up", "propagation | not taken up", "undetermined"],
+    out += _table(["family", "uptake", "propagation if taken up", "propagation if not taken up", "undetermined"],
                   rows, style)
 
     cm = s["cross_model"]
