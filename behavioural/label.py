@@ -433,31 +433,44 @@ def label_stage(config: LabelConfig) -> Path:
 # summary
 
 
-def _block(labels: list[str | None], corrects: list[bool | None]) -> dict:
+def _block(labels: list[str | None], corrects: list[bool | None], groups: list[str] | None = None) -> dict:
+    """Counts and rates of one group of label records. With ``groups`` (each record's question) the
+    propagation and B-among-correct intervals are clustered by question (a question contributes several
+    records); without it they are row-level Wilson intervals."""
+    from behavioural.stats import clustered_rate
+
     n = len(labels)
     cnt = {k: labels.count(k) for k in LABELS}
     cnt["null"] = labels.count(None)
     n_lab = cnt["A"] + cnt["B"] + cnt["C"]
     n_parse = sum(c is not None for c in corrects)
+    if groups is not None:
+        parse = [(lab == "C", g) for lab, c, g in zip(labels, corrects, groups) if c is not None]
+        ab = [(lab == "B", g) for lab, g in zip(labels, groups) if lab in ("A", "B")]
+        propagation = clustered_rate([x for x, _ in parse], [g for _, g in parse]).to_dict()
+        b_correct = clustered_rate([x for x, _ in ab], [g for _, g in ab]).to_dict()
+    else:
+        propagation, b_correct = rate(cnt["C"], n_parse), rate(cnt["B"], cnt["A"] + cnt["B"])
     return {
         "n": n,
         "counts": cnt,
         "n_labelled": n_lab,
         "rates": {k: rate(cnt[k], n_lab) for k in LABELS},  # over labelled (non-null) continuations
         "null": rate(cnt["null"], n),
-        "propagation": rate(cnt["C"], n_parse),  # C over parseable answers (the protocol's rate)
-        "B_among_correct_labelled": rate(cnt["B"], cnt["A"] + cnt["B"]),
+        "propagation": propagation,  # C over parseable answers (the protocol's rate), clustered by question
+        "B_among_correct_labelled": b_correct,
     }
 
 
 def _section(rows: list[dict], key=lambda r: r["label"], breakdown: bool = True) -> dict:
-    out = _block([key(r) for r in rows], [r["correct"] for r in rows])
+    out = _block([key(r) for r in rows], [r["correct"] for r in rows], [str(r.get("question_id")) for r in rows])
     if breakdown:
         out["by"] = {}
         for g in GROUP_KEYS:
             vals = sorted({str(r.get(g)) for r in rows})
             out["by"][g] = {v: _block([key(r) for r in rows if str(r.get(g)) == v],
-                                      [r["correct"] for r in rows if str(r.get(g)) == v]) for v in vals}
+                                      [r["correct"] for r in rows if str(r.get(g)) == v],
+                                      [str(r.get("question_id")) for r in rows if str(r.get(g)) == v]) for v in vals}
     return out
 
 
