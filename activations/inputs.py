@@ -203,6 +203,8 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
         "difficulty": rec.get("difficulty"),
         "strategy": rec.get("strategy"),
         "edit_position": rec.get("position"),
+        "line_index": rec.get("line_index"),  # the edited line (metadata for the probes' baseline)
+        "n_lines": rec.get("n_lines"),
         "condition": rec.get("condition"),
         "label": rec.get("label"),
         "label3": label3,

@@ -62,7 +62,8 @@ STR_COLUMNS = (
     "label3",
     "memberships",
 )
-INT_COLUMNS = {"correct": np.int8, "input_tokens": np.int32, "source_index": np.int32}
+INT_COLUMNS = {"correct": np.int8, "input_tokens": np.int32, "source_index": np.int32, "line_index": np.int32,
+               "n_lines": np.int32}
 COLUMNS = STR_COLUMNS + tuple(INT_COLUMNS)
 DTYPES = ("float16", "float32")
 CHUNK_ROWS = 64
@@ -586,7 +587,7 @@ class ActivationStore:
                                                 dtype=object)
                 corr = g["correct"][:n] if "correct" in g else np.full(n, -1, np.int8)
                 data["correct"] = pd.Series([None if x < 0 else bool(x) for x in corr], dtype=object)
-                for c in ("input_tokens", "source_index"):
+                for c in ("input_tokens", "source_index", "line_index", "n_lines"):  # -1: absent (older stores)
                     data[c] = g[c][:n].astype(np.int64) if c in g else np.full(n, -1, np.int64)
             except (OSError, KeyError, ValueError) as e:
                 raise _damaged(self.path, e) from None

@@ -57,6 +57,8 @@ def test_values_equal_direct_hf_forward(engine, run, lm, nnsight_store, tmp_path
         rows = st.rows
         for i in (0, 3, len(recs) - 1):  # sampled rows, unpadded single-row HF forward as the reference
             rec = recs[rows.continuation_id[i]]
+            # the edited line's index and the trace's line count travel with the row (the probes' metadata)
+            assert (rows.line_index[i], rows.n_lines[i]) == (rec["line_index"], rec["n_lines"])
             ids = tokenizer(rec["input_text"], add_special_tokens=False, return_tensors="pt")["input_ids"]
             with torch.no_grad():
                 hs = lm.model(input_ids=ids, output_hidden_states=True).hidden_states  # [1, seq, d] each
