@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -37,9 +36,6 @@ from dataclasses import dataclass
 
 from behavioural.answers import has_final_answer_line
 from behavioural.batching import decode_continuous
-
-ANSWER_STATEMENT_RE = re.compile(r"(?:the (?:final )?answer is|final answer\s*[:：]|^\W*answer\s*[:：]|^\s*####)\s*\S",
-                                 re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -146,10 +142,6 @@ def finish(tokenizer, new_ids: Sequence[int], stop_ids, stop_at_answer: bool, ma
     if max_new_tokens is not None:
         return None
     return Generation(tokenizer.decode(kept, skip_special_tokens=True), len(kept), "length")
-
-
-def _postprocess(tokenizer, new_ids: Sequence[int], stop_ids: set[int], stop_at_answer: bool) -> Generation:
-    return finish(tokenizer, new_ids, stop_ids, stop_at_answer)  # type: ignore[return-value]
 
 
 def _unique(texts: Sequence[str], dedupe: bool) -> tuple[list[int], list[int]]:

@@ -29,10 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from behavioural.batching import MIN_SHARED_PREFIX, common_prefix_len
 from steering.hooks import POSITIONS, SteeringError, d_model, hook_module
-
-#: a shared prefix shorter than this is not worth a separate forward pass (as in behavioural.generation)
-MIN_SHARED_PREFIX = 8
 
 
 class _RowSteer:
@@ -76,20 +74,6 @@ class _RowSteer:
         return new
 
 
-def _common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
-    first = rows[0]
-    n = min(len(r) for r in rows)
-    for r in rows[1:]:
-        k = 0
-        lim = min(n, len(r))
-        while k < lim and r[k] == first[k]:
-            k += 1
-        n = k
-        if n == 0:
-            break
-    return n
-
-
 def _steered_rows(model, tokenizer, rows: list[list[int]], deltas, state: _RowSteer, *, positions: str,
                   max_new_tokens: int, stop_ids: frozenset[int], stop_at_answer: bool, pad_id: int,
                   newline_ids: frozenset[int]) -> list[Any]:
@@ -101,7 +85,7 @@ def _steered_rows(model, tokenizer, rows: list[list[int]], deltas, state: _RowSt
 
     device = next(model.parameters()).device
     n = len(rows)
-    shared = _common_prefix_len(rows) if n > 1 else 0
+    shared = common_prefix_len(rows) if n > 1 else 0
     shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token of its own
     if shared < MIN_SHARED_PREFIX or positions == "all":
         shared = 0
