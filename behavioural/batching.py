@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: a shared prefix shorter than this is not worth a separate forward pass
 MIN_SHARED_PREFIX = 8
+#: the fixed cost of one more forward pass, in token positions (a group level runs only if it saves more)
+LEVEL_COST_TOKENS = 64
 
 
 def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
@@ -56,47 +58,115 @@ def _refillable(cache) -> bool:
     """Only plain full-attention dynamic layers can be padded and concatenated (not sliding windows)."""
     from transformers.cache_utils import DynamicLayer
 
+    from behavioural.fastpath import SpareLayer
+
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(layer) is DynamicLayer and layer.is_initialized for layer in layers or ())
+    return bool(layers) and all(type(layer) in (DynamicLayer, SpareLayer) and layer.is_initialized
+                                for layer in layers or ())
+
+
+def prefix_plan(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREFIX) -> tuple[int, list[int]]:
+    """How :func:`prefill` shares work: ``(G, P)`` with ``G`` the prefix every row shares (run once) and
+    ``P[r] >= G`` the prefix row ``r`` shares with its group (run once per group).
+
+    Groups are runs of rows that are neighbours in token order and share at least ``min_shared`` tokens
+    beyond ``G`` (a question's continuations: the prompt and the response up to the edited line); a row in no
+    group has ``P[r] == G``. Every row keeps at least one token of its own (its last input token gives the
+    first logits). A shared part shorter than ``min_shared`` is not worth its own forward pass and is 0/``G``;
+    the group level is dropped (every ``P[r] == G``) unless it saves more than ``LEVEL_COST_TOKENS`` padded
+    token positions over running every row's tokens after ``G`` in one pass.
+    """
+    n = len(rows)
+    shortest = min(len(r) for r in rows)
+    g = min(common_prefix_len(rows), shortest - 1) if n > 1 else 0
+    g = g if g >= min_shared else 0
+    plan = [g] * n
+    order = sorted(range(n), key=lambda i: list(rows[i]))
+    i = 0
+    while i < n:
+        j, p = i + 1, len(rows[order[i]]) - 1
+        while j < n:
+            k = min(common_prefix_len([rows[order[j - 1]], rows[order[j]]]), p, len(rows[order[j]]) - 1)
+            if k - g < min_shared:
+                break
+            p, j = k, j + 1
+        if j - i > 1:
+            for r in order[i:j]:
+                plan[r] = p
+        i = j
+    groups = {(p, tuple(rows[r][:p])) for r, p in enumerate(plan) if p > g}
+    if groups:
+        flat = n * max(len(r) - g for r in rows)
+        own = n * max(len(r) - p for r, p in zip(rows, plan))
+        lead = (len(groups) + (g in plan)) * max(p - g for p in plan)
+        if own + lead + LEVEL_COST_TOKENS >= flat:
+            plan = [g] * n
+    return g, plan
 
 
 def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[list[int]], None] | None = None,
             ids_of_rows: list[int] | None = None) -> _Batch:
-    """Prefill a group of token rows: shared prefix once (batch 1, repeated), then the rows' own suffixes."""
+    """Prefill a group of token rows in up to three levels that share work (see :func:`prefix_plan`): the
+    prefix all rows share (one row), each group's shared prefix (one row per group), then every row's own
+    tokens. Each level's cache rows are copied out to the next level's rows; within a level, segments are
+    left-padded (padding masked, positions explicit), so a row's columns are: shared prefix, its group's
+    segment (or masked padding), its own tokens."""
     import torch
-    from transformers import DynamicCache
+
+    from behavioural.fastpath import new_cache
 
     device = next(model.parameters()).device
     n = len(rows)
     if any(len(r) == 0 for r in rows):
         raise ValueError("cannot generate from an empty input (no tokens)")
-    shared = common_prefix_len(rows) if n > 1 else 0
-    shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token of its own
-    if shared < MIN_SHARED_PREFIX or row_hook is not None:  # per-row hooks need every row in every forward
-        shared = 0
-    cache = DynamicCache(config=model.config)
-    if shared:
-        prefix = torch.tensor([rows[0][:shared]], dtype=torch.long, device=device)  # [1, shared]
+    if row_hook is None:
+        g, plan = prefix_plan(rows)
+    else:  # per-row hooks need every row in every forward
+        g, plan = 0, [0] * n
+    # levels: (parent of each node in the previous level, token segment of each node)
+    levels: list[tuple[list[int], list[list[int]]]] = []
+    groups = sorted({(p, tuple(rows[r][:p])) for r, p in enumerate(plan) if p > g})
+    if groups:
+        node = {key: c for c, key in enumerate(groups)}
+        segs = [list(key[1][g:]) for key in groups]
+        if any(p == g for p in plan):
+            segs.append([])  # rows in no group hang off an all-padding node (its columns are masked out)
+        levels.append(([0] * len(segs), segs))
+        parents = [node[(p, tuple(rows[r][:p]))] if p > g else len(groups) for r, p in enumerate(plan)]
+        levels.append((parents, [rows[r][p:] for r, p in enumerate(plan)]))
+    else:
+        levels.append(([0] * n, [r[g:] for r in rows]))
+    cache = new_cache(model)
+    mask = torch.ones((1, g), dtype=torch.long, device=device)
+    nxt = torch.full((1,), g, dtype=torch.long)
+    if g:
+        prefix = torch.tensor([rows[0][:g]], dtype=torch.long, device=device)  # [1, g]
         model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache.batch_repeat_interleave(n)
-    suffixes = [r[shared:] for r in rows]
-    width = max(len(s) for s in suffixes)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, shared + width), dtype=torch.long)
-    mask[:, :shared] = 1
-    pos = torch.zeros((n, width), dtype=torch.long)
-    for r, s in enumerate(suffixes):
-        k = len(s)
-        ids[r, width - k:] = torch.tensor(s, dtype=torch.long)
-        mask[r, shared + width - k:] = 1
-        pos[r, width - k:] = torch.arange(shared, shared + k)
-    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    if row_hook is not None:
-        row_hook(list(ids_of_rows or range(n)))
-    # [n, width] suffix prefill against the shared cache; logits for the last position only
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                   logits_to_keep=1).logits[:, -1, :]
-    return _Batch(cache, mask, pos[:, -1], logits, list(ids_of_rows or range(n)))
+    for depth, (parents, segs) in enumerate(levels):
+        sel = torch.tensor(parents, dtype=torch.long)
+        if cache.get_seq_length() > 0:
+            cache.batch_select_indices(sel.to(device))
+        base = nxt[sel]
+        width = max(len(s) for s in segs)
+        m = len(segs)
+        ids = torch.full((m, width), pad_id, dtype=torch.long)
+        seg_mask = torch.zeros((m, width), dtype=torch.long)
+        pos = torch.zeros((m, width), dtype=torch.long)
+        for r, s in enumerate(segs):
+            k = len(s)
+            if k:
+                ids[r, width - k:] = torch.tensor(s, dtype=torch.long)
+                seg_mask[r, width - k:] = 1
+                pos[r, width - k:] = torch.arange(int(base[r]), int(base[r]) + k)
+        mask = torch.cat([mask[sel.to(device)], seg_mask.to(device)], dim=1)
+        nxt = base + torch.tensor([len(s) for s in segs], dtype=torch.long)
+        last = depth == len(levels) - 1
+        if last and row_hook is not None:
+            row_hook(list(ids_of_rows or range(n)))
+        out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos.to(device), past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+    # logits of each row's last input token (segments are left-padded, so the last column)
+    return _Batch(cache, mask, (nxt - 1).to(device), out.logits[:, -1, :], list(ids_of_rows or range(n)))
 
 
 def _left_pad(t: torch.Tensor, k: int, dim: int) -> torch.Tensor:
@@ -129,8 +199,11 @@ def _crop_left(batch: _Batch) -> None:
     if lead <= 0 or lead >= batch.mask.shape[1]:
         return
     for layer in batch.cache.layers:  # type: ignore[attr-defined]
-        layer.keys = layer.keys[:, :, lead:, :]
-        layer.values = layer.values[:, :, lead:, :]
+        if hasattr(layer, "crop_left"):
+            layer.crop_left(lead)
+        else:
+            layer.keys = layer.keys[:, :, lead:, :]
+            layer.values = layer.values[:, :, lead:, :]
     batch.mask = batch.mask[:, lead:]
 
 
@@ -148,6 +221,8 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
     """
     import torch
 
+    from behavioural.fastpath import fast_decoding
+
     device = next(model.parameters()).device
     queue = list(order)
     min_refill = max(1, batch_size // 4) if min_refill is None else max(1, min_refill)
@@ -157,7 +232,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
         idx, queue[:] = queue[:k], queue[k:]
         return prefill(model, [rows[i] for i in idx], pad_id, row_hook=row_hook, ids_of_rows=idx)
 
-    with torch.inference_mode():
+    with torch.inference_mode(), fast_decoding(model):
         while queue or batch is not None:
             if batch is None:
                 batch = admit(batch_size)

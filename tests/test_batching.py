@@ -63,3 +63,51 @@ def test_row_hook_sees_every_row_in_batch_order(tiny_lm):
     assert a == b
     assert sorted({i for rows in seen for i in rows}) == list(range(7))
     assert max(len(rows) for rows in seen) <= 3
+
+
+def test_prefix_plan_groups_neighbours_and_keeps_one_token_per_row():
+    from behavioural.batching import LEVEL_COST_TOKENS, MIN_SHARED_PREFIX, prefix_plan
+
+    sysp = list(range(100, 120))  # shared by all rows
+    qa, qb = list(range(200, 260)), list(range(300, 360))  # two questions' long shared parts
+    rows = [sysp + qa + [1, 2, 3], sysp + qa + [1, 2, 4, 5], sysp + qb + [7], sysp + qa + [9] * 30,
+            sysp + [42] * 5, sysp + qb + [8, 8]]
+    g, plan = prefix_plan(rows)
+    assert g == len(sysp)
+    assert plan[0] == plan[1] == plan[3] == len(sysp) + len(qa)  # group of question a (in any input order)
+    assert plan[2] == plan[5] == len(sysp) + len(qb)
+    assert plan[4] == g  # alone
+    assert all(len(r) - p >= 1 for r, p in zip(rows, plan))
+    # identical rows still keep their last token of their own
+    g, plan = prefix_plan([sysp + qa, sysp + qa, sysp + qa])
+    assert plan == [len(sysp) + len(qa) - 1] * 3
+    # a group level that saves less than a forward pass costs is dropped
+    g, plan = prefix_plan([sysp + [1] * MIN_SHARED_PREFIX + [2], sysp + [1] * MIN_SHARED_PREFIX + [3],
+                           sysp + [5] * (LEVEL_COST_TOKENS * 2)])
+    assert plan == [g] * 3
+
+
+@pytest.mark.parametrize("system", [True, False])
+def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, system):
+    """Rows shaped like the protocol's continuations (shared system prompt, per-question prompt and response
+    prefix, then a different edited line each) decode exactly as they do alone, with and without a prefix
+    shared by every row (without one the group level starts from an empty cache)."""
+    from behavioural.batching import prefix_plan
+
+    enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    head = enc("You are a careful assistant. Solve the problem step by step and end with Answer: N. " * 2)
+    rows = []
+    for q in range(3):
+        body = enc(f"Question {q}: Tom has {q + 3} apples and buys {q * 7 + 2} more. How many? "
+                   f"Step 1: start with {q + 3}. Step 2: add the bought ones.")
+        for k, line in enumerate(["Step 3: that is 5.", "Step 3: so the total is twelve apples.", "Step 3: hmm"]):
+            rows.append((head if system else []) + body + enc(line * (k + 1)))
+    rows.append((head if system else []) + enc("An unrelated short question?"))
+    g, plan = prefix_plan(rows)
+    assert (g > 0) == system
+    assert sum(p > g for p in plan) >= 6  # groups were used
+    lengths = [3 + i % 4 for i in range(len(rows))]
+    order = sorted(range(len(rows)), key=lambda i: rows[i])
+    got, _ = _decode(varied_tiny, rows, order, 5, True, lengths)
+    alone = {i: _decode(varied_tiny, [rows[i]], [0], 1, False, [lengths[i]])[0][0] for i in range(len(rows))}
+    assert got == alone
