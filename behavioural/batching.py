@@ -43,6 +43,21 @@ def common_prefix_len(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class Pass:
+    """What one forward pass of the fast path computes; ``on_pass(Pass)`` is called just before it runs.
+
+    ``kind``: ``"shared"`` - a prefix that several rows share (computed once, it belongs to no single row;
+    ``rows`` is None); ``"prompt"`` - the rows' own input tokens (each row's last input token is the last
+    column); ``"decode"`` - one generated token per row. ``rows``: the input row of each batch row.
+    ``mask``: ``[b, width]`` bool, the real (non-padding) positions of a ``"prompt"`` pass's input.
+    """
+
+    kind: str
+    rows: list[int] | None = None
+    mask: torch.Tensor | None = None
+
+
 @dataclass
 class _Batch:
     """The decoding state of the rows in flight (batch row b holds input row ``active[b]``)."""
@@ -104,13 +119,14 @@ def prefix_plan(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREF
     return g, plan
 
 
-def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[list[int]], None] | None = None,
-            ids_of_rows: list[int] | None = None) -> _Batch:
+def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pass], None] | None = None,
+            share: bool = True, ids_of_rows: list[int] | None = None) -> _Batch:
     """Prefill a group of token rows in up to three levels that share work (see :func:`prefix_plan`): the
     prefix all rows share (one row), each group's shared prefix (one row per group), then every row's own
     tokens. Each level's cache rows are copied out to the next level's rows; within a level, segments are
     left-padded (padding masked, positions explicit), so a row's columns are: shared prefix, its group's
-    segment (or masked padding), its own tokens."""
+    segment (or masked padding), its own tokens. ``share=False`` runs every row's whole input in one pass.
+    ``on_pass`` sees each pass before it runs (see :class:`Pass`)."""
     import torch
 
     from behavioural.fastpath import new_cache
@@ -119,9 +135,9 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[li
     n = len(rows)
     if any(len(r) == 0 for r in rows):
         raise ValueError("cannot generate from an empty input (no tokens)")
-    if row_hook is None:
+    if share:
         g, plan = prefix_plan(rows)
-    else:  # per-row hooks need every row in every forward
+    else:
         g, plan = 0, [0] * n
     # levels: (parent of each node in the previous level, token segment of each node)
     levels: list[tuple[list[int], list[list[int]]]] = []
@@ -141,6 +157,8 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[li
     nxt = torch.full((1,), g, dtype=torch.long)
     if g:
         prefix = torch.tensor([rows[0][:g]], dtype=torch.long, device=device)  # [1, g]
+        if on_pass is not None:
+            on_pass(Pass("shared"))
         model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1)
     for depth, (parents, segs) in enumerate(levels):
         sel = torch.tensor(parents, dtype=torch.long)
@@ -160,9 +178,10 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, row_hook: Callable[[li
                 pos[r, width - k:] = torch.arange(int(base[r]), int(base[r]) + k)
         mask = torch.cat([mask[sel.to(device)], seg_mask.to(device)], dim=1)
         nxt = base + torch.tensor([len(s) for s in segs], dtype=torch.long)
-        last = depth == len(levels) - 1
-        if last and row_hook is not None:
-            row_hook(list(ids_of_rows or range(n)))
+        if on_pass is not None:
+            own = depth == len(levels) - 1
+            on_pass(Pass("prompt", list(ids_of_rows or range(n)), seg_mask.bool().to(device)) if own
+                    else Pass("shared"))
         out = model(input_ids=ids.to(device), attention_mask=mask, position_ids=pos.to(device), past_key_values=cache,
                     use_cache=True, logits_to_keep=1)
     # logits of each row's last input token (segments are left-padded, so the last column)
@@ -209,13 +228,14 @@ def _crop_left(batch: _Batch) -> None:
 
 def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, batch_size: int,
                       step: Callable[[int, int], bool], pad_id: int, refill: bool = True,
-                      min_refill: int | None = None, row_hook: Callable[[list[int]], None] | None = None,
-                      on_step: Callable[[int], None] | None = None) -> None:
+                      min_refill: int | None = None, on_pass: Callable[[Pass], None] | None = None,
+                      share: bool = True, on_step: Callable[[int], None] | None = None) -> None:
     """Greedy-decode ``rows`` (token lists) in the given ``order`` with at most ``batch_size`` in flight.
 
     ``step(row, token) -> done`` receives each row's next greedy token and says whether the row is finished
-    (the caller owns stop rules and records). ``row_hook(active_rows)`` is called before every forward with
-    the input rows in batch-row order (steering uses it to set per-row vectors). ``refill=False`` gives the
+    (the caller owns stop rules and records). ``on_pass(Pass)`` is called before every forward with what it
+    computes and for which input rows (steering sets per-row vectors from it); ``share=False`` prefills every
+    row's whole input in its own row (no shared prefixes). ``refill=False`` gives the
     classic static batches. Slots are refilled once at least ``min_refill`` (default ``batch_size // 4``,
     at least 1) are free, or when the batch has emptied.
     """
@@ -230,7 +250,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
 
     def admit(k: int) -> _Batch:
         idx, queue[:] = queue[:k], queue[k:]
-        return prefill(model, [rows[i] for i in idx], pad_id, row_hook=row_hook, ids_of_rows=idx)
+        return prefill(model, [rows[i] for i in idx], pad_id, on_pass=on_pass, share=share, ids_of_rows=idx)
 
     with torch.inference_mode(), fast_decoding(model):
         while queue or batch is not None:
@@ -255,8 +275,8 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
                     _crop_left(batch)
             batch.mask = torch.cat([batch.mask, batch.mask.new_ones((len(batch.active), 1))], dim=1)
             batch.last_pos = batch.last_pos + 1
-            if row_hook is not None:
-                row_hook(list(batch.active))
+            if on_pass is not None:
+                on_pass(Pass("decode", list(batch.active)))
             batch.logits = model(input_ids=nxt[:, None], attention_mask=batch.mask,
                                  position_ids=batch.last_pos[:, None], past_key_values=batch.cache, use_cache=True,
                                  logits_to_keep=1).logits[:, -1, :]

@@ -19,8 +19,10 @@
   for the last position only, each row leaves the batch as soon as it is done, and freed slots are refilled
   from the queue (the newcomers' cache is left-padded and concatenated). Results are put back in input
   order; identical texts are generated once (``dedupe``).
-* ``row_hook(rows)`` is called before every forward of the fast path with the input rows in batch-row order,
-  so a caller can apply per-row settings (steering's per-row vectors) without leaving the fast path.
+* ``on_pass(pass_)`` is called before every forward of the fast path with what the pass computes (a shared
+  prefix, the rows' own input tokens, or one decode step) and for which input rows
+  (:class:`behavioural.batching.Pass`), so a caller can apply per-row settings (steering's per-row vectors)
+  without leaving the fast path.
 * ``batch_context(indices)`` wraps each batch's ``model.generate`` in a context manager that knows which
   input rows are in the batch; such calls take the simple path (:func:`generate_simple`: length-sorted,
   left-padded ``model.generate`` batches of a fixed composition), the reference the fast path is tested
@@ -35,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from behavioural.answers import has_final_answer_line
-from behavioural.batching import decode_continuous
+from behavioural.batching import Pass, decode_continuous
 
 
 @dataclass(frozen=True)
@@ -200,13 +202,15 @@ def generate(
     sort_by_length: bool = True,
     dedupe: bool = True,
     refill: bool = True,
-    row_hook: Callable[[list[int]], None] | None = None,
+    on_pass: Callable[[Pass], None] | None = None,
+    share: bool = True,
 ) -> list[Generation]:
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
 
     ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
-    ``row_hook(rows)`` receives, before every forward, the *input* indices (into ``texts``) of the rows in
-    the batch, in batch-row order; with it identical texts are not merged (``dedupe`` is ignored).
+    ``on_pass`` receives, before every forward, a :class:`behavioural.batching.Pass` whose ``rows`` are
+    *input* indices (into ``texts``) in batch-row order; with it identical texts are not merged (``dedupe``
+    is ignored). ``share=False`` turns prefix sharing off (every row's whole input runs in its own row).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
@@ -222,7 +226,7 @@ def generate(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     model, tok = lm.model, lm.tokenizer
-    slot, first = _unique(texts, dedupe and row_hook is None)
+    slot, first = _unique(texts, dedupe and on_pass is None)
     encoded = [encode(tok, texts[i]) for i in first]
     # token-id order puts rows that share a prefix next to each other (and similar lengths near each other)
     order = sorted(range(len(encoded)), key=lambda i: encoded[i]) if sort_by_length else list(range(len(encoded)))
@@ -247,9 +251,13 @@ def generate(
         return done
 
     try:
-        hook = (lambda rows: row_hook([first[u] for u in rows])) if row_hook is not None else None
+        hook = None
+        if on_pass is not None:
+            def hook(p: Pass) -> None:
+                on_pass(Pass(p.kind, None if p.rows is None else [first[u] for u in p.rows], p.mask))
+
         decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill,
-                          row_hook=hook)
+                          on_pass=hook, share=share)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]

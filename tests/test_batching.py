@@ -53,16 +53,26 @@ def varied_tiny(tokenizer):
     return LlamaForCausalLM(cfg).eval()
 
 
-def test_row_hook_sees_every_row_in_batch_order(tiny_lm):
+@pytest.mark.parametrize("share", [True, False])
+def test_on_pass_sees_every_pass_and_row_in_batch_order(tiny_lm, share):
     from behavioural.generation import generate
 
-    texts = [f"Question {i}: " + "x " * i for i in range(7)]
-    seen: list[list[int]] = []
-    a = generate(tiny_lm, texts, max_new_tokens=4, batch_size=3, progress=False, row_hook=seen.append)
+    texts = [f"A shared system prompt that is long enough to share. Question {i}: " + "x " * i for i in range(7)]
+    seen = []
+    a = generate(tiny_lm, texts, max_new_tokens=4, batch_size=3, progress=False, on_pass=seen.append, share=share)
     b = generate(tiny_lm, texts, max_new_tokens=4, batch_size=3, progress=False)
     assert a == b
-    assert sorted({i for rows in seen for i in rows}) == list(range(7))
-    assert max(len(rows) for rows in seen) <= 3
+    kinds = [p.kind for p in seen]
+    assert ("shared" in kinds) == share
+    prompts = [p for p in seen if p.kind == "prompt"]
+    assert sorted(i for p in prompts for i in p.rows) == list(range(7))  # every row's input exactly once
+    for p in prompts:
+        assert p.mask.shape[0] == len(p.rows) and bool(p.mask[:, -1].all())  # last column: each row's last token
+        if not share:  # the whole input is in the row's own pass
+            assert [int(x) for x in p.mask.sum(1)] == [len(tiny_lm.tokenizer(texts[i], add_special_tokens=False)
+                                                           ["input_ids"]) for i in p.rows]
+    assert all(p.rows is None for p in seen if p.kind == "shared")
+    assert max(len(p.rows) for p in seen if p.rows is not None) <= 3
 
 
 def test_prefix_plan_groups_neighbours_and_keeps_one_token_per_row():
