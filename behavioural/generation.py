@@ -204,6 +204,7 @@ def generate(
     refill: bool = True,
     on_pass: Callable[[Pass], None] | None = None,
     share: bool = True,
+    lookahead: int | None = None,
 ) -> list[Generation]:
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
 
@@ -211,6 +212,8 @@ def generate(
     ``on_pass`` receives, before every forward, a :class:`behavioural.batching.Pass` whose ``rows`` are
     *input* indices (into ``texts``) in batch-row order; with it identical texts are not merged (``dedupe``
     is ignored). ``share=False`` turns prefix sharing off (every row's whole input runs in its own row).
+    ``lookahead``: prompt-lookup drafts per row in a batch's tail (default
+    :data:`behavioural.batching.LOOKAHEAD`, 0 = off; see :func:`behavioural.batching.decode_continuous`).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
@@ -257,7 +260,7 @@ def generate(
                 on_pass(Pass(p.kind, None if p.rows is None else [first[u] for u in p.rows], p.mask))
 
         decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill,
-                          on_pass=hook, share=share)
+                          on_pass=hook, share=share, lookahead=lookahead)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]

@@ -20,8 +20,12 @@ AMX CPUs), with the number of greedy records that differ from float32. The achie
 ``torch.utils.flop_counter`` on an untimed replica of the same greedy work, divided by the timed wall time) is
 printed against the matmul peak of the same dtype measured in the same run (``fraction_of_peak``).
 ``one`` (one-at-a-time HF,
-``generate_simple(batch_size=1)``) runs on the first ``--one-limit`` inputs of each phase and is compared by
-tokens/s. Writes ``--json`` with everything.
+``generate_simple(batch_size=1)``: plain ``model.generate``) runs on the first ``--one-limit`` inputs of each
+phase and is compared by tokens/s; ``one_fast`` runs the same inputs one at a time on the fast path
+(``generate(batch_size=1)``: the fast kernels without batching), so ``hf_over_one_fast`` is what batching
+alone buys. ``plain`` is the HF fast path with the decode kernels of :mod:`behavioural.fastpath` switched off
+(``fastpath.plain()``: transformers' own attention, concatenating KV cache and MKL linears), so
+``hf_over_plain`` is what those kernels buy. Writes ``--json`` with everything.
 """
 from __future__ import annotations
 
@@ -45,7 +49,8 @@ def build_parser():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32, help="HF backend batch size")
-    p.add_argument("--backends", default=None, help="comma list of hf,static,bf16,one,vllm (default: all available)")
+    p.add_argument("--backends", default=None,
+                   help="comma list of hf,plain,static,bf16,one,one_fast,vllm (default: all but bf16)")
     p.add_argument("--one-limit", type=int, default=24, help="inputs per phase for the one-at-a-time run (0 = all)")
     p.add_argument("--workload", default=str(REPO / ".bench_out" / "gen_workload.json"), help="cached workload texts")
     p.add_argument("--json", default=str(REPO / ".bench_out" / "bench_generation.json"), help="results file")
@@ -142,24 +147,40 @@ def build_workload(lm, args) -> dict:
 
 
 def matmul_peak_gflops(seconds: float = 2.0, n: int = 1024, dtype: str = "float32") -> float:
-    """GEMM throughput of this machine in ``dtype``, measured now with torch's threads (the practical peak)."""
+    """GEMM throughput of this machine in ``dtype``, measured now with torch's threads (the practical peak):
+    the better of torch's default GEMM and oneDNN with a packed weight (what the fast path's linears use)."""
     import torch
 
     a, b = torch.randn(n, n, dtype=getattr(torch, dtype)), torch.randn(n, n, dtype=getattr(torch, dtype))
-    for _ in range(3):
-        a @ b
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        a @ b
-        reps += 1
-    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+    fns = [lambda: a @ b]
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(b, None)
+        fns.append(lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], ""))
+    except (RuntimeError, AttributeError):
+        pass
+    best = 0.0
+    for fn in fns:
+        for _ in range(3):
+            fn()
+        reps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            fn()
+            reps += 1
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9)
+    return best
 
 
 def counted_flops(fn, lm, phases, args) -> float:
-    """FLOPs that ``fn`` executes on the workload (an untimed replica run under torch's FLOP counter)."""
+    """FLOPs that ``fn`` executes on the workload (an untimed replica run under torch's FLOP counter).
+
+    The replica runs with the fast-path kernels off (``fastpath.plain()``): torch's counter has no formula for
+    oneDNN's packed linear, and the plain kernels compute the same products for the same batches (the batch
+    schedule and the shared levels do not depend on the kernels)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as fc:
+    from behavioural.fastpath import plain
+
+    with plain(), FlopCounterMode(display=False) as fc:
         for texts in phases:
             fn(lm, texts, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False)
     return float(fc.get_total_flops())
@@ -201,7 +222,8 @@ def main(argv=None) -> int:
     except Exception as e:  # noqa: BLE001
         have_vllm = False
         print(f"vllm: not available ({str(e)[:120]})")
-    backends = args.backends.split(",") if args.backends else ["one", "static", "hf"] + (["vllm"] if have_vllm else [])
+    backends = (args.backends.split(",") if args.backends
+                else ["one", "one_fast", "plain", "static", "hf"] + (["vllm"] if have_vllm else []))
     lm = load_model("smollm2-135m-instruct")
     w = build_workload(lm, args)
     phases = [w["prompts"], w["continuations"]]
@@ -213,6 +235,18 @@ def main(argv=None) -> int:
         one_phases = [p[:lim] for p in phases]
         results["one"] = run_backend("one", lambda lm_, t, **kw: generate_simple(lm_, t, **(kw | {"batch_size": 1})),
                                      lm, one_phases, args)
+    if "one_fast" in backends:
+        lim = args.one_limit or None
+        results["one_fast"] = run_backend("one_fast", lambda lm_, t, **kw: generate(lm_, t, **(kw | {"batch_size": 1})),
+                                          lm, [p[:lim] for p in phases], args)
+    if "plain" in backends:
+        from behavioural.fastpath import plain
+
+        def plain_generate(lm_, t, **kw):
+            with plain():
+                return generate(lm_, t, **kw)
+
+        results["plain"] = run_backend("plain", plain_generate, lm, phases, args)
     if "static" in backends:
         results["static"] = run_backend("static", lambda lm_, t, **kw: generate(lm_, t, refill=False, **kw),
                                         lm, phases, args)
@@ -260,6 +294,18 @@ def main(argv=None) -> int:
     if "hf" in results and "static" in results:
         summary["hf_over_static"] = round(results["hf"]["tok_s"] / results["static"]["tok_s"], 2)
         print(f"HF continuous / static batches tokens/s: {summary['hf_over_static']:.2f}x")
+    if "hf" in results and "plain" in results:
+        summary["hf_over_plain"] = round(results["hf"]["tok_s"] / results["plain"]["tok_s"], 2)
+        same = sum(x == y for x, y in zip(results["hf"]["records"], results["plain"]["records"]))
+        summary["plain_records_identical"] = same
+        print(f"HF fast-path kernels on / off (fastpath.plain) tokens/s: {summary['hf_over_plain']:.2f}x; "
+              f"identical records {same}/{len(results['hf']['records'])}")
+    if "one_fast" in results and "one" in results:
+        summary["one_fast_over_one"] = round(results["one_fast"]["tok_s"] / results["one"]["tok_s"], 2)
+    if "hf" in results and "one_fast" in results:
+        summary["hf_over_one_fast"] = round(results["hf"]["tok_s"] / results["one_fast"]["tok_s"], 2)
+        print(f"HF batched / one-at-a-time on the same fast kernels tokens/s: {summary['hf_over_one_fast']:.2f}x "
+              "(what batching alone buys)")
     if "hf" in results and "vllm" in results:
         summary["hf_over_vllm"] = round(results["hf"]["tok_s"] / results["vllm"]["tok_s"], 2)
     if "hf" in results and "one" in results:

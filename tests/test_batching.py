@@ -13,7 +13,7 @@ def _rows(tok, n=11):
     return [tok(q, add_special_tokens=False)["input_ids"] for q in qs]
 
 
-def _decode(model, rows, order, batch_size, refill, lengths):
+def _decode(model, rows, order, batch_size, refill, lengths, lookahead=None):
     out: dict[int, list[int]] = {i: [] for i in range(len(rows))}
     sizes: list[int] = []
 
@@ -22,7 +22,7 @@ def _decode(model, rows, order, batch_size, refill, lengths):
         return len(out[r]) >= lengths[r]
 
     decode_continuous(model, rows, order, batch_size=batch_size, step=step, pad_id=0, refill=refill,
-                      on_step=sizes.append)
+                      on_step=sizes.append, lookahead=lookahead)
     return out, sizes
 
 
@@ -121,3 +121,42 @@ def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, syst
     got, _ = _decode(varied_tiny, rows, order, 5, True, lengths)
     alone = {i: _decode(varied_tiny, [rows[i]], [0], 1, False, [lengths[i]])[0][0] for i in range(len(rows))}
     assert got == alone
+
+
+def test_lookup_draft_copies_what_followed_the_latest_ngram():
+    from behavioural.batching import lookup_draft
+
+    assert lookup_draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3], 3) == [7, 8, 5]  # latest occurrence wins
+    assert lookup_draft([5, 6, 7, 5, 6], 8) == [7, 5, 6]  # runs up to the end of the context
+    assert lookup_draft([4, 4, 4, 4], 2) == [4]  # a repeated token
+    assert lookup_draft([1, 2, 3, 4], 4) == []  # nothing repeats
+    assert lookup_draft([1, 2, 9, 1], 4) == []  # single-token matches are too weak to draft from
+    assert lookup_draft([], 4) == [] and lookup_draft([3], 4) == []
+
+
+def test_lookahead_gives_the_greedy_tokens_with_fewer_forwards(varied_tiny, tokenizer, monkeypatch):
+    """Drafts that are right for 0, 1 or 2 tokens and then wrong (a random model never repeats itself, so the
+    drafter is replaced by one that knows each row's greedy tokens): the kept tokens are exactly the greedy
+    ones - rejected columns masked out, positions and next-token logits right - in fewer forward passes."""
+    import behavioural.batching as batching
+
+    rows = _rows(tokenizer, n=6)
+    lengths = [30, 25, 3, 34, 8, 28]
+    order = list(range(len(rows)))
+    plain, plain_sizes = _decode(varied_tiny, rows, order, 3, True, lengths, lookahead=0)
+    alone = {i: _decode(varied_tiny, [rows[i]], [0], 1, False, [lengths[i]], lookahead=0)[0][0]
+             for i in range(len(rows))}
+    assert plain == alone
+    calls = []
+
+    def draft(tokens, k, **_):
+        r = next(i for i, row in enumerate(rows) if list(tokens[:len(row)]) == row)
+        done = len(tokens) - len(rows[r])  # tokens emitted so far, the next one included
+        right = plain[r][done:done + min(k, done % 3)]
+        calls.append(len(right))
+        return right + [(t + 7) % 1000 for t in plain[r][done + len(right):done + k]]
+
+    monkeypatch.setattr(batching, "lookup_draft", draft)
+    fast, fast_sizes = _decode(varied_tiny, rows, order, 3, True, lengths)
+    assert fast == plain
+    assert sum(calls) > 0 and len(fast_sizes) < len(plain_sizes)

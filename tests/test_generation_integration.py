@@ -39,3 +39,24 @@ def test_stop_conditions_on_the_real_model(smol, arith_texts):
     g = generate(smol, [arith_texts[0] + "We start with 3.\n3 - 2 = 1\n1 - 1 = 0\nAnswer:"], max_new_tokens=16,
                  progress=False)[0]
     assert g.finish_reason in ("eos", "answer_line") and g.new_tokens <= 4, g
+
+
+def test_lookahead_on_a_looping_real_continuation(smol, arith_texts):
+    """Rows that repeat themselves until the budget (what the real model does on some edited traces): with
+    prompt-lookup drafts the records equal plain one-token steps (and the simple path), in fewer forwards."""
+    loops = [arith_texts[0] + "We start with 6.\nWe start with 6.\nWe start with 6.\n",
+             arith_texts[1] + "We add 5, which is 10 + 5 = 15.\nWe add 5, which is 15 + 5 = 20.\n"]
+    calls: list[int] = []
+    model = smol.model
+    forward = model.forward
+    model.forward = lambda *a, **k: (calls.append(1), forward(*a, **k))[1]
+    try:
+        with_drafts = generate(smol, loops, max_new_tokens=64, batch_size=4, progress=False)
+        n_with = len(calls)
+        without = generate(smol, loops, max_new_tokens=64, batch_size=4, progress=False, lookahead=0)
+        n_without = len(calls) - n_with
+    finally:
+        del model.forward
+    simple = generate_simple(smol, loops, max_new_tokens=64, batch_size=1, progress=False)
+    assert with_drafts == without == simple
+    assert n_with < n_without, (n_with, n_without)
