@@ -25,7 +25,8 @@ phase and is compared by tokens/s; ``one_fast`` runs the same inputs one at a ti
 (``generate(batch_size=1)``: the fast kernels without batching), so ``hf_over_one_fast`` is what batching
 alone buys. ``plain`` is the HF fast path with the decode kernels of :mod:`behavioural.fastpath` switched off
 (``fastpath.plain()``: transformers' own attention, concatenating KV cache and MKL linears), so
-``hf_over_plain`` is what those kernels buy. Writes ``--json`` with everything.
+``hf_over_plain`` is what those kernels buy; ``nolook`` is the HF fast path without prompt-lookup drafts
+(``generate(lookahead=0)``), so ``hf_over_nolook`` is what drafting in the batch tails buys. Writes ``--json`` with everything.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def build_parser():
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32, help="HF backend batch size")
     p.add_argument("--backends", default=None,
-                   help="comma list of hf,plain,static,bf16,one,one_fast,vllm (default: all but bf16)")
+                   help="comma list of hf,plain,nolook,static,bf16,one,one_fast,vllm (default: all but bf16)")
     p.add_argument("--one-limit", type=int, default=24, help="inputs per phase for the one-at-a-time run (0 = all)")
     p.add_argument("--workload", default=str(REPO / ".bench_out" / "gen_workload.json"), help="cached workload texts")
     p.add_argument("--json", default=str(REPO / ".bench_out" / "bench_generation.json"), help="results file")
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
         have_vllm = False
         print(f"vllm: not available ({str(e)[:120]})")
     backends = (args.backends.split(",") if args.backends
-                else ["one", "one_fast", "plain", "static", "hf"] + (["vllm"] if have_vllm else []))
+                else ["one", "one_fast", "plain", "nolook", "static", "hf"] + (["vllm"] if have_vllm else []))
     lm = load_model("smollm2-135m-instruct")
     w = build_workload(lm, args)
     phases = [w["prompts"], w["continuations"]]
@@ -247,6 +248,9 @@ def main(argv=None) -> int:
                 return generate(lm_, t, **kw)
 
         results["plain"] = run_backend("plain", plain_generate, lm, phases, args)
+    if "nolook" in backends:
+        results["nolook"] = run_backend("nolook", lambda lm_, t, **kw: generate(lm_, t, lookahead=0, **kw),
+                                        lm, phases, args)
     if "static" in backends:
         results["static"] = run_backend("static", lambda lm_, t, **kw: generate(lm_, t, refill=False, **kw),
                                         lm, phases, args)
@@ -300,6 +304,11 @@ def main(argv=None) -> int:
         summary["plain_records_identical"] = same
         print(f"HF fast-path kernels on / off (fastpath.plain) tokens/s: {summary['hf_over_plain']:.2f}x; "
               f"identical records {same}/{len(results['hf']['records'])}")
+    if "hf" in results and "nolook" in results:
+        summary["hf_over_nolook"] = round(results["hf"]["tok_s"] / results["nolook"]["tok_s"], 2)
+        same = sum(x == y for x, y in zip(results["hf"]["records"], results["nolook"]["records"]))
+        print(f"HF prompt-lookup drafts on / off tokens/s: {summary['hf_over_nolook']:.2f}x; identical records "
+              f"{same}/{len(results['hf']['records'])}")
     if "one_fast" in results and "one" in results:
         summary["one_fast_over_one"] = round(results["one_fast"]["tok_s"] / results["one"]["tok_s"], 2)
     if "hf" in results and "one_fast" in results:
