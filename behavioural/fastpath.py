@@ -1,5 +1,5 @@
 """What the HF fast path (:mod:`behavioural.batching`) switches on while it decodes: K/V-copy-free attention,
-append-in-place KV-cache layers and, on CPU in float32, oneDNN-packed linear layers.
+append-in-place KV-cache layers and, on CPU, oneDNN-packed linear layers.
 
     from behavioural.fastpath import fast_decoding, new_cache
     with fast_decoding(model):
@@ -23,7 +23,7 @@ model, 1-32 rows, ~250 cached tokens, see ``bench/bench_generation.py --profile`
 * **Small-batch matrix products ran far below memory bandwidth.** A decode step streams every weight once;
   the default float32 GEMM (MKL) reached ~11 GB/s on this machine's small-``M`` products, about a third of
   its copy bandwidth, while oneDNN with a pre-packed weight reached ~26 GB/s (the 49k x 576 output layer:
-  10.3 ms -> 4.4 ms at one row). :func:`packed_linears` swaps each plain float32 ``nn.Linear`` on CPU for
+  10.3 ms -> 4.4 ms at one row). :func:`packed_linears` swaps each plain float32 or bfloat16 ``nn.Linear`` on CPU for
   ``torch.ops.mkldnn._linear_pointwise`` over a weight packed once per model (kept with the model, so the
   cost is paid once; skipped when the copy would not fit comfortably in memory, or oneDNN is missing).
 
@@ -185,16 +185,17 @@ def _available_bytes() -> int:
 
 
 def _packable(model) -> list[tuple[str, torch.nn.Linear]]:
-    """Plain float32 ``nn.Linear`` modules on CPU (not subclasses: quantised layers keep their own kernels)."""
+    """Plain float32/bfloat16 ``nn.Linear`` modules on CPU (not subclasses: quantised layers keep their own
+    kernels)."""
     if not _ENABLED or not torch.backends.mkldnn.is_available():
         return []
     return [(n, m) for n, m in model.named_modules() if type(m) is torch.nn.Linear
-            and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
+            and m.weight.device.type == "cpu" and m.weight.dtype in (torch.float32, torch.bfloat16)]
 
 
 @contextlib.contextmanager
 def packed_linears(model) -> Iterator[bool]:
-    """Run ``model``'s float32 CPU linear layers through oneDNN with pre-packed weights inside the block.
+    """Run ``model``'s float32/bfloat16 CPU linear layers through oneDNN with pre-packed weights inside the block.
 
     Yields whether packing is on. The packed weights are cached per model and re-packed when a weight changes
     (its version counter moves); forward hooks on the layers still run; every layer's own ``forward`` is
@@ -205,7 +206,7 @@ def packed_linears(model) -> Iterator[bool]:
         yield False
         return
     cache = _PACKED.setdefault(model, {})
-    need = sum(m.weight.numel() * 4 for n, m in mods if n not in cache)
+    need = sum(m.weight.numel() * m.weight.element_size() for n, m in mods if n not in cache)
     if need and need > PACK_MEMORY_FRACTION * _available_bytes():
         yield False
         return
