@@ -25,6 +25,18 @@ the deviance split. What it writes into ``RUN_DIR`` (refused if it exists; nothi
   ``final_label``) with both the rule's and the judge's verdict under ``labellers``; ``labels/paper-rule/`` -
   the rule label alone, so the labelling-agreement tools can compare the two.
 
+``SRC`` may also be the paper's human-annotation sheet (a CSV with ``annotation_id, source, prompt,
+original_step, perturbed_step, continuation, reference_answer, correct_letter, ...``: the 500 continuations
+of ``data/annotations/study_n500`` that two annotators labelled A/B/C). Those rows carry no strategy,
+position, prefix or label: each continuation is scored with this toolkit's scorer (gold: the reference
+answer, MMLU's ``correct_letter``), its strategy is the edit's shape (``paper:arithmetic`` - only numbers
+or operators changed, ``paper:appended`` - the original step kept with text added, ``paper:replaced``), no labelling is
+written, and ``python -m behavioural.label RUN_DIR --labeller rule`` labels them, so the rule's B count can be
+set beside the annotators' (their counts are in the study's ``analysis/results_n500.json``)::
+
+    python -m behavioural.paper_import data_to_label_annotator2.csv --model paper-8-9b --output runs/paper-n500 \
+        && python -m behavioural.label runs/paper-n500 --labeller rule
+
 BBH rows carry no task name; ``--bbh-task-map FILE`` (JSON id -> task, the paper's
 ``data/processed/bbh_task_mapping.json``) or ``--data-dir`` (the BBH files, concatenated in task order as the
 paper did) fills it in, else the task is left empty.
@@ -103,7 +115,18 @@ def read_rows(src: str, *, config: str | None = None, split: str | None = None) 
     raw = p.read_bytes()
     text = raw.decode("utf-8", errors="replace").strip()
     rows: list[Any]
-    if text.startswith("["):
+    if p.suffix.lower() == ".csv" or text.lstrip('"').startswith("annotation_id"):
+        import csv
+        import io
+
+        try:
+            rows = [dict(r) for r in csv.DictReader(io.StringIO(text))]
+        except csv.Error as e:
+            raise PaperImportError(f"{src}: not a readable CSV ({e}); pass the annotation sheet as released") from None
+        if rows and "annotation_id" not in rows[0]:
+            raise PaperImportError(f"{src}: a CSV without an annotation_id column; pass the paper's annotation sheet "
+                                   "(data_to_label_*.csv) or a JSON/JSONL file of its rows")
+    elif text.startswith("["):
         try:
             rows = json.loads(text)
         except ValueError as e:
@@ -195,12 +218,88 @@ def _dataset(row: dict[str, Any]) -> str:
     return str(row.get("source") or "unknown").lower()
 
 
+_QUESTION = re.compile(r"Question:\s*(.*?)\s*(?:\n\s*Solution:\s*)?$", re.S)
+_MMLU_OPTION = re.compile(r"^\s*\(?([A-J])\)\s*(.+?)\s*$", re.M)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|[-+*/×÷]")
+
+
+def edit_shape(original: str, edited: str) -> str:
+    """``arithmetic`` (only numbers or operators changed), ``appended`` (the original step kept, text added)
+    or ``replaced``."""
+    if _NUMBER.sub("#", original).strip() == _NUMBER.sub("#", edited).strip() and original.strip() != edited.strip():
+        return "arithmetic"
+    if original.strip() and original.strip() in edited:
+        return "appended"
+    return "replaced"
+
+
+def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
+                        limit: int | None = None) -> tuple[str, list, list, list, list[str]]:
+    """The paper's annotation sheet (see the module docstring) as (model, baselines, continuations, labels,
+    notes); every continuation is scored with :func:`behavioural.answers.score`, and carries no label."""
+    from behavioural.answers import score
+    from behavioural.records import Baseline, Continuation, label_for
+
+    need = ("annotation_id", "source", "prompt", "original_step", "perturbed_step", "continuation",
+            "reference_answer")
+    for i, r in enumerate(rows):
+        missing = [k for k in need if r.get(k) is None]
+        if missing:
+            raise PaperImportError(f"sheet row {i + 2} (annotation_id {r.get('annotation_id')!r}): missing "
+                                   f"{', '.join(missing)}; is this the paper's annotation sheet?")
+    if not model:
+        raise PaperImportError("the annotation sheet names no model; pass --model (e.g. paper-8-9b)")
+    rows = rows[:limit] if limit is not None else rows
+    baselines: dict[str, Any] = {}
+    conts: list = []
+    unparsed = 0
+    for r in rows:
+        dataset = str(r["source"]).strip().lower()
+        prompt = str(r["prompt"])
+        m = _QUESTION.search(prompt)
+        question = m.group(1) if m else prompt
+        choices = None
+        gold = str(r["reference_answer"]).strip()
+        if dataset == "mmlu":
+            opts = _MMLU_OPTION.findall(question)
+            choices = [t for _, t in opts] if opts else None
+            gold = str(r.get("correct_letter") or "").strip() or gold
+        qkey = _qkey(question)
+        qid = f"{dataset}/{qkey}"
+        if qid not in baselines:
+            baselines[qid] = _fill(Baseline, dict(
+                question_id=qid, dataset=dataset, task=None, difficulty=None, question=question, prompt=prompt,
+                prompt_tokens=0, trace="", lines=(), answer_line=None, parsed_answer=None, gold=gold, correct=True,
+                eligible=True, reason="eligible", finish_reason="imported", new_tokens=0, question_key=qkey,
+                choices=tuple(choices) if choices else None))
+        original, edited = str(r["original_step"]), str(r["perturbed_step"])
+        sc = score(str(r["continuation"]), {"dataset": dataset, "task": None, "gold": gold, "question": question,
+                                            "choices": choices})
+        unparsed += sc.correct is None
+        input_text = prompt + "\n" + edited + "\n"
+        start = input_text.rfind(edited)
+        conts.append(_fill(Continuation, dict(
+            id=f"annotation-{r['annotation_id']}", question_id=qid, dataset=dataset, task=None, difficulty=None,
+            strategy=f"paper:{edit_shape(original, edited)}", position="unknown", line_index=0, n_lines=0,
+            original_line=original, edited_line=edited, condition="perturbed", prefix_text=edited + "\n",
+            input_text=input_text, input_tokens=0, edit_span=(start, start + len(edited)),
+            continuation=str(r["continuation"]), new_tokens=0, finish_reason="imported", parsed_answer=sc.parsed,
+            gold=gold, correct=sc.correct, label=label_for(sc.correct), question_key=qkey)))
+    notes = ["annotation sheet: no prefix before the edited step (input_text = prompt + edited step); "
+             "correctness from this toolkit's scorer; no labels (run python -m behavioural.label)"]
+    if unparsed:
+        notes.append(f"{unparsed} continuation(s) have no parseable answer and stay unscored")
+    return model, list(baselines.values()), conts, [(c.id, None, None, None) for c in conts], notes
+
+
 def convert(rows: Iterable[dict[str, Any]], *, model: str | None = None, bbh_map: dict[str, str] | None = None,
             limit: int | None = None) -> tuple[str, list, list, list, list[str]]:
     """(model, baselines, continuations, label triples (id, final, rule, judge), notes). Validates every row."""
     from behavioural.records import Baseline, Continuation, label_for
 
     rows = list(rows)
+    if rows and isinstance(rows[0], dict) and "annotation_id" in rows[0]:
+        return convert_annotations(rows, model=model, limit=limit)
     for i, r in enumerate(rows):
         if not isinstance(r, dict):
             raise PaperImportError(f"row {i}: a {type(r).__name__}, not an object; is this the paper's row file?")
@@ -338,7 +437,8 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
                 for rec in recs:
                     f.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
         created = now()
-        for name, which, stamp in (("paper-rule", "rule", "0"), ("paper", "final", "1")):
+        labelled = any(lab is not None or rule is not None for _, lab, rule, _ in labels)
+        for name, which, stamp in (("paper-rule", "rule", "0"), ("paper", "final", "1")) if labelled else ():
             d = tmp / "labels" / name
             d.mkdir(parents=True)
             with open(d / "labels.jsonl", "w", encoding="utf-8") as f:
@@ -415,6 +515,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"labels A {lab['A']}, B {lab['B']}, C {lab['C']}, unlabelled {lab[None]}")
     for n in res["notes"]:
         print(f"note: {n}")
+    if lab["A"] + lab["B"] + lab["C"] == 0:
+        print(f"\nnext: python -m behavioural.label {res['output']} --labeller rule")
+        return 0
     print("\nTable 4 (A/B/C by position, strategy, source):")
     print(table4(res["output"]))
     print(f"\nnext: python -m behavioural.gradient {res['output']} --output {res['output']}-gradient")

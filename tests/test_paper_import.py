@@ -107,3 +107,35 @@ def test_cli_errors(tmp_path, capsys):
     with pytest.raises(PaperImportError):
         parse_accuracy("gsm8k")
     assert parse_accuracy("bbh=57.9")["bbh"]["rate"] == pytest.approx(0.579)
+
+
+def test_annotation_sheet_is_scored_shaped_and_left_for_the_labeller(tmp_path, capsys):
+    """The paper's annotation-sheet CSV (hand-written rows in its schema): scored by this toolkit's scorer,
+    the edit's shape as strategy, no labels until behavioural.label runs; the rule labeller then labels."""
+    from behavioural import label
+
+    out = tmp_path / "sheet"
+    assert main([str(FIX / "paper_annotation_sheet.csv"), "--model", "paper-8-9b", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.label" in printed
+    run = Run(out)
+    conts = {c.id: c for c in run.continuations("perturbed")}
+    assert [conts[f"annotation-{i}"].correct for i in range(7, 12)] == [True, True, True, False, None]
+    assert conts["annotation-9"].gold == "B"  # MMLU gold is the letter; the answer was given as option text
+    assert {i: conts[f"annotation-{i}"].strategy for i in (7, 8, 9, 10)} == {
+        7: "paper:arithmetic", 8: "paper:arithmetic", 9: "paper:replaced", 10: "paper:appended"}
+    assert not (out / "labels").exists()
+    assert label.main([str(out), "--labeller", "rule", "--no-progress"]) == 0
+    _, labels = run.labels("rule")
+    assert labels["annotation-7"] == "B"  # "Wait, 4 * 6 = 24, not 30."
+    assert labels["annotation-8"] == "A" and labels["annotation-10"] == "C" and labels["annotation-11"] is None
+
+
+def test_annotation_sheet_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text('"id","text"\n"1","x"\n', encoding="utf-8")
+    with pytest.raises(PaperImportError, match="annotation_id"):
+        import_rows(str(bad), tmp_path / "o1", model="m")
+    with pytest.raises(PaperImportError, match="--model"):
+        import_rows(str(FIX / "paper_annotation_sheet.csv"), tmp_path / "o2")
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
