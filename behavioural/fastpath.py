@@ -167,7 +167,7 @@ def _register() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_NAME, sdpa_mask)
 
 
-#: packed weights per model (dropped with the model); name -> (weight version, packed weight)
+#: packed weights per model (dropped with the model); name -> ((data_ptr, dtype, shape, version), packed weight)
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: pack only when the packed copy takes at most this fraction of the memory available now
 PACK_MEMORY_FRACTION = 0.25
@@ -213,11 +213,12 @@ def packed_linears(model) -> Iterator[bool]:
     patched: list[torch.nn.Linear] = []
     try:
         for name, mod in mods:
-            ver = mod.weight._version
+            w = mod.weight
+            ver = (w.data_ptr(), w.dtype, tuple(w.shape), w._version)  # a new, cast or edited weight: re-pack
             got = cache.get(name)
             if got is None or got[0] != ver:
                 with torch.no_grad():
-                    got = (ver, torch.ops.mkldnn._reorder_linear_weight(mod.weight.detach(), None))
+                    got = (ver, torch.ops.mkldnn._reorder_linear_weight(w.detach(), None))
                 cache[name] = got
             mod.forward = _packed_forward(got[1], mod.bias)  # type: ignore[method-assign]
             patched.append(mod)

@@ -141,3 +141,19 @@ def test_generation_records_identical_with_fast_path_on_and_off(tiny_lm):
     with plain():
         slow = generate(tiny_lm, texts, max_new_tokens=12, batch_size=4, progress=False, stop_at_answer=False)
     assert fast == slow
+
+
+def test_packed_weights_follow_a_dtype_cast(tokenizer):
+    from conftest import make_tiny_lm
+
+    model = make_tiny_lm(tokenizer, seed=6).model
+    x = torch.randint(0, 100, (1, 4))
+    with torch.inference_mode(), packed_linears(model):
+        model(input_ids=x)
+    model.to(torch.bfloat16)
+    with torch.inference_mode():
+        ref = model(input_ids=x).logits
+        with packed_linears(model):
+            got = model(input_ids=x).logits
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), ref.float(), rtol=2e-2, atol=2e-2)
