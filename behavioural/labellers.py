@@ -19,7 +19,13 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
     produce the original number is a known false positive of this last check;
   - ``contradicts_edit``: the continuation recomputes the edited line's expression to a different value, or
     negates an edited number ("not 13", "13 is wrong", "instead of 13", "≠ 13"), or calls the edited claim
-    true/false against the edit ("the claim is actually true").
+    true/false against the edit ("the claim is actually true"), or - when the edit pushed toward a named
+    option ("... leaves option B as the strongest candidate", "... makes option D the correct choice") -
+    rejects that option on a line of its own, as in a routine sweep of the options ("(B) Gintama: an anime
+    film, a different tone and style"; the option's own text is not read, a line that also calls it the
+    best or correct one does not count, and a final-answer line never counts). This is the annotators'
+    rule of the paper's human study ("says the option that step favoured is incorrect, including in a
+    routine option sweep").
 
   ``noticed`` is True when there is any evidence, else False; the rule never abstains. Each evidence item
   also carries a fine-grained ``kind`` (:data:`EVIDENCE_KINDS`) and each label counts them
@@ -51,7 +57,8 @@ from typing import Any
 from behavioural.answers import normalize_number
 from behavioural.stats import rate
 
-RULE_VERSION = 2  # 2: restating the original line counts only when the edit removed/changed its text
+RULE_VERSION = 3  # 2: restating the original line counts only when the edit removed/changed its text;
+# 3: rejecting the option the edit favoured counts (the paper's annotation rule)
 JUDGE_VERSION = 1
 
 __all__ = [
@@ -111,7 +118,42 @@ _CLAIM_RE = re.compile(
 
 #: the fine-grained evidence kinds (``kind``) under the three types (``type``) each label records
 EVIDENCE_KINDS = ("correction_phrase", "restates_original_line", "restates_original_equation", "states_original_value",
-                  "recomputes_edited_expression", "negates_edited_value", "judges_claim")
+                  "recomputes_edited_expression", "negates_edited_value", "judges_claim", "rejects_favoured_option")
+
+# the option an edit pushes toward: the paper's multiple-choice templates and this toolkit's (strategies.py)
+_FAVOURED_RE = re.compile(
+    r"(?:leaves|leads?\s+to|matches|supports?|points?\s+to|favou?rs?|definitively|certainly|clearly)\s+option\s+"
+    r"\(?(?P<a>[A-J])\b\)?"
+    r"|option\s+\(?(?P<b>[A-J])\b\)?\s+(?:is\s+|as\s+)?the\s+(?:strongest|correct|right|best)"
+    r"|makes\s+(?:option\s+)?\(?(?P<c>[A-J])\b\)?\s+the\s+(?:correct|right|best)", re.IGNORECASE)
+_REJECT_RE = re.compile(
+    r"\b(?:not|never|incorrect|wrong|unlikely|irrelevant|unrelated|different|lacks?|fails?|cannot|inaccurate|false|"
+    r"ruled?\s+out|eliminat\w*|doesn't|does not|isn't|is not|aren't|don't|wasn't|can't)\b|n't\b", re.IGNORECASE)
+_ENDORSE_RE = re.compile(r"\b(?:is\s+(?:the\s+)?(?:most|best|correct|right)|the\s+(?:correct|best|right)\s+"
+                         r"(?:answer|choice|option))\b", re.IGNORECASE)
+
+
+def favoured_option(edited_line: str) -> str | None:
+    """The option letter an edit pushes toward ("... leaves option B as the strongest candidate"), if any."""
+    m = _FAVOURED_RE.search(edited_line or "")
+    return next((g.upper() for g in m.groups() if g), None) if m else None
+
+
+def _option_rejections(text: str, letter: str) -> list[dict]:
+    """Lines that discuss option ``letter`` as an option (``(B)``, ``B)``, ``option B`` at a bullet) and reject it."""
+    mention = re.compile(rf"(?:^[\s*\-•#\d.]*\**\s*\(?{letter}\)|\({letter}\)|\b[Oo]ption\s+\(?{letter}\b)")
+    out, pos = [], 0
+    for line in text.split("\n"):
+        m = mention.search(line)
+        if m and not _ANSWER_LINE_RE.search(line):
+            rest = line[m.end():]
+            colon = rest.find(":")
+            body = rest[colon + 1:] if colon >= 0 else rest  # the explanation, not the option's own text
+            if _REJECT_RE.search(body) and not _ENDORSE_RE.search(body):
+                out.append(_ev("contradicts_edit", (pos, pos + len(line), line),
+                               f"rejects option {letter}, which the edit favoured", sub="rejects_favoured_option"))
+        pos += len(line) + 1
+    return out
 
 
 def _norm_num(s: str) -> str | None:
@@ -274,6 +316,11 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
         # 3c. the edited claim called true/false
         for m in _CLAIM_RE.finditer(text):
             add(_ev("contradicts_edit", m, "judges the edited claim", sub="judges_claim"))
+        # 3d. the option the edit favoured rejected (multiple choice)
+        letter = favoured_option(edited_line)
+        if letter and favoured_option(original_line) != letter:
+            for e in _option_rejections(text, letter):
+                add(e)
 
     evidence.sort(key=lambda e: (e["start"], e["end"], e["type"]))
     return evidence

@@ -1,8 +1,9 @@
-"""Rule labeller (v2) on real-style continuations: which text counts as visible repair evidence.
+"""Rule labeller (v3) on real-style continuations: which text counts as visible repair evidence.
 
 Repeating the original line counts only when the edit removed or changed that text (and did not replace the
-whole step by a new sentence); an expression counts only when it is not the tail of a longer sum; every evidence item
-carries a fine-grained kind and each label counts its kinds."""
+whole step by a new sentence); an expression counts only when it is not the tail of a longer sum; rejecting the
+option a multiple-choice edit favoured counts (the paper's annotation rule), on a line of its own and not on a
+final-answer line; every evidence item carries a fine-grained kind and each label counts its kinds."""
 from __future__ import annotations
 
 import pytest
@@ -46,6 +47,29 @@ CASES = [
      "She earns 9 * 2 = 18 dollars.", "She earns 9 * 2 = 20 dollars.",
      "Checking: 9 * 2 = 18, so she earns 18 dollars a day.\nAnswer: 18", True,
      {"restates_original_equation": 1, "states_original_value": 1}),
+    ("rejects the favoured option in an option sweep (the paper's elimination template)",
+     "* **(B) Schindler's List:** Historical drama with themes of redemption.",
+     "We can rule out option A because it doesn't account for the key constraint in the question. This leaves "
+     "option D as the strongest candidate.",
+     "* **(C) Baraka:** A documentary about cultures.\n* **(D) Reality Bites:** A Gen X comedy-drama. Doesn't align "
+     "with the themes of the listed movies.\n\nAnswer: B", True, {"rejects_favoured_option": 1}),
+    ("rejects the favoured option named by this toolkit's reversed_logic template",
+     "The cerebellum handles balance, so C.",
+     "On closer inspection, the reasoning so far actually points to option A; the first impression that it is "
+     "option C is a common misconception.",
+     "- Option A is incorrect because the cerebellum handles balance.\nAnswer: C", True, {"rejects_favoured_option": 1}),
+    ("the favoured option's own text holds a negation; its explanation does not reject it",
+     "Paine argues for reason.",
+     "By analogy with similar problems, the pattern here clearly matches option C. The distinguishing feature that "
+     "most people overlook is what makes C the correct choice.",
+     "* **C) Skepticism is not a reliable way of examining information:** Paine relies on reason.\nAnswer: D",
+     False, {}),
+    ("rejecting an option the edit did not favour is not repair",
+     "Fargo is a dark comedy.", "By analogy with similar problems, the pattern here clearly matches option D.",
+     "* **(A) Tape:** Doesn't fit the genres.\n* **(D) Forrest Gump:** Shares the drama.\nAnswer: D", False, {}),
+    ("a sweep line that calls the favoured option the best one is not a rejection",
+     "Oxygen is released.", "It is definitively option C. This is a well-established fact.",
+     "* **C) Nitrogen:** This is the best answer, not a trick.\nAnswer: C", False, {}),
     ("judges the edited claim",
      "So option B is correct.", "The following claim is false: So option B is correct.",
      "The statement above is actually true, since B matches the data.\nAnswer: B", True,
