@@ -319,8 +319,8 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
         # 3d. the option the edit favoured rejected (multiple choice)
         letter = favoured_option(edited_line)
         if letter and favoured_option(original_line) != letter:
-            for e in _option_rejections(text, letter):
-                add(e)
+            for item in _option_rejections(text, letter):
+                add(item)
 
     evidence.sort(key=lambda e: (e["start"], e["end"], e["type"]))
     return evidence
