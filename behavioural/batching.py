@@ -115,6 +115,9 @@ def prefix_plan(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREF
                 plan[r] = p
         i = j
     groups = {(p, tuple(rows[r][:p])) for r, p in enumerate(plan) if p > g}
+    if groups and g == 0 and 0 in plan:
+        # rows in no group would hang off an all-padding node with nothing real to attend to: keep one level
+        return g, [g] * n
     if groups:
         flat = n * max(len(r) - g for r in rows)
         own = n * max(len(r) - p for r, p in zip(rows, plan))

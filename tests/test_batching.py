@@ -91,6 +91,11 @@ def test_prefix_plan_groups_neighbours_and_keeps_one_token_per_row():
     # identical rows still keep their last token of their own
     g, plan = prefix_plan([sysp + qa, sysp + qa, sysp + qa])
     assert plan == [len(sysp) + len(qa) - 1] * 3
+    # without a prefix shared by every row, a row in no group turns the group level off
+    g, plan = prefix_plan([qa + [1, 2], qa + [3], qb + [4], [9] * 30])
+    assert g == 0 and plan == [0] * 4
+    g, plan = prefix_plan([qa + [1, 2], qa + [3], qb + [4], qb + [5]])
+    assert g == 0 and plan == [len(qa)] * 2 + [len(qb)] * 2
     # a group level that saves less than a forward pass costs is dropped
     g, plan = prefix_plan([sysp + [1] * MIN_SHARED_PREFIX + [2], sysp + [1] * MIN_SHARED_PREFIX + [3],
                            sysp + [5] * (LEVEL_COST_TOKENS * 2)])
@@ -112,7 +117,8 @@ def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, syst
                    f"Step 1: start with {q + 3}. Step 2: add the bought ones.")
         for k, line in enumerate(["Step 3: that is 5.", "Step 3: so the total is twelve apples.", "Step 3: hmm"]):
             rows.append((head if system else []) + body + enc(line * (k + 1)))
-    rows.append((head if system else []) + enc("An unrelated short question?"))
+    if system:  # (without a shared prefix, a row in no group turns the group level off: tested below)
+        rows.append(head + enc("An unrelated short question?"))
     g, plan = prefix_plan(rows)
     assert (g > 0) == system
     assert sum(p > g for p in plan) >= 6  # groups were used
