@@ -25,11 +25,13 @@ model, 1-32 rows, ~250 cached tokens, see ``bench/bench_generation.py --profile`
   its copy bandwidth, while oneDNN with a pre-packed weight reached ~26 GB/s (the 49k x 576 output layer:
   10.3 ms -> 4.4 ms at one row). :func:`packed_linears` swaps each plain float32 or bfloat16 ``nn.Linear`` on CPU for
   ``torch.ops.mkldnn._linear_pointwise`` over a weight packed once per model (kept with the model, so the
-  cost is paid once; skipped when the copy would not fit comfortably in memory, or oneDNN is missing).
+  cost is paid once, and the linear weights take twice their memory while the model lives; skipped when the
+  copy would not fit comfortably in memory, or oneDNN is missing).
 
 None of these changes what is computed - the same dot products over the same masked columns - only the
-order of floating-point additions inside a matrix product, which ``tests/test_batching.py`` and the
-generation benchmark check against the plain path (identical greedy records).
+order of floating-point additions inside a matrix product, which ``tests/test_fastpath.py``,
+``tests/test_batching.py`` and the generation benchmark check against the plain path (identical greedy
+records).
 """
 from __future__ import annotations
 
