@@ -13,12 +13,14 @@
   vLLM), so a record never depends on what else was in its batch.
 * Fast path (the default, :mod:`behavioural.batching`): rows are sorted by their token ids (rows that share
   a prefix - a question's perturbed and control continuations, or every prompt's system + few-shot turns -
-  become neighbours). Up to ``batch_size`` rows decode at once (continuous batching): a group's longest
-  common token prefix is run through the model once and its KV cache (``DynamicCache``) repeated for the
-  rows; only the rows' own suffixes are prefilled (left-padded, explicit position ids), logits are computed
-  for the last position only, each row leaves the batch as soon as it is done, and freed slots are refilled
-  from the queue (the newcomers' cache is left-padded and concatenated). Results are put back in input
-  order; identical texts are generated once (``dedupe``).
+  become neighbours). Up to ``batch_size`` rows decode at once (continuous batching): an admitted group is
+  prefilled in up to three levels - the prefix every row shares once, each question's shared prompt and
+  response prefix once, then each row's own tokens (left-padded, explicit position ids) - logits are
+  computed for the last position only, each row leaves the batch as soon as it is done, freed slots are
+  refilled from the queue (the newcomers' cache is left-padded and concatenated), and a batch's last few
+  rows verify prompt-lookup drafts (``lookahead``; the greedy tokens either way). The decode kernels are
+  :mod:`behavioural.fastpath`'s. Results are put back in input order; identical texts are generated once
+  (``dedupe``).
 * ``on_pass(pass_)`` is called before every forward of the fast path with what the pass computes (a shared
   prefix, the rows' own input tokens, or one decode step) and for which input rows
   (:class:`behavioural.batching.Pass`), so a caller can apply per-row settings (steering's per-row vectors)
