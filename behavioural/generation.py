@@ -268,6 +268,16 @@ def generate(
     return [results[u] for u in slot]  # type: ignore[misc]
 
 
+def generate_plain(lm, texts: Sequence[str], **kwargs) -> list[Generation]:
+    """:func:`generate` with transformers' own kernels (:func:`behavioural.fastpath.plain`) and no
+    prompt-lookup drafts (``--backend hf-plain``): the same batching, the reference against which the fast
+    kernels' floating-point order can be ruled out. Same arguments and records as :func:`generate`."""
+    from behavioural.fastpath import plain
+
+    with plain():
+        return generate(lm, texts, **(kwargs | {"lookahead": 0}))
+
+
 def generate_simple(
     lm,
     texts: Sequence[str],

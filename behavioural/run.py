@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--positions", default="early,middle,late", help="edited line positions (comma list of early,middle,late)")
     p.add_argument("--max-new-tokens", type=int, default=4096, help="generation budget per baseline/continuation")
     p.add_argument("--batch-size", type=int, default=8, help="generation batch size (does not change results beyond float noise)")
-    p.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend")
+    p.add_argument("--backend", choices=("hf", "hf-plain", "vllm"), default="hf",
+                   help="generation backend: hf (the fast path), hf-plain (the same batching with transformers' own "
+                   "kernels and no prompt-lookup drafts: the reference for ruling out the fast kernels), vllm")
     p.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs to shard over")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM: fraction of GPU memory to use")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, help="vLLM: pipeline stages (GPUs or nodes)")
@@ -314,6 +316,10 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
                                 quantize=s.quantize)
             if config.resume:
                 Run(out_dir).check_model(lm)
+            if s.backend == "hf-plain" and generate_fn is None:
+                from .generation import generate_plain
+
+                generate_fn = generate_plain
             if s.backend == "vllm" and generate_fn is None:
                 from .vllm_backend import make_vllm_generate
 

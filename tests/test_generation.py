@@ -116,3 +116,25 @@ def test_bad_arguments(tiny_lm):
     with pytest.raises(ValueError):
         generate(tiny_lm, ["x"], max_new_tokens=0, progress=False)
     assert generate(tiny_lm, [], progress=False) == []
+
+
+def test_generate_plain_is_generate_without_the_fast_kernels_or_drafts(varied_lm):
+    from behavioural import fastpath
+    from behavioural.generation import generate_plain
+
+    texts = _prompts(varied_lm.tokenizer)
+    seen = []
+    real = fastpath.new_cache
+
+    def spy(model):
+        cache = real(model)
+        seen.append({type(layer).__name__ for layer in cache.layers})
+        return cache
+
+    fastpath.new_cache = spy
+    try:
+        plain = generate_plain(varied_lm, texts, max_new_tokens=10, batch_size=4, progress=False)
+    finally:
+        fastpath.new_cache = real
+    assert seen and all(kinds == {"DynamicLayer"} for kinds in seen)  # plain transformers cache layers
+    assert plain == generate(varied_lm, texts, max_new_tokens=10, batch_size=4, progress=False)

@@ -418,6 +418,27 @@ def test_cli_end_to_end_on_embedded_model(tmp_path):
 
 
 @pytest.mark.integration
+def test_cli_hf_plain_backend_gives_the_fast_paths_records(tmp_path):
+    """``--backend hf-plain`` (transformers' own kernels, no prompt-lookup drafts) is the reference for the
+    fast path: on the embedded model both write the same baselines and continuations, and the manifest says
+    which backend ran."""
+    from behavioural.runs import Run
+
+    runs = {}
+    for backend in ("hf", "hf-plain"):
+        out = tmp_path / backend
+        r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "6", "--strategy", "arithmetic",
+                 "--positions", "middle", "--max-new-tokens", "48", "--backend", backend, "--output-dir", str(out),
+                 "--quiet")
+        assert r.returncode == 0, r.stderr
+        runs[backend] = Run(out)
+        assert runs[backend].manifest["settings"]["backend"] == backend
+    fast, plain = runs["hf"], runs["hf-plain"]
+    assert [b.trace for b in fast.baselines()] == [b.trace for b in plain.baselines()]
+    assert [c.continuation for c in fast.continuations()] == [c.continuation for c in plain.continuations()]
+
+
+@pytest.mark.integration
 def test_run_directory_has_no_duplicate_questions_or_model_inputs(tmp_path):
     """Issue #12: a real run (embedded model) gives each question text once and each model input once."""
     from behavioural.data import normalise_question
