@@ -277,7 +277,7 @@ def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
                                             "choices": choices})
         unparsed += sc.correct is None
         input_text = prompt + "\n" + edited + "\n"
-        start = input_text.rfind(edited)
+        start = len(prompt) + 1  # the edited step follows the prompt and its newline
         conts.append(_fill(Continuation, dict(
             id=f"annotation-{r['annotation_id']}", question_id=qid, dataset=dataset, task=None, difficulty=None,
             strategy=f"paper:{edit_shape(original, edited)}", position="unknown", line_index=0, n_lines=0,

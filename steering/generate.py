@@ -83,7 +83,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     """
     import torch
 
-    from behavioural.generation import encode, generate
+    from behavioural.generation import generate
 
     if positions not in POSITIONS:
         raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
@@ -92,7 +92,6 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     if max_new_tokens < 1:
         raise SteeringError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     model = getattr(lm, "model", lm)
-    tok = lm.tokenizer
     n = len(texts)
     if n == 0:
         return []
@@ -111,7 +110,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     if not layers:
         raise SteeringError("no layers to steer; pass layers=[L, ...]")
     mods = [hook_module(model, L) for L in layers]  # validates the layers
-    if any(len(encode(tok, t)) == 0 for t in texts):
+    if any(not t for t in texts):  # only "" has no tokens (the chat template writes every other input's)
         raise SteeringError("cannot generate from an empty input (no tokens)")
     state = _RowSteer()
 
