@@ -65,8 +65,8 @@ class SpareLayer(DynamicLayer):
     """A full-attention ``DynamicLayer`` whose ``keys``/``values`` are views into buffers with spare columns.
 
     ``update`` writes new columns into the spare room when ``keys`` is still the view it handed out last;
-    anything that replaced ``keys`` (batch selection, padding, cropping) is simply copied into fresh buffers on
-    the next update, so every ``DynamicLayer`` operation keeps working unchanged.
+    batch selection gathers the buffers themselves; anything else that replaced ``keys`` (padding, merging) is
+    simply copied into fresh buffers on the next update, so every ``DynamicLayer`` operation keeps working.
     """
 
     _kbuf: torch.Tensor | None = None
@@ -106,6 +106,17 @@ class SpareLayer(DynamicLayer):
             self.keys, self.values = kb[:, :, start:self._end], vb[:, :, start:self._end]
         self._view = self.keys
         return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep (or repeat) batch rows: one gather of the buffers, spare room included, instead of a gather of
+        the keys followed by a re-allocation on the next append."""
+        if self.keys is not None and self.keys is self._view and self._kbuf is not None and self._vbuf is not None:
+            start = self._end - self.keys.shape[-2]
+            self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+            self.keys, self.values = self._kbuf[:, :, start:self._end], self._vbuf[:, :, start:self._end]
+            self._view = self.keys
+        else:
+            super().batch_select_indices(indices)
 
     def crop_left(self, lead: int) -> None:
         """Drop the first ``lead`` columns (a view: the buffers keep their room)."""
