@@ -5,14 +5,14 @@
         [--resume] [--labels NAME] [--allow-outcome-tokens] [--conditions perturbed|control|all] [--model NAME]
         [--device cpu|cuda|cuda:N|auto] [--shard I/N] [--allow-incomplete]
 
-Reads the run through :class:`behavioural.runs.Run` (``continuations.jsonl``, the newest labelling under
+Reads the run through :class:`loadbearing.runs.Run` (``continuations.jsonl``, the newest labelling under
 ``labels/``) and writes ``RUN_DIR/activations.h5`` (layout and crash safety: :mod:`activations.store`;
 inputs and positions: :mod:`activations.inputs`; engines: :mod:`activations.engines`).
 
 * **Inputs** are rebuilt from each record's ``input_text`` alone (the exact text the model saw before it
   wrote the continuation), tokenised once with ``add_special_tokens=False``; the token count must equal the
   record's ``input_tokens``.
-* **Layers** follow :mod:`behavioural.layers`: 0 = embeddings, L = output of block L-1, the last one before
+* **Layers** follow :mod:`loadbearing.engine.layers`: 0 = embeddings, L = output of block L-1, the last one before
   the final norm. The resolved decoder-layer module path is stored as the ``decoder_layers_path`` attribute.
 * **Positions** are all before the outcome (``prefix_last``, ``edit_mean``, ``edit_last``);
   ``continuation_mean`` needs ``--allow-outcome-tokens`` and marks the store ``leaky``.
@@ -142,8 +142,8 @@ def _check_jsonl_tail(path: Path, run_dir: Path) -> None:
 
 def _records(config: CacheConfig):
     """(Run, [(source_index, record dict)]) for the configured conditions, refusing a bad run in one line."""
-    from behavioural.rundir import RunDirError
-    from behavioural.runs import CONTINUATIONS, Run
+    from loadbearing.files import RunDirError
+    from loadbearing.runs import CONTINUATIONS, Run
 
     try:
         run = Run(config.run_dir)
@@ -164,7 +164,7 @@ def _records(config: CacheConfig):
 
 
 def _labels(run, name: str | None) -> tuple[dict[str, str | None], str]:
-    from behavioural.rundir import RunDirError
+    from loadbearing.files import RunDirError
 
     if name is not None and name.lower() == "none":
         return {}, ""
@@ -192,15 +192,15 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
                       on_batch: Callable[[int], None] | None = None) -> Path:
     """Cache the run's continuations into an activation store; returns its path.
 
-    ``lm`` is an already-loaded :class:`behavioural.models.LoadedModel` (else the run's model is loaded); its
+    ``lm`` is an already-loaded :class:`loadbearing.engine.models.LoadedModel` (else the run's model is loaded); its
     weights hash must match the run's manifest. ``max_batches`` stops early leaving an unfinished store (tests
     simulate an interruption with it); ``on_batch(n_rows)`` is called after each committed batch.
     """
-    from behavioural.layers import d_model as model_width
-    from behavioural.layers import decoder_layers, n_layers
-    from behavioural.models import ModelError
-    from behavioural.rundir import RunDirError, file_sha256, output_lock, package_versions
-    from behavioural.runs import CONTINUATIONS, MANIFEST
+    from loadbearing.engine.layers import d_model as model_width
+    from loadbearing.engine.layers import decoder_layers, n_layers
+    from loadbearing.engine.models import ModelError
+    from loadbearing.files import RunDirError, file_sha256, output_lock, package_versions
+    from loadbearing.runs import CONTINUATIONS, MANIFEST
 
     engine, pos, shard = _validate(config)
     run, recs = _records(config)
@@ -381,8 +381,8 @@ def config_from_args(args: argparse.Namespace) -> CacheConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from behavioural.models import ModelError
-    from behavioural.rundir import RunDirError
+    from loadbearing.engine.models import ModelError
+    from loadbearing.files import RunDirError
 
     config = config_from_args(build_parser().parse_args(argv))
     try:

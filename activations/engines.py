@@ -5,7 +5,7 @@
     acts = run_batch(eng, items, pad_id, ["prefix_last"])     # {position: float32 [b, n_layers, d_model]}
     eng.close()                                               # undoes every in-place change to lm.model
 
-Layers are resolved through :mod:`behavioural.layers` (``decoder_layers``: the same search order for the
+Layers are resolved through :mod:`loadbearing.engine.layers` (``decoder_layers``: the same search order for the
 nnsight and transformer-lens engines and for steering), indexed like HF ``hidden_states`` with the last
 index taken at the last block's output, before the final norm.
 
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from activations.inputs import CacheError, Item, pad_right
-from behavioural.layers import LayerError, d_model, decoder_layers, hidden_state_module, n_layers
+from loadbearing.engine.layers import LayerError, d_model, decoder_layers, hidden_state_module, n_layers
 
 ENGINES = ("nnsight", "transformer-lens", "hf")
 ENGINE_ALIASES = {"transformer_lens": "transformer-lens", "tl": "transformer-lens"}

@@ -7,7 +7,7 @@
 Positions (all before the outcome unless ``--allow-outcome-tokens``): ``prefix_last`` (the last input token),
 ``edit_mean`` / ``edit_last`` (mean over / last of the tokens of the edited line, found through the tokenizer's
 offset mapping), ``continuation_mean`` (mean over the continuation's tokens, which contain the outcome: leaky).
-Layer indices follow :mod:`behavioural.layers` (0 = embeddings, L = output of block L-1).
+Layer indices follow :mod:`loadbearing.engine.layers` (0 = embeddings, L = output of block L-1).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from behavioural.records import Continuation
+from loadbearing.records import Continuation
 
 HASH = "tiny-weights-hash"
 

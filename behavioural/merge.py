@@ -2,7 +2,7 @@
 
     python -m behavioural.merge runs/g-0 runs/g-1 runs/g-2 runs/g-3 --output runs/g
 
-Each part is a run directory written with ``--shard I/N`` (see :mod:`behavioural.shards`). The merge
+Each part is a run directory written with ``--shard I/N`` (see :mod:`loadbearing.shards`). The merge
 refuses parts that are not shards 0..N-1 of one run (same protocol version, result settings, model weights
 and full question sample), or that have not finished (``--allow-incomplete`` overrides that, and is
 recorded). Records are put back in the full sample's question order (within a question, in the part's own
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from behavioural import rundir
-from behavioural.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
-from behavioural.shards import Shard, ShardError, check_complementary
+from loadbearing import files as rundir
+from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
+from loadbearing.shards import Shard, ShardError, check_complementary
 
 #: settings that may differ between parts (they do not change results)
 NON_RESULT = {"shard", "batch_size", "backend"}

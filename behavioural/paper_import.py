@@ -17,8 +17,8 @@ the deviance split. What it writes into ``RUN_DIR`` (refused if it exists; nothi
 * ``manifest.json`` - ``kind: paper_import``, the source and its sha256, the model, ``label_source: paper``,
   ``baselines_eligible_only: true`` (the release holds only questions whose baseline was correct, so baseline
   accuracy cannot be recomputed from it; ``--baseline-accuracy`` records published figures per dataset/task);
-* ``baselines.jsonl`` - one :class:`~behavioural.records.Baseline` per question (its released baseline CoT);
-* ``continuations.jsonl`` - one perturbed :class:`~behavioural.records.Continuation` per row. ``correct`` and
+* ``baselines.jsonl`` - one :class:`~loadbearing.records.Baseline` per question (its released baseline CoT);
+* ``continuations.jsonl`` - one perturbed :class:`~loadbearing.records.Continuation` per row. ``correct`` and
   ``label`` come from the paper's final label (C = wrong); ``input_text`` is the paper's prompt + perturbed
   prefix (not the chat-templated text the model saw; token counts are 0 = unknown). No controls are released.
 * ``labels/paper/`` - the final label per row (judge label when present, else the rule label: the release's
@@ -31,11 +31,11 @@ of ``data/annotations/study_n500`` that two annotators labelled A/B/C). Those ro
 position, prefix or label: each continuation is scored with this toolkit's scorer (gold: the reference
 answer, MMLU's ``correct_letter``), its strategy is the edit's shape (``paper:arithmetic`` - only numbers
 or operators changed, ``paper:appended`` - the original step kept with text added, ``paper:replaced``), no labelling is
-written, and ``python -m behavioural.label RUN_DIR --labeller rule`` labels them, so the rule's B count can be
+written, and ``python -m behavioural.labels.stage RUN_DIR --labeller rule`` labels them, so the rule's B count can be
 set beside the annotators' (their counts are in the study's ``analysis/results_n500.json``)::
 
     python -m behavioural.paper_import data_to_label_annotator2.csv --model paper-8-9b --output runs/paper-n500 \
-        && python -m behavioural.label runs/paper-n500 --labeller rule
+        && python -m behavioural.labels.stage runs/paper-n500 --labeller rule
 
 BBH rows carry no task name; ``--bbh-task-map FILE`` (JSON id -> task, the paper's
 ``data/processed/bbh_task_mapping.json``) or ``--data-dir`` (the BBH files, concatenated in task order as the
@@ -171,7 +171,7 @@ def bbh_task_map(map_file: str | None, data_dir: str | None) -> dict[str, str]:
         return {str(k): str(v) for k, v in m.items()}
     if not data_dir:
         return {}
-    from behavioural.data import BBH_TASKS
+    from loadbearing.questions.data import BBH_TASKS
 
     root = Path(data_dir)
     root = root / "bbh" if (root / "bbh").is_dir() else root
@@ -236,9 +236,9 @@ def edit_shape(original: str, edited: str) -> str:
 def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
                         limit: int | None = None) -> tuple[str, list, list, list, list[str]]:
     """The paper's annotation sheet (see the module docstring) as (model, baselines, continuations, labels,
-    notes); every continuation is scored with :func:`behavioural.answers.score`, and carries no label."""
-    from behavioural.answers import score
-    from behavioural.records import Baseline, Continuation, label_for
+    notes); every continuation is scored with :func:`loadbearing.answers.score`, and carries no label."""
+    from loadbearing.answers import score
+    from loadbearing.records import Baseline, Continuation, label_for
 
     need = ("annotation_id", "source", "prompt", "original_step", "perturbed_step", "continuation",
             "reference_answer")
@@ -286,7 +286,7 @@ def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
             continuation=str(r["continuation"]), new_tokens=0, finish_reason="imported", parsed_answer=sc.parsed,
             gold=gold, correct=sc.correct, label=label_for(sc.correct), question_key=qkey)))
     notes = ["annotation sheet: no prefix before the edited step (input_text = prompt + edited step); "
-             "correctness from this toolkit's scorer; no labels (run python -m behavioural.label)"]
+             "correctness from this toolkit's scorer; no labels (run python -m behavioural.labels.stage)"]
     if unparsed:
         notes.append(f"{unparsed} continuation(s) have no parseable answer and stay unscored")
     return model, list(baselines.values()), conts, [(c.id, None, None, None) for c in conts], notes
@@ -295,7 +295,7 @@ def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
 def convert(rows: Iterable[dict[str, Any]], *, model: str | None = None, bbh_map: dict[str, str] | None = None,
             limit: int | None = None) -> tuple[str, list, list, list, list[str]]:
     """(model, baselines, continuations, label triples (id, final, rule, judge), notes). Validates every row."""
-    from behavioural.records import Baseline, Continuation, label_for
+    from loadbearing.records import Baseline, Continuation, label_for
 
     rows = list(rows)
     if rows and isinstance(rows[0], dict) and "annotation_id" in rows[0]:
@@ -376,14 +376,14 @@ def convert(rows: Iterable[dict[str, Any]], *, model: str | None = None, bbh_map
 
 def _qkey(text: str) -> str:
     try:
-        from behavioural.data import question_key
+        from loadbearing.questions.data import question_key
     except ImportError:  # pragma: no cover
         return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:16]
     return question_key(text)
 
 
 def _label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict]:
-    from behavioural.label import LabelRecord
+    from behavioural.labels.stage import LabelRecord
 
     by_id = {c.id: c for c in conts}
     out = []
@@ -407,7 +407,7 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
                 split: str | None = None, bbh_map_file: str | None = None, data_dir: str | None = None,
                 baseline_accuracy: str | None = None, limit: int | None = None) -> dict[str, Any]:
     """Convert and write a run directory; returns a small summary dict. Refuses an existing ``output``."""
-    from behavioural.rundir import now, package_versions, write_json
+    from loadbearing.files import now, package_versions, write_json
 
     out = Path(output)
     if out.exists():
@@ -501,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from behavioural.rundir import RunDirError
+    from loadbearing.files import RunDirError
 
     try:
         res = import_rows(args.src, args.output, model=args.model, config=args.config, split=args.split,
@@ -516,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in res["notes"]:
         print(f"note: {n}")
     if lab["A"] + lab["B"] + lab["C"] == 0:
-        print(f"\nnext: python -m behavioural.label {res['output']} --labeller rule")
+        print(f"\nnext: python -m behavioural.labels.stage {res['output']} --labeller rule")
         return 0
     print("\nTable 4 (A/B/C by position, strategy, source):")
     print(table4(res["output"]))

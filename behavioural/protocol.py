@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import rundir
-from .answers import PARSER_VERSION, STOP_RULE, score
-from .data import dedupe, question_key
-from .generation import encode, generate
-from .prompts import assistant_prefix, build_prompt, position_index, split_trace
-from .records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
-from .strategies import NotApplicable, apply
-from .summary import format_table, summarise
+from behavioural.strategies import NotApplicable, apply
+from behavioural.summary import format_table, summarise
+from loadbearing import files as rundir
+from loadbearing.answers import PARSER_VERSION, STOP_RULE, score
+from loadbearing.engine.generation import encode, generate
+from loadbearing.questions.data import dedupe, question_key
+from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
+from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
 PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
@@ -60,7 +60,7 @@ class Settings:
     n_per_level: int | None = None
     data_dir: str | None = None
     input_file: str | None = None
-    #: "I/N": this run holds shard I of N of the question sample (behavioural.shards; merge with behavioural.merge)
+    #: "I/N": this run holds shard I of N of the question sample (loadbearing.shards; merge with behavioural.merge)
     shard: str | None = None
     #: settings that do not change results and may differ on resume
     batch_size: int = field(default=8, compare=False)
@@ -97,7 +97,7 @@ def _hash_ids(ids) -> str:
 
 
 def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict:
-    from .data import dataset_fingerprint, question_key
+    from loadbearing.questions.data import dataset_fingerprint, question_key
 
     m = {
         "kind": "behavioural.run",
@@ -265,8 +265,8 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         questions.duplicates_dropped += dropped
     shard_info = None
     if settings.shard:
-        from .data import dataset_fingerprint
-        from .shards import parse_shard, select
+        from loadbearing.questions.data import dataset_fingerprint
+        from loadbearing.shards import parse_shard, select
 
         shard = parse_shard(settings.shard)
         assert shard is not None
@@ -329,7 +329,7 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
                         w.write(_continuation_record(j, g, len(encode(lm.tokenizer, j.input_text))))
                         written.add(j.id)
         # 4. summary
-        from .runs import Run
+        from loadbearing.runs import Run
 
         run = Run(run_dir)  # the one reader: validates every record written (and refuses duplicate ids)
         summary = summarise(baselines, run.continuations(), run.skipped(), seed=settings.seed)
@@ -354,9 +354,9 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
 
 
 def load_run(run_dir: str | Path) -> dict:
-    """Thin alias over :class:`behavioural.runs.Run` (the one reader of run directories): the run's files as
+    """Thin alias over :class:`loadbearing.runs.Run` (the one reader of run directories): the run's files as
     plain dicts (manifest, baselines, continuations, skipped, summary). New code: use ``Run`` directly."""
-    from .runs import Run
+    from loadbearing.runs import Run
 
     run = Run(run_dir)
     return {"manifest": run.manifest, "baselines": [b.to_dict() for b in run.baselines()],

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .data import DATASETS
+from loadbearing.questions.data import DATASETS
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
@@ -44,7 +44,7 @@ _FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import OneLineParser
+    from loadbearing.cli import OneLineParser
 
     p = OneLineParser(prog="python -m behavioural.run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -110,7 +110,7 @@ class RunConfig:
 
 # ------------------------------------------------------------------------------------------ validation
 def _positions(spec: str) -> tuple[str, ...]:
-    from .strategies import StrategyError
+    from behavioural.strategies import StrategyError
 
     positions = tuple(s.strip() for s in str(spec).split(",") if s.strip())
     bad = [p for p in positions if p not in ("early", "middle", "late")]
@@ -134,7 +134,7 @@ def vllm_options(config: RunConfig) -> dict[str, Any]:
 
 def validate_settings(s) -> None:
     """Refuse settings that cannot produce a result, before anything is loaded or written."""
-    from .cli import UsageError, check_number
+    from loadbearing.cli import UsageError, check_number
 
     if s.min_lines < 2:
         raise UsageError(f"--min-lines must be >= 2 (a position needs a line after the edited one), got {s.min_lines}")
@@ -143,7 +143,7 @@ def validate_settings(s) -> None:
     check_number(s.max_examples, "--max-examples", minimum=1)
     check_number(s.n_per_level, "--n-per-level", minimum=1)
     if s.shard is not None:
-        from .shards import ShardError, parse_shard
+        from loadbearing.shards import ShardError, parse_shard
 
         try:
             parse_shard(s.shard)
@@ -158,8 +158,8 @@ def validate_settings(s) -> None:
 
 
 def _settings_from_args(args: argparse.Namespace):
-    from .protocol import Settings
-    from .strategies import parse_strategies
+    from behavioural.protocol import Settings
+    from behavioural.strategies import parse_strategies
 
     dataset_kind = args.dataset if not args.input_file else "custom"
     return Settings(
@@ -179,8 +179,8 @@ def _norm(v):
 
 def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[str]):
     """The run's stored settings, with explicit options compared (a result-changing difference is refused)."""
-    from .protocol import ProtocolError, Settings
-    from .runs import Run
+    from behavioural.protocol import ProtocolError, Settings
+    from loadbearing.runs import Run
 
     manifest = Run(run_dir).manifest
     stored = manifest.get("settings")
@@ -242,8 +242,8 @@ def describe(settings) -> str:
 # ------------------------------------------------------------------------------------------ the stage
 def is_complete(out_path: str | Path) -> bool:
     """True when ``out_path`` holds a finished behavioural run (manifest ok/insufficient_data + summary)."""
-    from .rundir import RunDirError
-    from .runs import SUMMARY, Run
+    from loadbearing.files import RunDirError
+    from loadbearing.runs import SUMMARY, Run
 
     try:
         r = Run(out_path)
@@ -253,7 +253,7 @@ def is_complete(out_path: str | Path) -> bool:
 
 
 def _check_writable(out_dir: Path) -> None:
-    from .rundir import RunDirError
+    from loadbearing.files import RunDirError
 
     parent = out_dir if out_dir.exists() else out_dir.parent
     while not parent.exists() and parent != parent.parent:
@@ -269,11 +269,11 @@ def _check_writable(out_dir: Path) -> None:
 
 def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=None) -> dict:
     """Run (or resume) the behavioural stage; returns the summary dict. Refusals modify nothing."""
-    from .cli import check_device, check_model_file
-    from .data import load_questions, sample
-    from .protocol import check_resume, run_protocol
-    from .rundir import RunDirError, is_fresh_dir, output_lock
-    from .runs import Run
+    from behavioural.protocol import check_resume, run_protocol
+    from loadbearing.cli import check_device, check_model_file
+    from loadbearing.files import RunDirError, is_fresh_dir, output_lock
+    from loadbearing.questions.data import load_questions, sample
+    from loadbearing.runs import Run
 
     log = log or (lambda m: print(m, file=sys.stderr))
     s = config.settings
@@ -310,18 +310,18 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
             if config.resume:  # refuse before loading a model
                 check_resume(out_dir, s, questions)
             if lm is None:
-                from .models import load_model
+                from loadbearing.engine.models import load_model
 
                 lm = load_model(s.model, revision=s.model_revision, dtype=s.dtype, device=config.device,
                                 quantize=s.quantize)
             if config.resume:
                 Run(out_dir).check_model(lm)
             if s.backend == "hf-plain" and generate_fn is None:
-                from .generation import generate_plain
+                from loadbearing.engine.generation import generate_plain
 
                 generate_fn = generate_plain
             if s.backend == "vllm" and generate_fn is None:
-                from .vllm_backend import make_vllm_generate
+                from loadbearing.engine.vllm_backend import make_vllm_generate
 
                 generate_fn = make_vllm_generate(lm, **vllm_options(config))
             log(f"run directory: {out_dir}  ({len(questions)} questions, strategies {', '.join(s.strategies)}, "
@@ -337,7 +337,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
 
 def format_summary(summary: dict, style: str = "text") -> str:
     """The behavioural summary as a text table (``style="text"``) or markdown (``style="md"``)."""
-    from . import summary as summary_mod
+    from behavioural import summary as summary_mod
 
     fn = getattr(summary_mod, "format_summary", None)
     if fn is not None:
@@ -346,7 +346,7 @@ def format_summary(summary: dict, style: str = "text") -> str:
         return summary_mod.format_table(summary)
     if style != "md":
         raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
-    from .stats import format_rate
+    from loadbearing.stats import format_rate
 
     def pct(r) -> str:
         return "n/a" if not r else format_rate(r, style="md")
@@ -384,17 +384,17 @@ def format_summary(summary: dict, style: str = "text") -> str:
 
 # ------------------------------------------------------------------------------------------ CLI
 def config_from_argv(argv: list[str] | None) -> RunConfig:
-    from .cli import explicit_options
+    from loadbearing.cli import explicit_options
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.resume and not (Path(args.resume) / "manifest.json").is_file():
-        from .rundir import RunDirError
+        from loadbearing.files import RunDirError
 
         what = "no manifest.json there" if Path(args.resume).is_dir() else "no such directory, so no manifest.json"
         raise RunDirError(f"--resume {args.resume}: {what}; pass a run directory written by python -m behavioural.run")
     if args.resume and args.output_dir and Path(args.output_dir) != Path(args.resume):
-        from .cli import UsageError
+        from loadbearing.cli import UsageError
 
         raise UsageError("--resume and --output-dir name different directories; pass only --resume RUN_DIR")
     if args.resume:
@@ -404,7 +404,7 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
     else:
         settings = _settings_from_args(args)
         out = Path(args.output_dir or f"runs/{args.dataset}-{datetime.now():%Y%m%d-%H%M%S}")
-    from .cli import check_number
+    from loadbearing.cli import check_number
 
     for opt in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         check_number(getattr(args, opt), "--" + opt.replace("_", "-"), minimum=1)
@@ -416,7 +416,7 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import run_cli
+    from loadbearing.cli import run_cli
 
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict[str, Any] = {}

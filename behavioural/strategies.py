@@ -262,7 +262,7 @@ class _Options:
 
 
 def _options(question, seed: int) -> _Options | NotApplicable:
-    from .answers import BBH_WORD_TASKS, choices_from_text
+    from loadbearing.answers import BBH_WORD_TASKS, choices_from_text
 
     dataset, task = getattr(question, "dataset", None), getattr(question, "task", None)
     if dataset not in _MC_DATASETS:

@@ -14,7 +14,7 @@ model input (one Continuation record, which lists every (strategy, position) cel
 * pooled rates (``overall``, by task/difficulty) count each distinct generation once;
 * per-strategy and per-position rates count a generation in every group it is a member of (once per group);
 * where a question contributes several rows the interval is a bootstrap over questions
-  (:func:`behavioural.stats.clustered_rate`); a row-level Wilson interval is used only where every row is
+  (:func:`loadbearing.stats.clustered_rate`); a row-level Wilson interval is used only where every row is
   a different question (e.g. baseline accuracy);
 * every rate carries ``n_questions`` and ``n_generations``, and the tables print them.
 
@@ -28,8 +28,8 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
-from .records import LABEL_C
-from .stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
+from loadbearing.records import LABEL_C
+from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
 
 BREAKDOWNS = ("position", "strategy", "task", "difficulty")
 #: breakdowns whose groups are (strategy, position) cells: a generation counts in every group it belongs to
@@ -185,7 +185,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
 
 
 def summarise_run(run: Any, *, seed: int | None = None, n_boot: int = N_BOOT) -> dict:
-    """Summarise a :class:`behavioural.runs.Run` (seed: the run's own unless given)."""
+    """Summarise a :class:`loadbearing.runs.Run` (seed: the run's own unless given)."""
     if seed is None:
         seed = int((run.manifest.get("settings") or {}).get("seed", 0))
     return summarise(run.baselines(), run.continuations(), run.skipped(), seed=seed, n_boot=n_boot)
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m behavioural.summary RUN_DIR [--md]``: recompute a run's summary from its records and print it."""
     import argparse
 
-    from .runs import Run
+    from loadbearing.runs import Run
 
     ap = argparse.ArgumentParser(prog="python -m behavioural.summary", description=main.__doc__)
     ap.add_argument("run_dir", help="a run directory written by python -m behavioural.run")

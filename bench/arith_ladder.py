@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from behavioural.answers import extract_answer, is_correct
-from behavioural.data import ARITH_LEVELS, load_questions
-from behavioural.generation import generate
-from behavioural.models import load_model
-from behavioural.prompts import build_prompt, split_trace
-from behavioural.stats import rate
+from loadbearing.answers import extract_answer, is_correct
+from loadbearing.engine.generation import generate
+from loadbearing.engine.models import load_model
+from loadbearing.questions.data import ARITH_LEVELS, load_questions
+from loadbearing.questions.prompts import build_prompt, split_trace
+from loadbearing.stats import rate
 
 
 def main(argv=None):

@@ -55,7 +55,7 @@ def _load(tiny: bool):
     if tiny:
         from transformers import AutoTokenizer
 
-        from behavioural.models import dequantised_gguf_dir, embedded_gguf_path
+        from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path
 
         sys.path.insert(0, str(REPO / "tests"))
         from conftest import make_tiny_lm
@@ -65,7 +65,7 @@ def _load(tiny: bool):
         lm = make_tiny_lm(tok, layers=2, hidden=64)
         lm.weights_hash = "tiny-weights-hash"
         return lm
-    from behavioural.models import load_model
+    from loadbearing.engine.models import load_model
 
     return load_model("smollm2-135m-instruct")
 
@@ -103,7 +103,7 @@ def _rss_mb() -> float:
 
 def _batches(lm, run_dir, positions, batch_size):
     from activations.inputs import prepare_item
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
 
     items = [prepare_item(r, lm.tokenizer, positions) for r in Run(run_dir).continuation_dicts()]
     return [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
@@ -130,7 +130,7 @@ def overhead(lm, run_dir: Path, args, positions) -> dict:
     from activations.cache import CacheConfig, cache_activations
     from activations.engines import make_engine, run_batch
     from activations.inputs import parse_layers
-    from behavioural.layers import n_layers
+    from loadbearing.engine.layers import n_layers
 
     layers = parse_layers("all", n_layers(lm.model))
     batches = _batches(lm, run_dir, positions, args.batch_size)

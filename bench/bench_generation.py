@@ -23,7 +23,7 @@ printed against the matmul peak of the same dtype measured in the same run (``fr
 ``generate_simple(batch_size=1)``: plain ``model.generate``) runs on the first ``--one-limit`` inputs of each
 phase and is compared by tokens/s; ``one_fast`` runs the same inputs one at a time on the fast path
 (``generate(batch_size=1)``: the fast kernels without batching), so ``hf_over_one_fast`` is what batching
-alone buys. ``plain`` is the HF fast path with the decode kernels of :mod:`behavioural.fastpath` switched off
+alone buys. ``plain`` is the HF fast path with the decode kernels of :mod:`loadbearing.engine.fastpath` switched off
 (``fastpath.plain()``: transformers' own attention, concatenating KV cache and MKL linears), so
 ``hf_over_plain`` is what those kernels buy; ``nolook`` is the HF fast path without prompt-lookup drafts
 (``generate(lookahead=0)``), so ``hf_over_nolook`` is what drafting in the batch tails buys. Writes ``--json`` with everything.
@@ -119,10 +119,10 @@ class PeakRSS:
 
 def build_workload(lm, args) -> dict:
     """Baseline prompts and the protocol's continuation inputs for a fixed arith sample (cached)."""
-    from behavioural.data import load_questions, sample
-    from behavioural.generation import encode, generate
-    from behavioural.prompts import build_prompt
     from behavioural.protocol import Settings, _baseline_record, plan_continuations
+    from loadbearing.engine.generation import encode, generate
+    from loadbearing.questions.data import load_questions, sample
+    from loadbearing.questions.prompts import build_prompt
 
     key = {k: getattr(args, k) for k in ("questions", "tasks", "strategies", "seed", "max_new_tokens")}
     path = Path(args.workload)
@@ -179,7 +179,7 @@ def counted_flops(fn, lm, phases, args) -> float:
     schedule and the shared levels do not depend on the kernels)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from behavioural.fastpath import plain
+    from loadbearing.engine.fastpath import plain
 
     with plain(), FlopCounterMode(display=False) as fc:
         for texts in phases:
@@ -212,12 +212,12 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from behavioural.generation import generate, generate_simple
-    from behavioural.models import load_model
+    from loadbearing.engine.generation import generate, generate_simple
+    from loadbearing.engine.models import load_model
 
     have_vllm = True
     try:
-        from behavioural.vllm_backend import import_vllm
+        from loadbearing.engine.vllm_backend import import_vllm
 
         import_vllm()
     except Exception as e:  # noqa: BLE001
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
         results["one_fast"] = run_backend("one_fast", lambda lm_, t, **kw: generate(lm_, t, **(kw | {"batch_size": 1})),
                                           lm, [p[:lim] for p in phases], args)
     if "plain" in backends:
-        from behavioural.fastpath import plain
+        from loadbearing.engine.fastpath import plain
 
         def plain_generate(lm_, t, **kw):
             with plain():
@@ -268,7 +268,7 @@ def main(argv=None) -> int:
                 generate(lm, phases[1], max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=False)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
     if "vllm" in backends:
-        from behavioural.vllm_backend import make_vllm_generate
+        from loadbearing.engine.vllm_backend import make_vllm_generate
 
         t0 = time.perf_counter()
         vgen = make_vllm_generate(lm)

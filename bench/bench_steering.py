@@ -7,12 +7,12 @@ dose-matched, per-row vectors), greedy, stop at the answer line or ``--new-token
 
 1. ``steered_over_unsteered`` (the headline; target >= 0.9): tokens/s of the steered fast path
    (:func:`steering.generate.generate_steered`: shared prefix, per-row vectors, several alphas and bases per
-   batch) over tokens/s of the unsteered fast path (:func:`behavioural.generation.generate`, continuous
+   batch) over tokens/s of the unsteered fast path (:func:`loadbearing.engine.generation.generate`, continuous
    batching) on the same rows (``dedupe=False``);
 2. ``same_work_ratio``: the steered path with every alpha 0 (identical outputs, identical work) against the
    unsteered path, as unsteered time / steered time;
 3. ``fast_over_hooked``: the steered fast path against the previous steering path (hooks around
-   ``model.generate`` batches, :func:`behavioural.generation.generate_simple`), tokens/s over tokens/s.
+   ``model.generate`` batches, :func:`loadbearing.engine.generation.generate_simple`), tokens/s over tokens/s.
 
 Timings alternate (a, b, a, b...) after one warm-up so load drift hits both alike; medians over
 ``--repeats``. Prints each ratio and one JSON line; ``--json PATH`` also writes it to a file.
@@ -62,7 +62,7 @@ def _tiny_lm():
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from behavioural.models import dequantised_gguf_dir, embedded_gguf_path, wrap_model
+    from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path, wrap_model
 
     d, _ = dequantised_gguf_dir(embedded_gguf_path())
     tok = AutoTokenizer.from_pretrained(str(d))
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    from behavioural.generation import generate, generate_simple
+    from loadbearing.engine.generation import generate, generate_simple
     from steering.generate import generate_steered
     from steering.grid import random_basis
     from steering.hooks import combine_directions, d_model, mean_resid_norm, n_layers, steer_vectors
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tiny:
         lm = _tiny_lm()
     else:
-        from behavioural.models import load_model
+        from loadbearing.engine.models import load_model
 
         lm = load_model("smollm2-135m-instruct")
     model, tok = lm.model, lm.tokenizer

@@ -68,16 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     if grad_dir.exists():
         print(f"error: {grad_dir} already exists: this study finished; choose a new --output", file=sys.stderr)
         return 2
-    from behavioural.data import load_questions, sample
     from behavioural.gradient import GradientConfig, format_summary, run_gradient
-    from behavioural.models import load_model
     from behavioural.protocol import Settings, run_protocol
     from behavioural.strategies import parse_strategies
+    from loadbearing.engine.models import load_model
+    from loadbearing.questions.data import load_questions, sample
 
     def run_is_complete(rd: Path) -> bool:
         from behavioural.gradient.rows import FINISHED
-        from behavioural.rundir import RunDirError
-        from behavioural.runs import Run
+        from loadbearing.files import RunDirError
+        from loadbearing.runs import Run
 
         try:
             return Run(rd).status in FINISHED and (rd / "summary.json").is_file()

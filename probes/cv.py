@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
 
-from behavioural.stats import rate
+from loadbearing.stats import rate
 from probes.estimators import DEFAULT_CS, make_probe_pipeline
 
 
@@ -130,7 +130,7 @@ def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boo
         acc_ci, bal_ci = _cluster_boot(np.asarray(groups)[ok], y, correct, len(class_names), n_boot, seed, level)
         out["accuracy"]["cluster_ci"] = acc_ci
         out["balanced_accuracy"]["cluster_ci"] = bal_ci
-        if acc_ci[0] is not None:  # lead with the question-clustered interval (behavioural.stats.Rate form)
+        if acc_ci[0] is not None:  # lead with the question-clustered interval (loadbearing.stats.Rate form)
             out["accuracy"].update(lo=acc_ci[0], hi=acc_ci[1], method="cluster-bootstrap")
         out["accuracy"]["n_questions"] = int(len(np.unique(np.asarray(groups)[ok].astype(str))))
     if decision is not None and len(class_names) == 2 and len(np.unique(y)) == 2:

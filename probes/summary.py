@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from behavioural.stats import format_rate
+from loadbearing.stats import format_rate
 
 
 def _pp(v: float | None, signed: bool = True) -> str:

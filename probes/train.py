@@ -508,7 +508,7 @@ def is_complete(out_dir: str | os.PathLike) -> bool:
 
 def train(config: ProbeConfig) -> Path:
     """Run the probes stage for ``config``; returns the new output directory (written atomically)."""
-    from behavioural.rundir import output_lock
+    from loadbearing.files import output_lock
 
     config.validate()
     out = config.out_dir()
@@ -559,7 +559,7 @@ def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
         except StoreError:
             raise
         prov = _store_provenance(store)
-    from behavioural.rundir import git_info, now, package_versions, write_json
+    from loadbearing.files import git_info, now, package_versions, write_json
 
     settings = {**asdict(config), "cs": list(config.cs), "store": str(store_path.resolve()),
                 "probes": list(config.probes), "created": now(),
@@ -671,7 +671,7 @@ def config_from_args(argv: list[str] | None = None) -> ProbeConfig:
 
 def main(argv: list[str] | None = None) -> int:
     from activations.store import StoreError
-    from behavioural.rundir import RunDirError
+    from loadbearing.files import RunDirError
 
     try:
         train(config_from_args(argv))

@@ -44,14 +44,14 @@ N_FLIPS = 20_000
 
 def _rate(hits: Sequence[bool], groups: Sequence[str]) -> dict[str, Any]:
     """The stats stage's rate: pooled k/n, interval bootstrapped over questions (:func:`clustered_rate`)."""
-    from behavioural.stats import clustered_rate
+    from loadbearing.stats import clustered_rate
 
     return clustered_rate(list(hits), list(groups)).to_dict()
 
 
 def fmt_rate(r: dict[str, Any] | None, style: str = "text") -> str:
-    """A rate through the one formatter, :func:`behavioural.stats.format_rate`."""
-    from behavioural.stats import format_rate
+    """A rate through the one formatter, :func:`loadbearing.stats.format_rate`."""
+    from loadbearing.stats import format_rate
 
     return format_rate(r, style=style) if r else "n/a"
 

@@ -36,9 +36,9 @@ def _norm_text(text: str) -> str:
 
 
 def text_key(text: str) -> str:
-    """The question key of a question text: the shared ``behavioural.data.question_key`` when it exists."""
+    """The question key of a question text: the shared ``loadbearing.questions.data.question_key`` when it exists."""
     try:
-        from behavioural.data import question_key  # type: ignore[attr-defined]
+        from loadbearing.questions.data import question_key  # type: ignore[attr-defined]
     except ImportError:
         return hashlib.sha256(_norm_text(text).encode("utf-8")).hexdigest()[:16]
     return str(question_key(text))

@@ -40,7 +40,7 @@ class SweepConfig:
     directions: str
     output: str | None = None  # default RUN_DIR/steering
     model: str | None = None  # override the run manifest's model (refused unless allow_other_model)
-    device: str | None = None  # where to load the run's model (default: behavioural.models' choice)
+    device: str | None = None  # where to load the run's model (default: loadbearing.engine.models' choice)
     layers: list[int] | None = None  # default: the directions' selected layer, else the middle one
     ks: list[int] | None = None  # default 1,2,4,8 capped at the stored basis
     alphas: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHAS))

@@ -5,9 +5,9 @@
 
 The sweep re-generates every case under every setting, so a batch holds the same few inputs many times
 over with different vectors. The rows run on the unsteered fast path itself
-(:func:`behavioural.generation.generate`: token-id order, shared prefixes computed once, continuous batching
+(:func:`loadbearing.engine.generation.generate`: token-id order, shared prefixes computed once, continuous batching
 with refilled slots, the same decode kernels); a forward hook reads each pass's
-:class:`behavioural.batching.Pass` and adds ``alpha_i * v_i`` to the residual stream at ``layers`` (hook
+:class:`loadbearing.engine.batching.Pass` and adds ``alpha_i * v_i`` to the residual stream at ``layers`` (hook
 points as in :mod:`steering.hooks`: layer ``L`` = output of block ``L-1``) for the rows in that pass, at
 exactly the positions :mod:`steering.hooks` steers for ``positions``:
 
@@ -16,8 +16,8 @@ exactly the positions :mod:`steering.hooks` steers for ``positions``:
 * ``"generated"``: generated tokens only;
 * ``"all"``: every non-pad position, prefix included (no prefix sharing then: the prefix is steered per row).
 
-The stop rule is the fast path's own (``behavioural.generation``'s row stepper, the rule of
-:func:`behavioural.generation.finish` that every backend uses), so a steered record with alpha 0 is the
+The stop rule is the fast path's own (``loadbearing.engine.generation``'s row stepper, the rule of
+:func:`loadbearing.engine.generation.finish` that every backend uses), so a steered record with alpha 0 is the
 unsteered record. No model hook outlives the call (registered in ``try``, removed in
 ``finally``); the model's other hooks are never touched.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from behavioural.batching import Pass
+from loadbearing.engine.batching import Pass
 from steering.hooks import POSITIONS, SteeringError, d_model, hook_module
 
 
@@ -79,11 +79,11 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     """Greedy continuations of ``texts`` with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``.
 
     ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
-    Returns :class:`behavioural.generation.Generation` records in input order (see the module docstring).
+    Returns :class:`loadbearing.engine.generation.Generation` records in input order (see the module docstring).
     """
     import torch
 
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
 
     if positions not in POSITIONS:
         raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")

@@ -82,17 +82,17 @@ class SteeringError(ValueError):
 
 
 def _unwrap(model: Any) -> Any:
-    """Accept a LoadedModel, an HF model, or a wrapper :mod:`behavioural.layers` knows."""
-    from behavioural.layers import unwrap_model
+    """Accept a LoadedModel, an HF model, or a wrapper :mod:`loadbearing.engine.layers` knows."""
+    from loadbearing.engine.layers import unwrap_model
 
     return unwrap_model(model)
 
 
 def decoder_layers(model: Any) -> Any:
-    """The decoder blocks' ModuleList (resolved by :func:`behavioural.layers.decoder_layers`, the one home of
+    """The decoder blocks' ModuleList (resolved by :func:`loadbearing.engine.layers.decoder_layers`, the one home of
     the layer convention)."""
-    from behavioural.layers import LayerError
-    from behavioural.layers import decoder_layers as _decoder_layers
+    from loadbearing.engine.layers import LayerError
+    from loadbearing.engine.layers import decoder_layers as _decoder_layers
 
     try:
         return _decoder_layers(model)[1]
@@ -106,9 +106,9 @@ def n_layers(model: Any) -> int:
 
 
 def d_model(model: Any) -> int:
-    """Residual-stream width (:func:`behavioural.layers.d_model`)."""
-    from behavioural.layers import LayerError
-    from behavioural.layers import d_model as _d_model
+    """Residual-stream width (:func:`loadbearing.engine.layers.d_model`)."""
+    from loadbearing.engine.layers import LayerError
+    from loadbearing.engine.layers import d_model as _d_model
 
     try:
         return _d_model(model)
@@ -118,8 +118,8 @@ def d_model(model: Any) -> int:
 
 def hook_module(model: Any, layer: int) -> Any:
     """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
-    by :func:`behavioural.layers.hidden_state_module`."""
-    from behavioural.layers import LayerError, hidden_state_module
+    by :func:`loadbearing.engine.layers.hidden_state_module`."""
+    from loadbearing.engine.layers import LayerError, hidden_state_module
 
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
         raise SteeringError(f"unknown layer {layer!r}: pass an integer hidden-states layer index")

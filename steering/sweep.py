@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="matched: k-direction vector rescaled to one direction's norm; sum: the paper's plain sum")
     p.add_argument("--model", default=None,
                    help="model overriding the run manifest's (refused when it names another model, unless --allow-other-model)")
-    p.add_argument("--device", default=None, help="device for the run's model (default: behavioural.models' choice)")
+    p.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
     p.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
     p.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
     p.add_argument("--output", default=None, help="output directory (default RUN_DIR/steering); must not exist unless --resume")
@@ -240,8 +240,8 @@ def _check_width(dirs: Directions, layers: list[int], width: int, nl: int) -> No
 
 
 def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = None) -> tuple[str | None, bool | None]:
-    """(parsed answer, correct) of a steered generation, through the one scorer in behavioural.answers."""
-    from behavioural import answers
+    """(parsed answer, correct) of a steered generation, through the one scorer in loadbearing.answers."""
+    from loadbearing import answers
 
     q = SimpleNamespace(dataset=case["dataset"], task=case.get("task"), answer=case["gold"],
                         question=(questions or {}).get(case["question_id"], ""), choices=None)
@@ -283,7 +283,7 @@ def _record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str])
 
 def _lock(out_dir: Path):
     try:
-        from behavioural.rundir import output_lock
+        from loadbearing.files import output_lock
     except ImportError:  # pragma: no cover
         import contextlib
 
@@ -295,12 +295,12 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
               generate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
     """Run (or resume) a sweep and return the summary dict (also written to ``OUTPUT/summary.json``).
 
-    ``lm`` is an already-loaded :class:`behavioural.models.LoadedModel` (tests pass tiny models); else the
-    run's model is loaded through :meth:`behavioural.runs.Run.load_model` (weights hash checked).
+    ``lm`` is an already-loaded :class:`loadbearing.engine.models.LoadedModel` (tests pass tiny models); else the
+    run's model is loaded through :meth:`loadbearing.runs.Run.load_model` (weights hash checked).
     ``generate_fn`` defaults to :func:`steering.generate.generate_steered` (same signature).
     """
-    from behavioural.rundir import JsonlWriter, read_json, read_jsonl, write_json
-    from behavioural.runs import Run
+    from loadbearing.files import JsonlWriter, read_json, read_jsonl, write_json
+    from loadbearing.runs import Run
 
     config.validate()
     run = Run(config.run_dir)
@@ -501,7 +501,7 @@ def _generate(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dic
 
 def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Compute ``summary.json`` (and ``sweep.png``) from ``config.json`` and ``generations.jsonl``."""
-    from behavioural.rundir import read_json, read_jsonl, write_json
+    from loadbearing.files import read_json, read_jsonl, write_json
     from steering.plot import plot_sweep
 
     out_dir = Path(out_dir)
@@ -552,13 +552,13 @@ def is_complete(out_dir: str | Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from behavioural.models import ModelError
-    from behavioural.rundir import RunDirError
+    from loadbearing.engine.models import ModelError
+    from loadbearing.files import RunDirError
     from steering.hooks import SteeringError
 
     try:
-        from behavioural.cli import UsageError, check_device
-        from behavioural.rundir import check_jsonl_tail
+        from loadbearing.cli import UsageError, check_device
+        from loadbearing.files import check_jsonl_tail
 
         try:
             check_device(args.device)  # before any model is loaded (H-REL battery)

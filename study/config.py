@@ -63,7 +63,7 @@ class StudyConfig:
         return {k: v for k, v in self.to_dict().items() if k not in self.FREE}
 
     def validate(self) -> None:
-        from behavioural.cli import check_number, parse_float_list
+        from loadbearing.cli import check_number, parse_float_list
 
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
                      "per_question", "steer_max_new_tokens"):
@@ -98,7 +98,7 @@ def read_stored(out: Path) -> dict[str, Any] | None:
 
 
 def write_stored(out: Path, config: StudyConfig) -> None:
-    from behavioural.rundir import now, write_json
+    from loadbearing.files import now, write_json
 
     write_json(out / STUDY_FILE, {"kind": "study", "schema_version": SCHEMA_VERSION, "updated": now(),
                                   "settings": config.to_dict()})

@@ -22,7 +22,7 @@ from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, write
 
 def build_parser() -> argparse.ArgumentParser:
     d = StudyConfig(output_dir="")
-    from behavioural.cli import OneLineParser
+    from loadbearing.cli import OneLineParser
 
     p = OneLineParser(prog="python -m study", description=(__doc__ or "").split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_argv(argv: list[str] | None) -> tuple[StudyConfig, bool]:
     """(config, resume) from the command line; on --resume, the stored settings with explicit options compared."""
-    from behavioural.cli import UsageError, explicit_options
+    from loadbearing.cli import UsageError, explicit_options
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -94,8 +94,8 @@ def describe(c: StudyConfig) -> str:
 
 def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
     """Run (or resume) every stage on ``config.output_dir``; returns the report's path."""
-    from behavioural.cli import check_device, check_model_file
-    from behavioural.rundir import RunDirError
+    from loadbearing.cli import check_device, check_model_file
+    from loadbearing.files import RunDirError
 
     config.validate()
     check_device(config.device)
@@ -112,7 +112,7 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                           f"with --resume {out}")
     from behavioural.run import _check_writable
-    from behavioural.rundir import is_fresh_dir
+    from loadbearing.files import is_fresh_dir
 
     _check_writable(out)
     out.mkdir(parents=True)
@@ -144,7 +144,7 @@ def _stages(out: Path, config: StudyConfig, log) -> Path:
                                  f"with python -m study --resume {out}")
             log(f"{bar} {st.name} done in {time.perf_counter() - t:.0f} s {bar}")
         if st.name == "behaviour":
-            from behavioural.runs import Run
+            from loadbearing.runs import Run
 
             summ = Run(out).summary() or {}
             if summ.get("status") == "insufficient_data":
@@ -157,7 +157,7 @@ def _stages(out: Path, config: StudyConfig, log) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from behavioural.cli import run_cli
+    from loadbearing.cli import run_cli
 
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict[str, str] = {}
@@ -179,9 +179,9 @@ def _stage_errors() -> tuple[type[BaseException], ...]:
     import importlib
 
     errs: list[type[BaseException]] = [StudyError]
-    for mod, names in (("behavioural.label", ("LabelError", "SheetError")), ("activations.store", ("StoreError",)),
+    for mod, names in (("behavioural.labels.stage", ("LabelError", "SheetError")), ("activations.store", ("StoreError",)),
                        ("probes.data", ("ProbeError",)), ("steering.sweep", ("SweepError",)),
-                       ("steering.hooks", ("SteeringError",)), ("behavioural.runs", ("ModelMismatchError",))):
+                       ("steering.hooks", ("SteeringError",)), ("loadbearing.runs", ("ModelMismatchError",))):
         try:
             m = importlib.import_module(mod)
         except ImportError:

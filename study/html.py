@@ -9,7 +9,7 @@ nothing in a section can inject markup. Figures (PNG) are embedded as base64 ``d
 
 Each table row that names browser facets gets a link into the trace browser filtered to its samples
 (``browse.html#f=condition:perturbed,strategy:contradiction,label:C``; the fragment syntax is documented in
-:mod:`behavioural.browse`). A row names facets through a cell ``key=value`` (``strategy=contradiction``,
+:mod:`study.browse`). A row names facets through a cell ``key=value`` (``strategy=contradiction``,
 several joined by ``,``; a bare ``A``/``B``/``C`` is a label) or through a column whose header is a facet name
 (``strategy``, ``position``, ``label``, ``task``, ``level``, ``model``, ``dataset``, ``condition``); a row
 ``overall`` links to all perturbed samples. Rows that name no facet get no link. In a row with a link, a
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from behavioural.browse import FACETS, fragment
+from study.browse import FACETS, fragment
 
 _ALIASES = {"difficulty": "level", "levels": "level", "strategies": "strategy", "positions": "position",
             "labels": "label", "tasks": "task", "models": "model", "conditions": "condition"}
@@ -245,7 +245,7 @@ def write_report_html(out_dir: str | os.PathLike[str], sections: Iterable[tuple[
     end (missing files are skipped); ``browse``: the trace browser's path relative to ``out_dir`` for the
     per-row links (None: no links). From a whole markdown report:
     ``write_report_html(out, sections_from_markdown(md))``. Write the browser next to it with
-    ``behavioural.browse.write_browser(out_dir)``.
+    ``study.browse.write_browser(out_dir)``.
     """
     out = Path(out_dir) / "report.html"
     figs = [Path(f) if Path(f).is_absolute() else Path(out_dir) / f for f in figures]

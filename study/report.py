@@ -3,7 +3,7 @@
     python -m study.report runs/study-20261129-150000
 
 The report only joins each stage's own rendered summary (``format_summary(summary, style="md"|"text")``
-of :mod:`behavioural.run`, :mod:`behavioural.label`, :mod:`activations.cache`, :mod:`probes.train`,
+of :mod:`behavioural.run`, :mod:`behavioural.labels.stage`, :mod:`activations.cache`, :mod:`probes.train`,
 :mod:`steering.sweep`) under a header naming the model, data and code version. A stage that has not
 finished is reported as missing, not as empty numbers.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 
 def _header(out: Path, seconds: float | None, style: str) -> list[str]:
-    from behavioural.rundir import RunDirError
-    from behavioural.runs import Run
+    from loadbearing.files import RunDirError
+    from loadbearing.runs import Run
 
     try:
         m = Run(out).manifest
@@ -75,8 +75,8 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from behavioural.cli import OneLineParser, run_cli
-    from behavioural.rundir import RunDirError
+    from loadbearing.cli import OneLineParser, run_cli
+    from loadbearing.files import RunDirError
 
     ap = OneLineParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("study_dir", help="a study directory written by python -m study")

@@ -42,7 +42,7 @@ def _behaviour_settings(c: StudyConfig):
 
 def _run_behaviour(out: Path, c: StudyConfig) -> Any:
     from behavioural.run import RunConfig, run_stage
-    from behavioural.runs import MANIFEST
+    from loadbearing.runs import MANIFEST
 
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
@@ -51,7 +51,7 @@ def _run_behaviour(out: Path, c: StudyConfig) -> Any:
 
 def _render_behaviour(out: Path, style: str) -> str | None:
     from behavioural.run import format_summary, is_complete
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
 
     return format_summary(Run(out).summary() or {}, style=style) if is_complete(out) else None
 
@@ -65,7 +65,7 @@ def _labels_dir(out: Path) -> Path:
 
 
 def _run_labels(out: Path, c: StudyConfig) -> Any:
-    from behavioural.label import LabelConfig, label_stage
+    from behavioural.labels.stage import LabelConfig, label_stage
 
     d = _labels_dir(out)
     return label_stage(LabelConfig(run_dir=out, labellers=("rule",), name=LABELLING, resume=d.exists(),
@@ -73,8 +73,8 @@ def _run_labels(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_labels(out: Path, style: str) -> str | None:
-    from behavioural.label import format_summary, is_complete
-    from behavioural.rundir import read_json
+    from behavioural.labels.stage import format_summary, is_complete
+    from loadbearing.files import read_json
 
     root = out / "labels"
     parts = []
@@ -122,7 +122,7 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_probes(out: Path, style: str) -> str | None:
-    from behavioural.rundir import read_json
+    from loadbearing.files import read_json
     from probes.train import RESULTS, format_summary
 
     d = _probes_dir(out)
@@ -137,7 +137,7 @@ def _steer_dir(out: Path) -> Path:
 
 
 def _run_steering(out: Path, c: StudyConfig) -> Any:
-    from behavioural.cli import parse_float_list
+    from loadbearing.cli import parse_float_list
     from steering.sweep import SweepConfig, run_sweep
 
     layers = [int(x) for x in c.steer_layers.split(",") if x.strip()] if c.steer_layers else None
@@ -157,7 +157,7 @@ def _render_steering(out: Path, style: str) -> str | None:
     d = _steer_dir(out)
     if not sweep.is_complete(d):
         return None
-    from behavioural.rundir import read_json
+    from loadbearing.files import read_json
 
     return sweep.format_summary(read_json(d / "summary.json"), style=style)
 
@@ -168,7 +168,7 @@ def _gradient_dir(out: Path) -> Path:
 
 
 def _levels(out: Path) -> list[str]:
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
 
     return sorted({b.task or "" for b in Run(out).baselines()} - {""})
 
@@ -176,7 +176,7 @@ def _levels(out: Path) -> list[str]:
 def _run_gradient(out: Path, c: StudyConfig) -> Any:
     """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
     from behavioural.gradient import GradientConfig, run_gradient
-    from behavioural.rundir import write_json
+    from loadbearing.files import write_json
 
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
@@ -193,7 +193,7 @@ def _gradient_complete(d: Path) -> bool:
 
 def _render_gradient(out: Path, style: str) -> str | None:
     from behavioural.gradient import JSON_NAME, format_summary
-    from behavioural.rundir import read_json
+    from loadbearing.files import read_json
 
     d = _gradient_dir(out)
     if (d / "skipped.json").is_file():
@@ -209,7 +209,7 @@ def _browse_file(out: Path) -> Path:
 
 
 def _run_browser(out: Path, c: StudyConfig) -> Any:
-    from behavioural.browse import write_browser
+    from study.browse import write_browser
 
     gens = _steer_dir(out) / "generations.jsonl"
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
@@ -229,7 +229,7 @@ def _lazy(mod: str, fn: str) -> Callable[[Path], bool]:
 STAGES: tuple[Stage, ...] = (
     Stage("behaviour", "Behaviour: does the edit reach the answer?", lambda o: o,
           _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour),
-    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.label", "is_complete"), _run_labels, _render_labels),
+    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.labels.stage", "is_complete"), _run_labels, _render_labels),
     Stage("gradient", "Difficulty gradient across levels", _gradient_dir, _gradient_complete, _run_gradient,
           _render_gradient),
     Stage("activations", "Activations", _store, _lazy("activations.cache", "is_complete"), _run_activations,

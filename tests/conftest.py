@@ -25,7 +25,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def embedded_dir() -> Path:
     """The embedded model's cached safetensors directory (converted from the GGUF on first use)."""
-    from behavioural.models import dequantised_gguf_dir, embedded_gguf_path
+    from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path
 
     d, _ = dequantised_gguf_dir(embedded_gguf_path())
     return d
@@ -46,7 +46,7 @@ def make_tiny_lm(tokenizer, *, layers: int = 2, hidden: int = 64, seed: int = 0,
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from behavioural.models import wrap_model
+    from loadbearing.engine.models import wrap_model
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
@@ -74,6 +74,6 @@ def tiny_lm(tokenizer):
 @pytest.fixture(scope="session")
 def smol():
     """The real embedded model (integration tier)."""
-    from behavioural.models import load_model
+    from loadbearing.engine.models import load_model
 
     return load_model("smollm2-135m-instruct")

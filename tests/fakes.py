@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import time
 
-from behavioural.generation import Generation
-from behavioural.models import LoadedModel
+from loadbearing.engine.generation import Generation
+from loadbearing.engine.models import LoadedModel
 
 _Q = re.compile(r"(?:Start|Begin) with (?:the number )?(\d+)(?: [a-z]+)?\. ((?:(?:Add|Subtract) \d+\. )+)(?:What|How)[^?]*\?")
 

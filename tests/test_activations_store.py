@@ -191,7 +191,7 @@ def test_damaged_stores_are_one_line_errors(reference, tmp_path):
 
 
 def test_one_writer_per_store(run, lm, tmp_path):
-    from behavioural.rundir import output_lock
+    from loadbearing.files import output_lock
 
     out = tmp_path / "locked.h5"
     with output_lock(out):
@@ -243,7 +243,7 @@ def _snapshot(d: Path) -> dict:
                                   "layers", "layer_range", "batch0", "batch_text", "device", "shard", "conditions",
                                   "corrupt_line", "outcome"])
 def test_bad_cli_inputs(case, tokenizer, tmp_path, capsys, monkeypatch):
-    import behavioural.models as models
+    import loadbearing.engine.models as models
 
     def no_load(*a, **k):
         raise AssertionError("a model was loaded for a refused command")

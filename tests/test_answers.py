@@ -1,4 +1,4 @@
-"""Tests for behavioural.answers: strict final-answer extraction and scoring.
+"""Tests for loadbearing.answers: strict final-answer extraction and scoring.
 
 Part one feeds a realistic answer sentence built from EVERY real gold answer of GSM8K, MMLU and BBH
 (the files in ../shared/data) and checks the extracted answer is scored correct. Part two is a table of
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from behavioural.answers import extract_answer, is_correct, normalize_number
-from behavioural.data import Question, arith_few_shot, load_questions
+from loadbearing.answers import extract_answer, is_correct, normalize_number
+from loadbearing.questions.data import Question, arith_few_shot, load_questions
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark copies not found at {DATA}")
@@ -363,8 +363,8 @@ STOPS = [
 
 @pytest.mark.parametrize("text,stops", STOPS)
 def test_stop_rule(text, stops):
-    from behavioural.answers import has_final_answer_line
-    from behavioural.generation import has_complete_answer_line
+    from loadbearing.answers import has_final_answer_line
+    from loadbearing.engine.generation import has_complete_answer_line
 
     assert has_final_answer_line(text) is stops
     assert has_complete_answer_line(text) is stops  # the generation backend calls the same predicate
@@ -394,10 +394,10 @@ SCORED = [
 
 @pytest.mark.parametrize("q,text", SCORED)
 def test_three_stages_agree(q, text):
-    from behavioural.answers import Score, score
-    from behavioural.generation import Generation
-    from behavioural.label import _make_record
+    from behavioural.labels.stage import _make_record
     from behavioural.protocol import _continuation_record, _Job
+    from loadbearing.answers import Score, score
+    from loadbearing.engine.generation import Generation
     from steering.sweep import score as steering_score
 
     want = score(text, q)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-RUN, LABEL, CACHE, PROBES, STEER, STUDY = ("behavioural.run", "behavioural.label", "activations.cache", "probes.train",
+RUN, LABEL, CACHE, PROBES, STEER, STUDY = ("behavioural.run", "behavioural.labels.stage", "activations.cache", "probes.train",
                                            "steering.sweep", "study")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GOOD_RUN = ["--dataset", "arith", "--task", "s2_o5", "--max-examples", "4", "--max-new-tokens", "16", "--quiet"]
@@ -38,8 +38,8 @@ def base(tmp_path_factory, hashed_lm) -> Path:
     """A finished small study: run, labels/rule, activations.h5, probes/, steering/."""
     from fakes import scripted_generate
 
-    import behavioural.models as models
     import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
     from study.driver import main
 
     out = tmp_path_factory.mktemp("base") / "study"
@@ -57,8 +57,8 @@ def models_loaded(monkeypatch, hashed_lm):
     """A model load returns the tiny Llama (so a case that gets that far still runs fast) and is counted."""
     from fakes import scripted_generate
 
-    import behavioural.models as models
     import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
 
     calls: list = []
 
@@ -132,7 +132,7 @@ def nan_bases(p: Path) -> None:
 
 
 def hold_lock(p: Path):
-    from behavioural.rundir import output_lock
+    from loadbearing.files import output_lock
 
     cm = output_lock(p, command="another writer")
     cm.__enter__()
@@ -232,7 +232,7 @@ CASES: list[Case] = [
     Case("run-unknown-strategy", RUN, lambda e: [*GOOD_RUN, "--strategy", "bogus", "--output-dir", NEW(e)],
          absent=_absent_new),
     Case("run-bad-int", RUN, lambda e: [*GOOD_RUN, "--max-examples", "many", "--output-dir", NEW(e)], absent=_absent_new),
-    # ---------------------------------------------------------------- behavioural.label
+    # ---------------------------------------------------------------- behavioural.labels.stage
     Case("label-missing-run", LABEL, lambda e: [str(e.tmp / "typo")]),
     Case("label-run-still-running", LABEL, lambda e: [S(e), "--name", "x"],
          lambda e: set_json(e.f("manifest.json"), status="running"), needle="--resume"),

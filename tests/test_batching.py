@@ -1,10 +1,10 @@
-"""Continuous batching (behavioural.batching): refilled slots, left-padded cache merges and left crops give
+"""Continuous batching (loadbearing.engine.batching): refilled slots, left-padded cache merges and left crops give
 each row exactly the tokens it gets when decoded alone. Tiny random Llama over the real SmolLM2 tokenizer."""
 from __future__ import annotations
 
 import pytest
 
-from behavioural.batching import decode_continuous
+from loadbearing.engine.batching import decode_continuous
 
 
 def _rows(tok, n=11):
@@ -55,7 +55,7 @@ def varied_tiny(tokenizer):
 
 @pytest.mark.parametrize("share", [True, False])
 def test_on_pass_sees_every_pass_and_row_in_batch_order(tiny_lm, share):
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
 
     texts = [f"A shared system prompt that is long enough to share. Question {i}: " + "x " * i for i in range(7)]
     seen = []
@@ -76,7 +76,7 @@ def test_on_pass_sees_every_pass_and_row_in_batch_order(tiny_lm, share):
 
 
 def test_prefix_plan_groups_neighbours_and_keeps_one_token_per_row():
-    from behavioural.batching import LEVEL_COST_TOKENS, MIN_SHARED_PREFIX, prefix_plan
+    from loadbearing.engine.batching import LEVEL_COST_TOKENS, MIN_SHARED_PREFIX, prefix_plan
 
     sysp = list(range(100, 120))  # shared by all rows
     qa, qb = list(range(200, 260)), list(range(300, 360))  # two questions' long shared parts
@@ -107,7 +107,7 @@ def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, syst
     """Rows shaped like the protocol's continuations (shared system prompt, per-question prompt and response
     prefix, then a different edited line each) decode exactly as they do alone, with and without a prefix
     shared by every row (without one the group level starts from an empty cache)."""
-    from behavioural.batching import prefix_plan
+    from loadbearing.engine.batching import prefix_plan
 
     enc = lambda s: tokenizer(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     head = enc("You are a careful assistant. Solve the problem step by step and end with Answer: N. " * 2)
@@ -130,7 +130,7 @@ def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, syst
 
 
 def test_lookup_draft_copies_what_followed_the_latest_ngram():
-    from behavioural.batching import lookup_draft
+    from loadbearing.engine.batching import lookup_draft
 
     assert lookup_draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3], 3) == [7, 8, 5]  # latest occurrence wins
     assert lookup_draft([5, 6, 7, 5, 6], 8) == [7, 5, 6]  # runs up to the end of the context
@@ -144,7 +144,7 @@ def test_lookahead_gives_the_greedy_tokens_with_fewer_forwards(varied_tiny, toke
     """Drafts that are right for 0, 1 or 2 tokens and then wrong (a random model never repeats itself, so the
     drafter is replaced by one that knows each row's greedy tokens): the kept tokens are exactly the greedy
     ones - rejected columns masked out, positions and next-token logits right - in fewer forward passes."""
-    import behavioural.batching as batching
+    import loadbearing.engine.batching as batching
 
     rows = _rows(tokenizer, n=6)
     lengths = [30, 25, 3, 34, 8, 28]

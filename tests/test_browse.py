@@ -1,4 +1,4 @@
-"""The trace browser (behavioural.browse) and report.html (study.html).
+"""The trace browser (study.browse) and report.html (study.html).
 
 Fast tier: the data the page embeds, the JSON escaping, the fragment syntax, the CLI's errors, the markdown.
 Integration tier (``-m integration``): the page in a real headless Chromium (Debian's ``chromium`` and
@@ -22,10 +22,10 @@ from urllib.parse import quote
 
 import pytest
 
-from behavioural.browse import collect, embed_json, fragment, main, render, write_browser
-from behavioural.generation import Generation
-from behavioural.records import Baseline, Continuation
-from behavioural.runs import Run
+from loadbearing.engine.generation import Generation
+from loadbearing.records import Baseline, Continuation
+from loadbearing.runs import Run
+from study.browse import collect, embed_json, fragment, main, render, write_browser
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = ("Wait. <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"><b>bold</b> **unbalanced "
@@ -59,10 +59,10 @@ def make_small_run(root: Path, tokenizer) -> Path:
     steering generations file in the sweep's record format."""
     from fakes import fake_lm, scripted_generate
 
-    from behavioural.data import load_questions
-    from behavioural.label import label_run
-    from behavioural.labellers import JudgeLabeller, RuleLabeller
+    from behavioural.labels.labellers import JudgeLabeller, RuleLabeller
+    from behavioural.labels.stage import label_run
     from behavioural.protocol import Settings, run_protocol
+    from loadbearing.questions.data import load_questions
 
     hostile_done: list[str] = []
 
@@ -167,7 +167,7 @@ def test_embedded_json_cannot_close_the_script(small_run):
 
 
 def test_page_needs_no_network(small_run):
-    from behavioural import browse
+    from study import browse
 
     for part in (browse._PAGE, browse._CSS, browse._JS):
         assert "http://" not in part and "https://" not in part and "//cdn" not in part

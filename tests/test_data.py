@@ -1,4 +1,4 @@
-"""Tests for behavioural.data: loaders on the real benchmark copies, the arith ladder, sampling, errors."""
+"""Tests for loadbearing.questions.data: loaders on the real benchmark copies, the arith ladder, sampling, errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from behavioural.data import (
+from loadbearing.questions.data import (
     ARITH_LEVELS,
     BBH_TASKS,
     DATASETS,
@@ -374,7 +374,7 @@ def test_hub_offline_real_datasets(monkeypatch, tmp_path):
 def test_arith_level_too_large_to_enumerate_is_refused_at_once():
     import time
 
-    from behavioural.data import DataError
+    from loadbearing.questions.data import DataError
 
     t0 = time.perf_counter()
     with pytest.raises(DataError, match="out of range"):

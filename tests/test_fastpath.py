@@ -1,4 +1,4 @@
-"""The decode-time pieces of the HF fast path (behavioural.fastpath): folded grouped-query attention equals
+"""The decode-time pieces of the HF fast path (loadbearing.engine.fastpath): folded grouped-query attention equals
 transformers' own sdpa path under padding masks, the spare-column KV layer equals the concatenating one while
 appending in place, packed float32 linears equal the plain layers and leave nothing behind, and a whole
 generation gives the same records with the pieces on and off."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from behavioural import fastpath
-from behavioural.fastpath import SpareLayer, fast_decoding, folded_gqa_sdpa, new_cache, packed_linears, plain
+from loadbearing.engine import fastpath
+from loadbearing.engine.fastpath import SpareLayer, fast_decoding, folded_gqa_sdpa, new_cache, packed_linears, plain
 
 
 class _Attn(torch.nn.Module):
@@ -133,7 +133,7 @@ def test_fast_decoding_switches_attention_and_restores_it_on_error(tiny_lm):
 
 
 def test_generation_records_identical_with_fast_path_on_and_off(tiny_lm):
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
 
     texts = [f"System prompt shared by all. Question {i}: what is {i} plus {i * 3}?" + " more" * (i % 4)
              for i in range(9)]

@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from behavioural.generation import Generation, finish, generate, generate_simple, has_complete_answer_line
+from loadbearing.engine.generation import Generation, finish, generate, generate_simple, has_complete_answer_line
 
 
 def _ids(tok, text):
@@ -54,7 +54,7 @@ def varied_lm(tokenizer):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from behavioural.models import wrap_model
+    from loadbearing.engine.models import wrap_model
 
     torch.manual_seed(1)
     cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -119,8 +119,8 @@ def test_bad_arguments(tiny_lm):
 
 
 def test_generate_plain_is_generate_without_the_fast_kernels_or_drafts(varied_lm):
-    from behavioural import fastpath
-    from behavioural.generation import generate_plain
+    from loadbearing.engine import fastpath
+    from loadbearing.engine.generation import generate_plain
 
     texts = _prompts(varied_lm.tokenizer)
     seen = []

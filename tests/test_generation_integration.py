@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from behavioural.generation import generate, generate_simple
+from loadbearing.engine.generation import generate, generate_simple
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def arith_texts(smol):
-    from behavioural.data import load_questions, sample
-    from behavioural.prompts import build_prompt
+    from loadbearing.questions.data import load_questions, sample
+    from loadbearing.questions.prompts import build_prompt
 
     qs = sample(load_questions("arith", task="s2_o5,s3_o5", seed=42), 6, 42)
     prompts = [build_prompt(smol.tokenizer, q) for q in qs]

@@ -11,7 +11,7 @@ import pytest
 
 from behavioural.gradient import GradientConfig, GradientError, format_summary, is_complete, main, run_gradient
 from behavioural.gradient.uptake import uptake
-from behavioural.records import Baseline, Continuation
+from loadbearing.records import Baseline, Continuation
 
 
 def _fill(cls, values: dict) -> dict:

@@ -18,9 +18,9 @@ def _load():
 
 
 def test_ladder_study_runs_levels_then_gradient(tmp_path, tiny_lm, monkeypatch, capsys):
-    import behavioural.models
+    import loadbearing.engine.models
 
-    monkeypatch.setattr(behavioural.models, "load_model", lambda *a, **k: tiny_lm)
+    monkeypatch.setattr(loadbearing.engine.models, "load_model", lambda *a, **k: tiny_lm)
     mod = _load()
     out = tmp_path / "ladder"
     rc = mod.main(["--output", str(out), "--levels", "s2_o3=3,s3_o5=3", "--max-new-tokens", "6", "--batch-size", "4",

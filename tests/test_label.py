@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from behavioural.generation import Generation
-from behavioural.label import (
+from behavioural.labels.labellers import (
+    JUDGE_VARIANTS,
+    JudgeLabeller,
+    RuleLabeller,
+    kappa,
+    parse_verdict,
+    rule_evidence,
+    variant_agreement,
+)
+from behavioural.labels.stage import (
     FINAL_RULE,
     LabelRecord,
     compare_sheets,
@@ -21,17 +29,9 @@ from behavioural.label import (
     main,
     read_sheet,
 )
-from behavioural.labellers import (
-    JUDGE_VARIANTS,
-    JudgeLabeller,
-    RuleLabeller,
-    kappa,
-    parse_verdict,
-    rule_evidence,
-    variant_agreement,
-)
-from behavioural.records import Baseline, Continuation
-from behavioural.rundir import file_sha256, read_jsonl
+from loadbearing.engine.generation import Generation
+from loadbearing.files import file_sha256, read_jsonl
+from loadbearing.records import Baseline, Continuation
 
 # ----------------------------------------------------------------------------------------------------
 # a fake run directory
@@ -98,7 +98,7 @@ def fake_run(tmp_path: Path) -> tuple[Path, list[dict]]:
 
 
 def fake_generate(replies):
-    """A stand-in for behavioural.generation.generate: replies(text) -> reply text."""
+    """A stand-in for loadbearing.engine.generation.generate: replies(text) -> reply text."""
 
     def gen(lm, texts, *, max_new_tokens, batch_size=8, stop_at_answer=False, progress=True, desc=""):
         return [Generation(replies(t), 3, "eos") for t in texts]
@@ -596,7 +596,7 @@ def test_unfinished_or_damaged_run_is_refused(tmp_path, capsys):
 
 
 def test_format_summary_styles(tmp_path):
-    from behavioural.label import format_summary
+    from behavioural.labels.stage import format_summary
 
     rd, _ = fake_run(tmp_path)
     s = json.loads((label_run(rd, progress=False) / "summary.json").read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from behavioural.labellers import EVIDENCE_KINDS, RuleLabeller
+from behavioural.labels.labellers import EVIDENCE_KINDS, RuleLabeller
 
 MC_ORIG = "The inner membrane holds ATP synthase, so B fits."
 CASES = [

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from behavioural.layers import (  # noqa: E402
+from loadbearing.engine.layers import (  # noqa: E402
     LayerError,
     block_for_layer,
     d_model,

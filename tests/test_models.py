@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from behavioural import models
-from behavioural.models import ModelError, load_model, resolve_name
+from loadbearing.engine import models
+from loadbearing.engine.models import ModelError, load_model, resolve_name
 
 
 def test_aliases_and_names():
@@ -84,10 +84,10 @@ def test_embedded_model_cached_and_fast(smol):
 
 @pytest.mark.integration
 def test_embedded_model_answers_an_arith_question(smol):
-    from behavioural.answers import extract_answer, is_correct
-    from behavioural.data import load_questions
-    from behavioural.generation import generate
-    from behavioural.prompts import build_prompt
+    from loadbearing.answers import extract_answer, is_correct
+    from loadbearing.engine.generation import generate
+    from loadbearing.questions.data import load_questions
+    from loadbearing.questions.prompts import build_prompt
 
     q = load_questions("arith", task="s2_o5", n_per_level=4)[0]
     out = generate(smol, [build_prompt(smol.tokenizer, q)], max_new_tokens=48, progress=False)[0]

@@ -9,7 +9,7 @@ import pytest
 
 from behavioural.gradient import GradientConfig, run_gradient
 from behavioural.paper_import import PaperImportError, import_rows, main, parse_accuracy, table4
-from behavioural.runs import Run
+from loadbearing.runs import Run
 
 FIX = Path(__file__).parent / "fixtures"
 SAMPLE = FIX / "paper_rows_sample.json"
@@ -111,13 +111,13 @@ def test_cli_errors(tmp_path, capsys):
 
 def test_annotation_sheet_is_scored_shaped_and_left_for_the_labeller(tmp_path, capsys):
     """The paper's annotation-sheet CSV (hand-written rows in its schema): scored by this toolkit's scorer,
-    the edit's shape as strategy, no labels until behavioural.label runs; the rule labeller then labels."""
-    from behavioural import label
+    the edit's shape as strategy, no labels until behavioural.labels.stage runs; the rule labeller then labels."""
+    from behavioural.labels import stage as label
 
     out = tmp_path / "sheet"
     assert main([str(FIX / "paper_annotation_sheet.csv"), "--model", "paper-8-9b", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.label" in printed
+    assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.labels.stage" in printed
     run = Run(out)
     conts = {c.id: c for c in run.continuations("perturbed")}
     assert [conts[f"annotation-{i}"].correct for i in range(7, 12)] == [True, True, True, False, None]

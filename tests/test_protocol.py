@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from fakes import fake_lm, scripted_generate
 
-from behavioural import rundir
-from behavioural.data import Question, load_questions, question_key
-from behavioural.generation import encode
-from behavioural.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from behavioural.protocol import ProtocolError, Settings, load_run, run_protocol
-from behavioural.records import Baseline, Continuation
-from behavioural.stats import format_rate, wilson_rate
 from behavioural.strategies import STRATEGIES, NotApplicable, StrategyError, apply, parse_strategies
 from behavioural.summary import format_summary, summarise
+from loadbearing import files as rundir
+from loadbearing.engine.generation import encode
+from loadbearing.questions.data import Question, load_questions, question_key
+from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
+from loadbearing.records import Baseline, Continuation
+from loadbearing.stats import format_rate, wilson_rate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -328,7 +328,7 @@ _KILL_SCRIPT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
     from transformers import AutoTokenizer
-    from behavioural.data import load_questions
+    from loadbearing.questions.data import load_questions
     from behavioural.protocol import Settings, run_protocol
     from fakes import fake_lm, scripted_generate
     tok = AutoTokenizer.from_pretrained({tokdir!r})
@@ -422,7 +422,7 @@ def test_cli_hf_plain_backend_gives_the_fast_paths_records(tmp_path):
     """``--backend hf-plain`` (transformers' own kernels, no prompt-lookup drafts) is the reference for the
     fast path: on the embedded model both write the same baselines and continuations, and the manifest says
     which backend ran."""
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
 
     runs = {}
     for backend in ("hf", "hf-plain"):
@@ -441,8 +441,8 @@ def test_cli_hf_plain_backend_gives_the_fast_paths_records(tmp_path):
 @pytest.mark.integration
 def test_run_directory_has_no_duplicate_questions_or_model_inputs(tmp_path):
     """Issue #12: a real run (embedded model) gives each question text once and each model input once."""
-    from behavioural.data import normalise_question
-    from behavioural.runs import Run
+    from loadbearing.questions.data import normalise_question
+    from loadbearing.runs import Run
 
     out = tmp_path / "run"
     r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "8", "--strategy", "arithmetic,contradiction",

@@ -1,5 +1,5 @@
 """Crash safety: SIGKILL at several points (seeded), then ``--resume``, gives the records of an uninterrupted
-run, with nothing lost and nothing duplicated; for ``behavioural.run``, ``behavioural.label`` and ``study``.
+run, with nothing lost and nothing duplicated; for ``behavioural.run``, ``behavioural.labels.stage`` and ``study``.
 
     .venv/bin/pytest -q tests/test_reliability_crash.py
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from behavioural.rundir import read_jsonl
+from loadbearing.files import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_ARGS = ["--dataset", "arith", "--task", "s2_o5", "--max-examples", "12", "--strategy",
@@ -34,8 +34,9 @@ DRIVER = r'''
 import functools, os, sys, time
 sys.path[:0] = [{repo!r}, {tests!r}]
 from transformers import AutoTokenizer
-from behavioural.models import dequantised_gguf_dir, embedded_gguf_path
-import behavioural.models as M, behavioural.protocol as P, behavioural.label as L, behavioural.labellers as LL
+from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path
+import loadbearing.engine.models as M, behavioural.protocol as P
+import behavioural.labels.stage as L, behavioural.labels.labellers as LL
 from fakes import fake_lm, scripted_generate
 tok = AutoTokenizer.from_pretrained(str(dequantised_gguf_dir(embedded_gguf_path())[0]))
 if tok.pad_token is None:
@@ -103,8 +104,8 @@ def kill_when(driver: Path, module: str, argv: list[str], ready, *, seed: int, e
 def fakes(monkeypatch, tokenizer):
     from fakes import fake_lm, scripted_generate
 
-    import behavioural.models as models
     import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
 
     lm = fake_lm(tokenizer)
     monkeypatch.setattr(models, "load_model", lambda *a, **k: lm)
@@ -189,7 +190,7 @@ LABEL_POINTS = [0.02, 0.2, 0.5, 0.8]
 
 @pytest.mark.parametrize("seed,frac", list(enumerate(LABEL_POINTS)))
 def test_labelling_killed_then_resumed(seed, frac, tmp_path, driver, reference_run, capsys):
-    from behavioural.label import main
+    from behavioural.labels.stage import main
 
     run = tmp_path / "run"
     shutil.copytree(reference_run, run)
@@ -198,7 +199,7 @@ def test_labelling_killed_then_resumed(seed, frac, tmp_path, driver, reference_r
     assert main([str(ref), "--no-progress"]) == 0
     labels = run / "labels" / "rule" / "labels.jsonl"
     n = max(1, int(frac * _lines(run / "continuations.jsonl")))
-    rc = kill_when(driver, "behavioural.label", [str(run), "--no-progress"], lambda: _lines(labels) >= n, seed=seed,
+    rc = kill_when(driver, "behavioural.labels.stage", [str(run), "--no-progress"], lambda: _lines(labels) >= n, seed=seed,
                    env={"CRASH_LABEL_DELAY": "0.01", "CRASH_LABEL_CHUNK": "4"})
     assert rc == -signal.SIGKILL
     assert main([str(run), "--resume", "--no-progress"]) == 0
@@ -214,8 +215,8 @@ def test_labelling_killed_then_resumed(seed, frac, tmp_path, driver, reference_r
 def tiny_fakes(monkeypatch, tiny_lm):
     from fakes import scripted_generate
 
-    import behavioural.models as models
     import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
     monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))

@@ -1,4 +1,4 @@
-"""One writer per output: ``behavioural.rundir.output_lock``.
+"""One writer per output: ``loadbearing.files.output_lock``.
 
     .venv/bin/pytest -q tests/test_reliability_lock.py
 """
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from behavioural.rundir import LockError, RunDirError, lock_path, output_lock
+from loadbearing.files import LockError, RunDirError, lock_path, output_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
 HOLD = """
 import sys, time
-from behavioural.rundir import output_lock
+from loadbearing.files import output_lock
 with output_lock(sys.argv[1], command="holder"):
     print("locked", flush=True)
     time.sleep(60)

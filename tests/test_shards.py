@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from fakes import fake_lm, scripted_generate
 
-from behavioural.data import load_questions, question_key
 from behavioural.merge import MergeError, merge_runs
 from behavioural.merge import main as merge_main
 from behavioural.protocol import Settings, run_protocol
-from behavioural.shards import ShardError, parse_shard, shard_of
+from loadbearing.questions.data import load_questions, question_key
+from loadbearing.shards import ShardError, parse_shard, shard_of
 
 
 def _settings(**kw):
@@ -47,7 +47,7 @@ def test_two_merged_shards_equal_one_whole_run(tokenizer, tmp_path):
         whole = (tmp_path / "whole" / name).read_text().splitlines()
         merged = (tmp_path / "merged" / name).read_text().splitlines()
         assert merged == whole, name  # row for row
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
 
     m, w = Run(tmp_path / "merged"), Run(tmp_path / "whole")
     assert m.manifest["dataset"]["sample_ids_sha256"] == w.manifest["dataset"]["sample_ids_sha256"]

@@ -2,7 +2,7 @@
 import pytest
 from scipy.stats import beta
 
-from behavioural.stats import (
+from loadbearing.stats import (
     Rate,
     cluster_bootstrap_ci,
     clustered_rate,

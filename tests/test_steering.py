@@ -57,7 +57,7 @@ def lm3(tokenizer):
 
 
 def _gen_fn():
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
 
     return generate
 
@@ -66,7 +66,7 @@ def _planted_lm(tokenizer):
     """Identity blocks + transition-table unembedding; see the module docstring."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from behavioural.models import wrap_model
+    from loadbearing.engine.models import wrap_model
 
     torch.manual_seed(0)
     d = 64
@@ -121,7 +121,7 @@ def _unit(i, d=64):
 def _make_run(tmp: Path, tok, n_c=10, n_non=3, gold_c="7", status="ok", model="planted", per_q=1, dup=0):
     """A run dir whose C cases want 7 (the model says 3) and non-C cases want 3; ``per_q`` cases per question,
     ``dup`` extra C records that repeat an earlier C case's input under another id."""
-    from behavioural.records import Baseline, Continuation
+    from loadbearing.records import Baseline, Continuation
 
     run = tmp / "run"
     run.mkdir()
@@ -518,7 +518,7 @@ def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
 
 
 def test_second_writer_is_refused(tokenizer, tmp_path):
-    from behavioural.rundir import LockError, output_lock
+    from loadbearing.files import LockError, output_lock
     from steering.sweep import run_sweep
 
     lm = _planted_lm(tokenizer)
@@ -591,7 +591,7 @@ BAD_CASES = ["alphas_nan", "alphas_inf", "alphas_empty", "alphas_word", "max_cas
 def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsys, monkeypatch, case):
     import hashlib
 
-    import behavioural.models as models
+    import loadbearing.engine.models as models
     from steering.sweep import main
 
     def boom(*a, **k):

@@ -28,7 +28,7 @@ def _texts(tok, n_inputs=4, reps=5):
 
 @pytest.mark.parametrize("positions", ["continuation", "generated", "all"])
 def test_fast_path_matches_hooked_simple_path(lm3, positions):
-    from behavioural.generation import generate_simple
+    from loadbearing.engine.generation import generate_simple
     from steering.generate import generate_steered
     from steering.hooks import steer_vectors
 
@@ -49,7 +49,7 @@ def test_fast_path_matches_hooked_simple_path(lm3, positions):
 
 
 def test_alpha_zero_is_the_unsteered_fast_path(lm3):
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
     from steering.generate import generate_steered
 
     texts = _texts(lm3.tokenizer, 3, 3)

@@ -41,7 +41,7 @@ def test_smol_steering_alpha0_cache_and_dose(smol):
 
 def test_smol_steered_fast_path_matches_hooked_generate(smol):
     """The sweep's steered fast path (shared prefix, per-row vectors) gives the hooked model.generate records."""
-    from behavioural.generation import generate_simple
+    from loadbearing.engine.generation import generate_simple
     from steering.generate import generate_steered
     from steering.hooks import steer_vectors
 

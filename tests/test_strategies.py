@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from behavioural.data import Question
 from behavioural.strategies import DATASET_ONLY, FAMILIES, STRATEGIES, NotApplicable, apply, parse_strategies, split_label
+from loadbearing.questions.data import Question
 
 GSM = Question("gsm8k/test/1", "gsm8k", None, "A baker sells 24 muffins at $2.50 each and spends $18 on flour. "
                "How much profit does she make?", "42")

@@ -26,8 +26,8 @@ def fake_models(monkeypatch, tiny_lm):
     """Every stage loads the tiny Llama; the behavioural stage generates with the scripted model."""
     from fakes import scripted_generate
 
-    import behavioural.models as models
     import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
     monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))
@@ -35,7 +35,7 @@ def fake_models(monkeypatch, tiny_lm):
 
 
 def _records(out: Path) -> dict:
-    from behavioural.rundir import read_jsonl
+    from loadbearing.files import read_jsonl
 
     return {"continuations": read_jsonl(out / "continuations.jsonl"),
             "labels": read_jsonl(out / "labels" / "rule" / "labels.jsonl")}

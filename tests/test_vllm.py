@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from behavioural.generation import generate
+from loadbearing.engine.generation import generate
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed here; run `make vllm` "
@@ -16,8 +16,8 @@ needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vllm is not installed her
 
 
 def test_unavailable_vllm_gives_clear_error(monkeypatch, tiny_lm):
-    from behavioural.models import ModelError
-    from behavioural.vllm_backend import VLLMUnavailableError, make_vllm_generate
+    from loadbearing.engine.models import ModelError
+    from loadbearing.engine.vllm_backend import VLLMUnavailableError, make_vllm_generate
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(VLLMUnavailableError) as e:
@@ -40,7 +40,7 @@ def test_run_cli_reports_missing_vllm(monkeypatch, capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def smol_vllm(smol):
-    from behavioural.vllm_backend import make_vllm_generate
+    from loadbearing.engine.vllm_backend import make_vllm_generate
 
     gen = make_vllm_generate(smol)
     yield gen
@@ -49,8 +49,8 @@ def smol_vllm(smol):
 
 @pytest.fixture(scope="module")
 def texts(smol):
-    from behavioural.data import load_questions, sample
-    from behavioural.prompts import build_prompt
+    from loadbearing.questions.data import load_questions, sample
+    from loadbearing.questions.prompts import build_prompt
 
     qs = sample(load_questions("arith", task="s2_o5,s3_o5", seed=42), 12, 42)
     prompts = [build_prompt(smol.tokenizer, q) for q in qs]

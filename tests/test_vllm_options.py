@@ -39,7 +39,7 @@ def _config(argv):
 
 
 def test_distributed_options_reach_the_engine(fake_vllm, tiny_lm):
-    from behavioural.vllm_backend import make_vllm_generate
+    from loadbearing.engine.vllm_backend import make_vllm_generate
 
     cfg, _ = _config(["--backend", "vllm", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2",
                       "--data-parallel-size", "2", "--distributed-executor-backend", "ray"])
@@ -49,7 +49,7 @@ def test_distributed_options_reach_the_engine(fake_vllm, tiny_lm):
 
 
 def test_defaults_pass_only_what_vllm_defaults_differently(fake_vllm, tiny_lm):
-    from behavioural.vllm_backend import make_vllm_generate
+    from loadbearing.engine.vllm_backend import make_vllm_generate
 
     cfg, _ = _config([])
     make_vllm_generate(tiny_lm, **vllm_options(cfg))

@@ -3,7 +3,7 @@
     python -m behavioural.gradient RUN_DIR [RUN_DIR ...] --output DIR [--allow-mixed] [--difficulty auto|accuracy|level]
 
 Combines any number of run directories (models x datasets x tasks x ladder levels), read through
-:class:`behavioural.runs.Run`. It refuses, in one line, runs whose rates are not comparable (protocol
+:class:`loadbearing.runs.Run`. It refuses, in one line, runs whose rates are not comparable (protocol
 version, parser, stop rule, ``min_lines``, ``max_new_tokens``, where the labels came from) unless
 ``--allow-mixed`` (the differences are then recorded in ``gradient.json``). Writes into ``--output``:
 

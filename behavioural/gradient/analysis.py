@@ -24,12 +24,12 @@ POSITIONS = ("early", "middle", "late")
 # ---------------------------------------------------------------------------------------------- rates
 def crate(success: Sequence[bool], groups: Sequence, gens: Sequence | None = None, *, seed: int = 0,
           n_boot: int = 2000) -> dict:
-    """Pooled rate with a bootstrap-over-questions interval (``behavioural.stats.clustered_rate``)."""
+    """Pooled rate with a bootstrap-over-questions interval (``loadbearing.stats.clustered_rate``)."""
     n_gen = len(set(gens)) if gens is not None else None
     try:
-        from behavioural.stats import clustered_rate
+        from loadbearing.stats import clustered_rate
     except ImportError:  # pragma: no cover - before H-VAL's Rate lands
-        from behavioural.stats import cluster_bootstrap_ci
+        from loadbearing.stats import cluster_bootstrap_ci
 
         k, n = int(sum(success)), len(success)
         res = cluster_bootstrap_ci(list(groups), [float(s) for s in success],
@@ -42,9 +42,9 @@ def crate(success: Sequence[bool], groups: Sequence, gens: Sequence | None = Non
 
 def wrate(k: int, n: int, n_questions: int | None = None) -> dict:
     try:
-        from behavioural.stats import wilson_rate
+        from loadbearing.stats import wilson_rate
     except ImportError:  # pragma: no cover
-        from behavioural.stats import rate
+        from loadbearing.stats import rate
 
         r = rate(k, n)
         return {"k": k, "n": n, "rate": r["rate"], "lo": r["wilson"][0], "hi": r["wilson"][1], "method": "wilson",
@@ -435,7 +435,7 @@ def uptake_table(rows: Sequence[dict], *, seed: int = 0) -> dict:
 def cross_model(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     """Models side by side on the shared eligible question set, with paired question-clustered differences
     (pairs matched on question, strategy and position), and the model x difficulty interaction."""
-    from behavioural.stats import paired_difference_ci
+    from loadbearing.stats import paired_difference_ci
 
     models = sorted({r["model"] for r in rows})
     if len(models) < 2:
@@ -484,7 +484,7 @@ def taxonomy(rows: Sequence[dict]) -> dict:
     """A/B/C counts and shares by position, strategy and dataset (the paper's Table 4) from the labelling."""
     lab = [r for r in rows if r.get("abc") in ("A", "B", "C")]
     if not lab:
-        return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.label)"}
+        return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.labels.stage)"}
     out: dict[str, Any] = {"status": "ok", "n": len(lab)}
     for key in ("position", "strategy", "dataset"):
         groups: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "C": 0})

@@ -11,7 +11,7 @@ def _fr(r: dict | None, style: str = "text") -> str:
     if r.get("method") == "published":
         return f"{100 * r['rate']:.1f}% (published)"
     try:
-        from behavioural.stats import format_rate
+        from loadbearing.stats import format_rate
     except ImportError:  # pragma: no cover - before H-VAL's formatter lands
         if not r.get("n"):
             return "n/a (0/0)"

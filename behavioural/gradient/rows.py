@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from behavioural.rundir import RunDirError
-from behavioural.runs import Run
+from loadbearing.files import RunDirError
+from loadbearing.runs import Run
 
 #: run statuses that mean "finished" (the protocol writes ok / insufficient_data; the lead's Run uses complete)
 FINISHED = ("ok", "complete", "insufficient_data")
@@ -38,7 +38,7 @@ class GradientError(ValueError):
 
 def _qkey(text: str) -> str:
     try:
-        from behavioural.data import question_key  # H-VAL's one home for the key
+        from loadbearing.questions.data import question_key  # H-VAL's one home for the key
     except ImportError:  # pragma: no cover - only before that lands
         return hashlib.sha256(" ".join(str(text).lower().split()).encode()).hexdigest()[:16]
     return question_key(text)
@@ -46,7 +46,7 @@ def _qkey(text: str) -> str:
 
 def level_order(names: Sequence[str]) -> dict[str, int]:
     """Ordinal index of arith levels (the ladder's order, easiest first); unknown names after, by name."""
-    from behavioural.data import ARITH_LEVELS
+    from loadbearing.questions.data import ARITH_LEVELS
 
     known = [n for n in ARITH_LEVELS if n in names]
     rest = sorted(n for n in set(names) if n not in ARITH_LEVELS)
@@ -128,7 +128,7 @@ def _get(rec: Any, name: str, default: Any = None) -> Any:
 
 def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_incomplete: bool = False,
               labelling: str | None = None) -> Loaded:
-    """Read every run through :class:`behavioural.runs.Run` and flatten it; validates before anything heavy."""
+    """Read every run through :class:`loadbearing.runs.Run` and flatten it; validates before anything heavy."""
     if not paths:
         raise GradientError("no run directories given; pass one or more RUN_DIRs written by python -m behavioural.run")
     seen: set[str] = set()

@@ -1,14 +1,14 @@
 """Blind human annotation: export a seeded blind sheet, read filled copies back, report Cohen's kappa.
 
-    python -m behavioural.label RUN_DIR --export-sheet 40 --seed 1
-    python -m behavioural.label RUN_DIR --import-sheet alice.csv bob.csv [--key KEY] [--name LABELLING]
+    python -m behavioural.labels.stage RUN_DIR --export-sheet 40 --seed 1
+    python -m behavioural.labels.stage RUN_DIR --import-sheet alice.csv bob.csv [--key KEY] [--name LABELLING]
 
 ``export_sheet`` writes ``RUN_DIR/annotation/sheet-sS-nN.csv``: a seeded random sample of N perturbed
 continuations in shuffled order under opaque item ids (no condition, strategy, answer or label shown), and
 the private key ``sheet-sS-nN.key.json`` (item id -> continuation id). ``compare_sheets`` validates filled
 copies (a bad row is a one-line :class:`SheetError` naming the file, the row - spreadsheet numbering,
 header = row 1 - and the fix) and reports Cohen's kappa on C vs non-C and on A/B/C between annotators and
-against each labeller of a labelling. The run is read through :class:`behavioural.runs.Run`.
+against each labeller of a labelling. The run is read through :class:`loadbearing.runs.Run`.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from behavioural.labellers import kappa
-from behavioural.rundir import file_sha256, now, read_jsonl
-from behavioural.runs import CONTINUATIONS, LABELS_FILE, Run
+from behavioural.labels.labellers import kappa
+from loadbearing.files import file_sha256, now, read_jsonl
+from loadbearing.runs import CONTINUATIONS, LABELS_FILE, Run
 
 SCHEMA_VERSION = 1
 LABELS = ("A", "B", "C")

@@ -1,7 +1,7 @@
 """Statistics with honest intervals: every rate comes with an interval, and a rate with no
 denominator is null (``None``), never 0.
 
-    .venv/bin/python -c "from behavioural.stats import wilson_rate, format_rate; print(format_rate(wilson_rate(14, 57)))"
+    .venv/bin/python -c "from loadbearing.stats import wilson_rate, format_rate; print(format_rate(wilson_rate(14, 57)))"
 
 The one rate type and the one formatter (every stage uses them):
 

@@ -9,7 +9,7 @@ Every later stage reads these files, never Python objects, so the fields are the
   token count is ``input_tokens``. ``edit_span`` is the [start, end) character span of the edited line
   inside ``input_text`` (activations use it to find the edited line's tokens).
 
-Units: ``question_key`` (:func:`behavioural.data.question_key`, a hash of the normalised question text) is
+Units: ``question_key`` (:func:`loadbearing.questions.data.question_key`, a hash of the normalised question text) is
 the question every grouping, fold and bootstrap uses. One Continuation record is one *distinct model input*
 (one generation): when several (strategy, position) cells share an input (the unedited control is the same
 for every strategy; two positions may cut at the same line), the record lists every cell in
@@ -75,7 +75,7 @@ class Baseline(_Record):
 
     def __post_init__(self) -> None:
         if self.question_key is None:
-            from .data import question_key
+            from loadbearing.questions.data import question_key
 
             object.__setattr__(self, "question_key", question_key(self.question))
 

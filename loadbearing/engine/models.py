@@ -1,6 +1,6 @@
 """Model loading: the one place every stage gets a model and tokenizer from.
 
-    from behavioural import load_model
+    from loadbearing.engine.models import load_model
     lm = load_model("smollm2-135m-instruct")          # embedded default, CPU
     lm = load_model("gemma-2-9b-it", device="cuda", dtype="bfloat16", quantize="4bit")
 

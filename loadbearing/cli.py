@@ -1,6 +1,6 @@
 """Shared command-line plumbing: one-line errors, device and number checks, for every stage's ``main(argv)``.
 
-    from behavioural.cli import run_cli
+    from loadbearing.cli import run_cli
     def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         return run_cli(lambda: _main(args), errors=(MyStageError,))
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from behavioural.rundir import RunDirError
+from loadbearing.files import RunDirError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -48,7 +48,7 @@ def one_line(e: BaseException) -> str:
 def default_errors() -> tuple[type[BaseException], ...]:
     """The error types every stage shares (imported lazily, so importing this module stays cheap)."""
     errs: list[type[BaseException]] = [RunDirError, UsageError, OSError]
-    for mod, name in (("behavioural.models", "ModelError"), ("behavioural.data", "DataError"),
+    for mod, name in (("loadbearing.engine.models", "ModelError"), ("loadbearing.questions.data", "DataError"),
                       ("behavioural.strategies", "StrategyError"), ("behavioural.protocol", "ProtocolError")):
         try:
             errs.append(getattr(__import__(mod, fromlist=[name]), name))

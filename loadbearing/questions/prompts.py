@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .answers import extract_answer
+from loadbearing.answers import extract_answer
 
 FORMAT_INSTRUCTIONS = {
     "arith": "Write one calculation per line. End with a line 'Answer: N'",
@@ -31,7 +31,7 @@ DEFAULT_FEW_SHOT = {"arith": True}
 
 def few_shot_turns(dataset: str) -> list[tuple[str, str]]:
     if dataset == "arith":
-        from .data import arith_few_shot
+        from loadbearing.questions.data import arith_few_shot
 
         return arith_few_shot()
     return []

@@ -3,7 +3,7 @@
 Every benchmark ends up as a list of :class:`Question` records with a stable id, the full prompt text
 of the question and a normalised gold answer::
 
-    from behavioural.data import load_questions, sample
+    from loadbearing.questions.data import load_questions, sample
     qs = load_questions("gsm8k", data_dir="../shared/data")          # 1,319 GSM8K test problems
     qs = load_questions("mmlu", task="anatomy", data_dir="../shared/data")
     qs = load_questions("bbh", data_dir="../shared/data")             # all 27 tasks, 6,511 examples

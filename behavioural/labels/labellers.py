@@ -31,7 +31,7 @@ Two labellers, both mapping one continuation record (a line of ``continuations.j
   also carries a fine-grained ``kind`` (:data:`EVIDENCE_KINDS`) and each label counts them
   (``evidence_kinds``).
 
-* :class:`JudgeLabeller` (``judge:<model>``) - any model :func:`behavioural.models.load_model` can load,
+* :class:`JudgeLabeller` (``judge:<model>``) - any model :func:`loadbearing.engine.models.load_model` can load,
   asked greedily with several prompt variants (:data:`JUDGE_VARIANTS`: five, differing in wording, in the
   verdict vocabulary and in whether the original line is shown; each reply is prefilled with ``Verdict:`` or
   ``Answer:`` so that small local models answer at once). Each reply is parsed strictly
@@ -54,8 +54,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from behavioural.answers import normalize_number
-from behavioural.stats import rate
+from loadbearing.answers import normalize_number
+from loadbearing.stats import rate
 
 RULE_VERSION = 3  # 2: restating the original line counts only when the edit removed/changed its text;
 # 3: rejecting the option the edit favoured counts (the paper's annotation rule)
@@ -469,7 +469,7 @@ def slugify(name: str) -> str:
 class JudgeLabeller:
     """A local LLM judge (``--labeller judge:<model>``) asked with every variant, greedily.
 
-    ``lm`` is a :class:`behavioural.models.LoadedModel`; ``model_name`` is what the user asked for (it names
+    ``lm`` is a :class:`loadbearing.engine.models.LoadedModel`; ``model_name`` is what the user asked for (it names
     the labeller). Only continuations with a correct answer are judged by default (A/B splits non-C);
     the others get ``{"noticed": None, "skipped": ...}``.
     """
@@ -523,7 +523,7 @@ class JudgeLabeller:
         if self._generate is not None:
             gen = self._generate
         else:
-            from behavioural.generation import generate as gen
+            from loadbearing.engine.generation import generate as gen
         outs = gen(self.lm, texts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
                    stop_at_answer=False, progress=progress, desc=f"judge {self.model_name}") if texts else []
         per: dict[int, dict] = {i: {} for i in todo}
@@ -550,7 +550,7 @@ def make_labeller(spec: str, *, device: str | None = None, dtype: str | None = N
     if spec == "rule":
         return RuleLabeller()
     if spec.startswith("judge:") and len(spec) > len("judge:"):
-        from behavioural.models import load_model
+        from loadbearing.engine.models import load_model
 
         name = spec[len("judge:"):]
         return JudgeLabeller(load_model(name, device=device, dtype=dtype, quantize=quantize), name, **judge_kw)

@@ -4,7 +4,7 @@ The paper's pipeline fell back to "any letter" / "last number in the text" and c
 wrong; both inflate error rates. This module only reads an answer from an *explicit final-answer
 statement* and returns None otherwise; None is never scored (``is_correct`` returns None)::
 
-    from behavioural.answers import score
+    from loadbearing.answers import score
     parsed, correct = score(model_text, q)   # THE scorer of every stage: ("18" | "B" | "(B)" | "Yes" | None,
                                              #  True | False | None = unscored)
 
@@ -216,7 +216,7 @@ class Score(NamedTuple):
 def score(text: str, question_like: Any) -> Score:
     """Parse ``text`` and score it against ``question_like`` - the ONE scorer of every stage.
 
-    ``question_like`` is a :class:`~behavioural.data.Question`, a record (``Baseline``/``Continuation``) or a
+    ``question_like`` is a :class:`~loadbearing.questions.data.Question`, a record (``Baseline``/``Continuation``) or a
     dict with ``dataset``, ``task``, the gold (``answer`` or ``gold``) and optionally ``choices`` and
     ``question``. Missing choices are read back from the question text (MMLU ``A. ...`` lines, BBH
     ``Options:`` block), so a record scores exactly like the question it came from.

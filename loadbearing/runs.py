@@ -4,7 +4,7 @@ Every later stage (labels, activations, probes, steering, gradient, browser, stu
 :class:`Run`; no other module opens ``manifest.json``, ``baselines.jsonl`` or ``continuations.jsonl`` by
 name::
 
-    from behavioural.runs import Run
+    from loadbearing.runs import Run
     run = Run("runs/arith")              # refuses a path that is not a run directory, in one line
     run.manifest["model"]["name"]        # the manifest, read once
     run.continuations("perturbed")       # list[Continuation], validated once (one clear error per bad line)
@@ -22,8 +22,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from behavioural.records import Baseline, Continuation, Skipped
-from behavioural.rundir import RunDirError, read_json, read_jsonl
+from loadbearing.files import RunDirError, read_json, read_jsonl
+from loadbearing.records import Baseline, Continuation, Skipped
 
 MANIFEST = "manifest.json"
 BASELINES = "baselines.jsonl"
@@ -162,7 +162,7 @@ class Run:
         if name:
             d = root / name
             if not (d / LABELS_FILE).is_file():
-                raise RunDirError(f"labelling {str(d)!r} not found; run python -m behavioural.label {self.path} first "
+                raise RunDirError(f"labelling {str(d)!r} not found; run python -m behavioural.labels.stage {self.path} first "
                                   "or fix the labelling name")
             return d
         best: tuple[str, Path] | None = None
@@ -196,9 +196,9 @@ class Run:
         """Load the model that wrote this run (same name, revision, quantisation, dtype) and check its weights.
 
         ``name`` overrides the model (its weights must still match); ``overrides`` (device, dtype...) go to
-        :func:`behavioural.models.load_model`.
+        :func:`loadbearing.engine.models.load_model`.
         """
-        from behavioural.models import load_model
+        from loadbearing.engine.models import load_model
 
         m = self.model_spec
         name = name or m.get("name")

@@ -78,7 +78,7 @@ def _refillable(cache) -> bool:
     """Only plain full-attention dynamic layers can be padded and concatenated (not sliding windows)."""
     from transformers.cache_utils import DynamicLayer
 
-    from behavioural.fastpath import SpareLayer
+    from loadbearing.engine.fastpath import SpareLayer
 
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(type(layer) in (DynamicLayer, SpareLayer) and layer.is_initialized
@@ -137,7 +137,7 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pas
     ``on_pass`` sees each pass before it runs (see :class:`Pass`)."""
     import torch
 
-    from behavioural.fastpath import new_cache
+    from loadbearing.engine.fastpath import new_cache
 
     device = next(model.parameters()).device
     n = len(rows)
@@ -270,7 +270,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
     """
     import torch
 
-    from behavioural.fastpath import fast_decoding
+    from loadbearing.engine.fastpath import fast_decoding
 
     device = next(model.parameters()).device
     lookahead = LOOKAHEAD if lookahead is None else lookahead

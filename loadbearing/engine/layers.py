@@ -1,6 +1,6 @@
 """The layer convention: where a causal LM's decoder blocks live, and which hidden state is which block's output.
 
-    from behavioural.layers import decoder_layers, n_layers, d_model, hidden_state_module
+    from loadbearing.engine.layers import decoder_layers, n_layers, d_model, hidden_state_module
     path, blocks = decoder_layers(model)     # e.g. ("model.layers", ModuleList[30]); ("gpt_neox.layers", ...)
     n_layers(model), d_model(model)          # 30, 576 for SmolLM2-135M
 

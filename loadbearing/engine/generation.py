@@ -1,6 +1,6 @@
 """Greedy generation backend (Hugging Face transformers), batched, prefix-sharing and order-preserving.
 
-    from behavioural.generation import generate
+    from loadbearing.engine.generation import generate
     outs = generate(lm, texts, max_new_tokens=256, batch_size=16)   # list[Generation], input order
 
 * Inputs are full model input texts (chat-templated prompt, optionally followed by an assistant prefix);
@@ -8,10 +8,10 @@
   BOS, so no second BOS is added), see :func:`encode`.
 * Stops at end of turn (EOS) or, with ``stop_at_answer=True``, as soon as a final-answer line anchored at a
   line start (``Answer: ...``, ``Final answer: ...``, ``#### ...``, a lone ``\\boxed{...}``) is complete
-  (:func:`behavioural.answers.has_final_answer_line`). The stop rule is
+  (:func:`loadbearing.answers.has_final_answer_line`). The stop rule is
   one pure function of a row's own tokens (:func:`finish`), shared by every backend (HF fast, HF simple,
   vLLM), so a record never depends on what else was in its batch.
-* Fast path (the default, :mod:`behavioural.batching`): rows are sorted by their token ids (rows that share
+* Fast path (the default, :mod:`loadbearing.engine.batching`): rows are sorted by their token ids (rows that share
   a prefix - a question's perturbed and control continuations, or every prompt's system + few-shot turns -
   become neighbours). Up to ``batch_size`` rows decode at once (continuous batching): an admitted group is
   prefilled in up to three levels - the prefix every row shares once, each question's shared prompt and
@@ -19,11 +19,11 @@
   computed for the last position only, each row leaves the batch as soon as it is done, freed slots are
   refilled from the queue (the newcomers' cache is left-padded and concatenated), and a batch's last few
   rows verify prompt-lookup drafts (``lookahead``; the greedy tokens either way). The decode kernels are
-  :mod:`behavioural.fastpath`'s. Results are put back in input order; identical texts are generated once
+  :mod:`loadbearing.engine.fastpath`'s. Results are put back in input order; identical texts are generated once
   (``dedupe``).
 * ``on_pass(pass_)`` is called before every forward of the fast path with what the pass computes (a shared
   prefix, the rows' own input tokens, or one decode step) and for which input rows
-  (:class:`behavioural.batching.Pass`), so a caller can apply per-row settings (steering's per-row vectors)
+  (:class:`loadbearing.engine.batching.Pass`), so a caller can apply per-row settings (steering's per-row vectors)
   without leaving the fast path.
 * ``batch_context(indices)`` wraps each batch's ``model.generate`` in a context manager that knows which
   input rows are in the batch; such calls take the simple path (:func:`generate_simple`: length-sorted,
@@ -38,8 +38,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from behavioural.answers import has_final_answer_line
-from behavioural.batching import Pass, decode_continuous
+from loadbearing.answers import has_final_answer_line
+from loadbearing.engine.batching import Pass, decode_continuous
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Generation:
 
 def has_complete_answer_line(text: str) -> bool:
     """True when ``text`` holds a complete final-answer line anchored at a line start (the stop rule lives in
-    :func:`behavioural.answers.has_final_answer_line`; a mid-sentence "the answer is" never stops)."""
+    :func:`loadbearing.answers.has_final_answer_line`; a mid-sentence "the answer is" never stops)."""
     return has_final_answer_line(text)
 
 
@@ -163,7 +163,7 @@ def _unique(texts: Sequence[str], dedupe: bool) -> tuple[list[int], list[int]]:
 
 def _row_stepper(tokenizer, results: list, generated: list[list[int]], *, max_new_tokens: int,
                  stop_ids: frozenset[int], stop_at_answer: bool, newline_ids: frozenset[int]):
-    """The stop rule as a ``step(row, token) -> done`` callback for :func:`behavioural.batching.decode_continuous`.
+    """The stop rule as a ``step(row, token) -> done`` callback for :func:`loadbearing.engine.batching.decode_continuous`.
 
     Same rule as :func:`finish`: end of turn ("eos", id not kept), a completed final-answer line
     ("answer_line"), or ``max_new_tokens`` tokens ("length").
@@ -211,11 +211,11 @@ def generate(
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
 
     ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
-    ``on_pass`` receives, before every forward, a :class:`behavioural.batching.Pass` whose ``rows`` are
+    ``on_pass`` receives, before every forward, a :class:`loadbearing.engine.batching.Pass` whose ``rows`` are
     *input* indices (into ``texts``) in batch-row order; with it identical texts are not merged (``dedupe``
     is ignored). ``share=False`` turns prefix sharing off (every row's whole input runs in its own row).
     ``lookahead``: prompt-lookup drafts per row in a batch's tail (default
-    :data:`behavioural.batching.LOOKAHEAD`, 0 = off; see :func:`behavioural.batching.decode_continuous`).
+    :data:`loadbearing.engine.batching.LOOKAHEAD`, 0 = off; see :func:`loadbearing.engine.batching.decode_continuous`).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
@@ -269,10 +269,10 @@ def generate(
 
 
 def generate_plain(lm, texts: Sequence[str], **kwargs) -> list[Generation]:
-    """:func:`generate` with transformers' own kernels (:func:`behavioural.fastpath.plain`) and no
+    """:func:`generate` with transformers' own kernels (:func:`loadbearing.engine.fastpath.plain`) and no
     prompt-lookup drafts (``--backend hf-plain``): the same batching, the reference against which the fast
     kernels' floating-point order can be ruled out. Same arguments and records as :func:`generate`."""
-    from behavioural.fastpath import plain
+    from loadbearing.engine.fastpath import plain
 
     with plain():
         return generate(lm, texts, **(kwargs | {"lookahead": 0}))

@@ -1,0 +1,1 @@
+"""Labelling continuations A/B/C: the stage, the rule labeller, the judge, agreement, annotation sheets."""

@@ -1,0 +1,1 @@
+"""The generation engine: model loading, decoder layers, batched generation, fast kernels, vLLM."""
