@@ -199,7 +199,9 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
     from loadbearing.engine.layers import d_model as model_width
     from loadbearing.engine.layers import decoder_layers, n_layers
     from loadbearing.engine.models import ModelError
-    from loadbearing.files import RunDirError, file_sha256, output_lock, package_versions
+    from loadbearing.files import RunDirError, file_sha256
+    from loadbearing.locks import output_lock
+    from loadbearing.provenance import package_versions
     from loadbearing.runs import CONTINUATIONS, MANIFEST
 
     engine, pos, shard = _validate(config)

@@ -44,7 +44,8 @@ def _row_dicts(st: Any) -> list[dict]:
 
 def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
     """Merge complete shard stores into ``output``; returns its path."""
-    from loadbearing.files import RunDirError, output_lock
+    from loadbearing.files import RunDirError
+    from loadbearing.locks import output_lock
 
     paths = [Path(p) for p in parts]
     out = Path(output)

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.errors import LoadBearingError
+
 SCHEMA_VERSION = 1
 KIND = "activations"
 STR_COLUMNS = (
@@ -84,7 +86,7 @@ META = "meta.json"
 _PART = re.compile(r"^part-(\d{6})\.npz$")
 
 
-class StoreError(ValueError):
+class StoreError(LoadBearingError, ValueError):
     """The store is missing, incomplete, damaged, of the wrong kind, or was asked for something it lacks."""
 
 

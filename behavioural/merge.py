@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing import files as rundir
+from loadbearing import provenance as provenance_mod
+from loadbearing.errors import LoadBearingError
 from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
 from loadbearing.shards import Shard, ShardError, check_complementary
 
@@ -31,7 +33,7 @@ from loadbearing.shards import Shard, ShardError, check_complementary
 NON_RESULT = {"shard", "batch_size", "backend"}
 
 
-class MergeError(ValueError):
+class MergeError(LoadBearingError, ValueError):
     """Parts that cannot be merged; the message names the part and the fix."""
 
 
@@ -113,7 +115,7 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
               sample_ids_sha256=hashlib.sha256("\n".join(sample_ids).encode()).hexdigest())
     if info.get("dataset_fingerprint"):
         ds["fingerprint"] = info["dataset_fingerprint"]
-    manifest.update(status=status, updated=rundir.now(), allow_incomplete=allow_incomplete,
+    manifest.update(status=status, updated=provenance_mod.now(), allow_incomplete=allow_incomplete,
                     merged_from=[{"path": str(r.path), "shard": f"{r.manifest['shard']['index']}/{r.manifest['shard']['count']}",
                                   "manifest_sha256": rundir.file_sha256(r.path / MANIFEST), "status": r.status}
                                  for r in runs])

@@ -57,6 +57,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
+
 HUB_ID = "ReneeJia/cot-load-bearingness"
 LABEL_NAMES = {"silent_bypass": "A", "self_correction": "B", "error_propagation": "C",
                "TYPE_A": "A", "TYPE_B": "B", "TYPE_C": "C", "A": "A", "B": "B", "C": "C"}
@@ -65,7 +67,7 @@ REQUIRED = ("id", "source", "question", "reference_answer", "perturbation_strate
 _ANSWER = re.compile(r"^\s*\**\s*(final\s+answer|answer)\s*\**\s*:", re.I)
 
 
-class PaperImportError(ValueError):
+class PaperImportError(LoadBearingError, ValueError):
     """A bad source file or option; the message names the row or option and the fix."""
 
 
@@ -407,7 +409,8 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
                 split: str | None = None, bbh_map_file: str | None = None, data_dir: str | None = None,
                 baseline_accuracy: str | None = None, limit: int | None = None) -> dict[str, Any]:
     """Convert and write a run directory; returns a small summary dict. Refuses an existing ``output``."""
-    from loadbearing.files import now, package_versions, write_json
+    from loadbearing.files import write_json
+    from loadbearing.provenance import now, package_versions
 
     out = Path(output)
     if out.exists():

@@ -28,8 +28,11 @@ from typing import Any
 from behavioural.strategies import NotApplicable, apply
 from behavioural.summary import format_table, summarise
 from loadbearing import files as rundir
+from loadbearing import provenance as provenance_mod
+from loadbearing import runs as runs_mod
 from loadbearing.answers import PARSER_VERSION, STOP_RULE, score
 from loadbearing.engine.generation import encode, generate
+from loadbearing.errors import LoadBearingError
 from loadbearing.questions.data import dedupe, question_key
 from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
@@ -75,7 +78,7 @@ class Settings:
         return d
 
 
-class ProtocolError(RuntimeError):
+class ProtocolError(LoadBearingError, RuntimeError):
     pass
 
 
@@ -114,11 +117,11 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
                     "revision": settings.dataset_revision,
                     "n_distinct_questions": len({question_key(q.question) for q in questions}),
                     "duplicates_dropped": getattr(questions, "duplicates_dropped", None)},
-        "packages": rundir.package_versions(),
-        "git": rundir.git_info(),
+        "packages": provenance_mod.package_versions(),
+        "git": provenance_mod.git_info(),
         "status": status,
-        "created": rundir.now(),
-        "updated": rundir.now(),
+        "created": provenance_mod.now(),
+        "updated": provenance_mod.now(),
     }
     if extra:
         m.update(extra)
@@ -281,12 +284,12 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         manifest["resumed"] = manifest.get("resumed", 0) + 1
         manifest["settings"]["batch_size"] = settings.batch_size
     else:
-        rundir.create_run_dir(run_dir)
+        runs_mod.create_run_dir(run_dir)
         manifest = make_manifest(lm, questions, settings, "running", extra={"shard": shard_info} if shard_info else None)
     rundir.write_json(run_dir / rundir.MANIFEST, manifest)
 
     def set_status(status: str, **extra):
-        manifest.update(status=status, updated=rundir.now(), **extra)
+        manifest.update(status=status, updated=provenance_mod.now(), **extra)
         rundir.write_json(run_dir / rundir.MANIFEST, manifest)
 
     try:

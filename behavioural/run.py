@@ -271,9 +271,10 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
     """Run (or resume) the behavioural stage; returns the summary dict. Refusals modify nothing."""
     from behavioural.protocol import check_resume, run_protocol
     from loadbearing.cli import check_device, check_model_file
-    from loadbearing.files import RunDirError, is_fresh_dir, output_lock
+    from loadbearing.files import RunDirError
+    from loadbearing.locks import output_lock
     from loadbearing.questions.data import load_questions, sample
-    from loadbearing.runs import Run
+    from loadbearing.runs import Run, is_fresh_dir
 
     log = log or (lambda m: print(m, file=sys.stderr))
     s = config.settings

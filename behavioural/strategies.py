@@ -62,6 +62,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
+from loadbearing.errors import LoadBearingError
+
 
 @dataclass(frozen=True)
 class NotApplicable:
@@ -431,7 +433,7 @@ DEFAULT_STRATEGY = {"gsm8k": "arithmetic_change", "arith": "arithmetic_change", 
                     "bbh": "negation_flip", "custom": "arithmetic_change"}
 
 
-class StrategyError(ValueError):
+class StrategyError(LoadBearingError, ValueError):
     pass
 
 

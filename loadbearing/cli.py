@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from loadbearing.files import RunDirError
+from loadbearing.errors import LoadBearingError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -31,7 +31,7 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-class UsageError(ValueError):
+class UsageError(LoadBearingError, ValueError):
     """A bad command-line value; the message names the option and the fix."""
 
 
@@ -46,15 +46,8 @@ def one_line(e: BaseException) -> str:
 
 
 def default_errors() -> tuple[type[BaseException], ...]:
-    """The error types every stage shares (imported lazily, so importing this module stays cheap)."""
-    errs: list[type[BaseException]] = [RunDirError, UsageError, OSError]
-    for mod, name in (("loadbearing.engine.models", "ModelError"), ("loadbearing.questions.data", "DataError"),
-                      ("behavioural.strategies", "StrategyError"), ("behavioural.protocol", "ProtocolError")):
-        try:
-            errs.append(getattr(__import__(mod, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errs)
+    """The errors every command reports as one line: the toolkit's root error, and the OS's."""
+    return (LoadBearingError, OSError)
 
 
 def run_cli(body: Callable[[], int | None], *, errors: Iterable[type[BaseException]] = (),

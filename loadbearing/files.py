@@ -1,133 +1,96 @@
-"""Run directories: append-only JSONL records, atomic JSON files, manifests with provenance.
+"""Files: append-only JSONL records, atomic publication of a file or a directory, content hashes.
 
-A run directory is never overwritten: :func:`create_run_dir` refuses an existing path, and records
-are appended one line at a time and flushed, so a run killed at any point (SIGKILL included) loses at
-most the line being written; :func:`read_jsonl` drops (and with ``repair=True`` truncates) a
-half-written last line instead of failing.
+The one home for writing files safely. Every writer in the toolkit goes through :func:`atomic_write_bytes`,
+:func:`atomic_write_text`, :func:`write_json` or :func:`publish_dir`, so a reader never sees half a file and
+a crash leaves either the old file or the new one. Records are appended one line at a time and flushed, so a
+run killed at any point (SIGKILL included) loses at most the line being written; :func:`read_jsonl` drops
+(and with ``repair=True`` truncates) a half-written last line instead of failing.
 """
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
-import platform
-import socket
-import subprocess
-import sys
-from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
-from importlib import metadata
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
+
+from loadbearing.errors import LoadBearingError
 
 MANIFEST = "manifest.json"
 
 
-class RunDirError(RuntimeError):
-    """A run directory problem; the message names the path and the fix."""
+class RunDirError(LoadBearingError, RuntimeError):
+    """A run directory or file problem; the message names the path and the fix."""
 
 
-class LockError(RunDirError):
-    """Another live process holds the output's lock (one writer per output)."""
-
-
-def lock_path(path: str | os.PathLike) -> Path:
-    """``<dir>/.lock`` for an existing directory output, ``<file>.lock`` for anything else (a file output)."""
-    p = Path(path)
-    return p / ".lock" if p.is_dir() else p.with_name(p.name + ".lock")
-
-
-def _read_holder(f) -> dict:
+def fsync_dir(d: str | os.PathLike) -> None:
+    """Flush a directory entry (a rename) to disk where the platform allows it."""
     try:
-        f.seek(0)
-        d = json.loads(f.read() or "{}")
-        return d if isinstance(d, dict) else {}
-    except (ValueError, OSError):
-        return {}
-
-
-@contextlib.contextmanager
-def output_lock(path: str | os.PathLike, command: str | None = None) -> Iterator[Path]:
-    """Hold the one-writer lock of an output (a directory, or a file) for the ``with`` block.
-
-    An advisory ``fcntl`` lock on ``<dir>/.lock`` (``<file>.lock`` for a file) records pid, host, command and
-    start time. A second process is refused with :class:`LockError` naming the holder (pid, host, since,
-    command). The kernel releases an ``fcntl`` lock when its process dies, so a lock file left by a killed
-    process is detected (its recorded pid no longer holds it) and taken over. The lock file is removed on a
-    clean exit. Re-entering the lock in the same process is refused too (one writer per output).
-    """
-    lp = lock_path(path)
-    f = None
-    for _ in range(20):  # retry if the holder removed the file between our open and our flock
-        try:
-            fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise RunDirError(f"cannot create lock file {str(lp)!r} ({e.strerror or e}); is the output location "
-                              "writable? choose another output location") from None
-        f = os.fdopen(fd, "r+", encoding="utf-8")
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            h = _read_holder(f)
-            f.close()
-            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise RunDirError(f"cannot lock {str(lp)!r} ({e.strerror or e})") from None
-            pid = h.get("pid")
-            raise LockError(f"{str(path)!r} is in use by another writer: pid {pid if pid is not None else '?'} on "
-                            f"host {h.get('host', '?')} since {h.get('since', '?')} ({h.get('command', '?')}); "
-                            f"wait for it to finish or stop it (lock file {lp})") from None
-        try:
-            same = os.fstat(f.fileno()).st_ino == os.stat(lp).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        f.close()
-        f = None
-    if f is None:
-        raise RunDirError(f"cannot lock {str(lp)!r}: it keeps being replaced; is another writer starting and stopping?")
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
     try:
-        # a holder recorded here is a process that died without cleaning up (the kernel released its lock,
-        # SIGKILL included): take the lock over, and remember whose it was
-        stale = _read_holder(f)
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": now(),
-                  "command": command if command is not None else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                  "took_over_from": stale.get("pid")}
-        f.seek(0)
-        f.truncate()
-        f.write(json.dumps(holder) + "\n")
-        f.flush()
-        try:
-            yield lp
-        finally:
-            with contextlib.suppress(OSError):
-                lp.unlink()
+        os.fsync(fd)
+    except OSError:
+        pass
     finally:
-        f.close()
+        os.close(fd)
 
 
-#: what a run directory may hold before its run starts: the writer's lock, the study driver's settings
-FRESH_DIR_FILES = frozenset({".lock", "study.json", "study.json.tmp"})
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[IO[bytes]], object], *,
+                       fsync: bool = True) -> Path:
+    """Write ``data`` (bytes, or a callable that writes into the open file) to ``path`` atomically.
 
-
-def is_fresh_dir(path: str | os.PathLike) -> bool:
-    """True for an existing directory that holds no run yet (only :data:`FRESH_DIR_FILES`)."""
+    The bytes go to a hidden temp file beside ``path``, are flushed (and fsynced), then renamed over ``path``:
+    a reader sees the old file or the new one, never half of one. Returns ``path``.
+    """
     p = Path(path)
-    return p.is_dir() and {x.name for x in p.iterdir()} <= FRESH_DIR_FILES
-
-
-def create_run_dir(path: str | os.PathLike) -> Path:
-    p = Path(path)
-    if is_fresh_dir(p):
-        return p  # created (and locked) by this command's own writer, or by the study driver
-    if p.exists():
-        raise RunDirError(
-            f"output directory {str(p)!r} already exists; choose a new --output-dir, or continue it with --resume {p}"
-        )
-    p.mkdir(parents=True)
+    tmp = p.with_name("." + p.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if fsync:
+        fsync_dir(p.parent)
     return p
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, *, fsync: bool = True) -> Path:
+    """:func:`atomic_write_bytes` for UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
+
+
+def publish_dir(tmp: str | os.PathLike, final: str | os.PathLike, *, replace: bool = False) -> Path:
+    """Publish a directory built at ``tmp`` under the name ``final`` in one rename.
+
+    ``final`` must not exist unless ``replace`` is set, in which case the old directory is moved aside first
+    and removed only after the new one is in place. Returns ``final``.
+    """
+    t, f = Path(tmp), Path(final)
+    old = None
+    if f.exists():
+        if not replace:
+            raise RunDirError(f"{str(f)!r} already exists; choose another output, or remove it first")
+        old = f.with_name("." + f.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(f, old)
+    os.replace(t, f)
+    fsync_dir(f.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return f
 
 
 class JsonlWriter:
@@ -211,10 +174,7 @@ def check_jsonl_tail(path: str | os.PathLike, run_dir: str | os.PathLike | None 
 
 def write_json(path: str | os.PathLike, obj) -> None:
     """Write JSON atomically (temp file + rename), so readers never see half a file."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", fsync=False)
 
 
 def read_json(path: str | os.PathLike) -> dict:
@@ -232,32 +192,21 @@ def read_json(path: str | os.PathLike) -> dict:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def git_info(start: str | os.PathLike | None = None) -> dict:
-    """The toolkit checkout's commit and dirty flag (nulls outside a git checkout)."""
-    where = Path(start) if start else Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-        if commit.returncode != 0:
-            return {"commit": None, "dirty": None}
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=where, capture_output=True, text=True, timeout=10)
-        return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+def check_sha256(path: str | os.PathLike, expected: str | None, *, what: str, fix: str) -> None:
+    """Refuse a file whose sha256 differs from the one a stage recorded: one line naming the file and the fix."""
+    if not expected:
+        return
+    got = file_sha256(path)
+    if got != expected:
+        raise RunDirError(f"{str(path)!r} is corrupt or was changed after {what} recorded it (sha256 {got[:12]} != "
+                          f"recorded {expected[:12]}); {fix}")
 
 
-def package_versions(names: Iterable[str] = ("torch", "transformers", "numpy", "scikit-learn", "h5py", "nnsight",
-                                               "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")) -> dict:
-    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

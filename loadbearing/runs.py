@@ -41,6 +41,39 @@ Condition = Literal["perturbed", "control", "all"]
 CONDITIONS = ("perturbed", "control", "all")
 
 
+def question_key_of(record: Any) -> str:
+    """The question a record belongs to: its ``question_key`` (the normalised-text hash), else its ``question_id``.
+
+    The one statement of this rule; every stage that groups, folds, bootstraps or shards by question calls it.
+    Works on dicts and on record objects.
+    """
+    if isinstance(record, dict):
+        return str(record.get("question_key") or record.get("question_id") or "")
+    return str(getattr(record, "question_key", None) or getattr(record, "question_id", None) or "")
+
+
+#: what a run directory may hold before its run starts: the writer's lock, the study driver's settings
+FRESH_DIR_FILES = frozenset({".lock", "study.json", "study.json.tmp", ".study.json.tmp"})
+
+
+def is_fresh_dir(path: str | os.PathLike) -> bool:
+    """True for an existing directory that holds no run yet (only :data:`FRESH_DIR_FILES`)."""
+    p = Path(path)
+    return p.is_dir() and {x.name for x in p.iterdir()} <= FRESH_DIR_FILES
+
+
+def create_run_dir(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if is_fresh_dir(p):
+        return p  # created (and locked) by this command's own writer, or by the study driver
+    if p.exists():
+        raise RunDirError(
+            f"output directory {str(p)!r} already exists; choose a new --output-dir, or continue it with --resume {p}"
+        )
+    p.mkdir(parents=True)
+    return p
+
+
 class ModelMismatchError(RunDirError):
     """The loaded model is not the one that wrote the run."""
 

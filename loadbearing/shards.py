@@ -16,8 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
 
-class ShardError(ValueError):
+
+class ShardError(LoadBearingError, ValueError):
     """A bad ``--shard`` value; the message names the fix."""
 
 

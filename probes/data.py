@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.errors import LoadBearingError
+
 TARGETS = ("propagation", "three_class")
 CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"]}
 
 
-class ProbeError(ValueError):
+class ProbeError(LoadBearingError, ValueError):
     """Bad probe input; the message says what is wrong and how to fix it (one line)."""
 
 

@@ -508,7 +508,7 @@ def is_complete(out_dir: str | os.PathLike) -> bool:
 
 def train(config: ProbeConfig) -> Path:
     """Run the probes stage for ``config``; returns the new output directory (written atomically)."""
-    from loadbearing.files import output_lock
+    from loadbearing.locks import output_lock
 
     config.validate()
     out = config.out_dir()
@@ -559,7 +559,8 @@ def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
         except StoreError:
             raise
         prov = _store_provenance(store)
-    from loadbearing.files import git_info, now, package_versions, write_json
+    from loadbearing.files import write_json
+    from loadbearing.provenance import git_info, now, package_versions
 
     settings = {**asdict(config), "cs": list(config.cs), "store": str(store_path.resolve()),
                 "probes": list(config.probes), "created": now(),

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
+
 SCHEMA_VERSION = 2
 DEFAULT_KS = (1, 2, 4, 8)
 DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
@@ -22,7 +24,7 @@ DOSES = ("matched", "sum")
 DEFAULT_SESOI = 0.10
 
 
-class SweepError(RuntimeError):
+class SweepError(LoadBearingError, RuntimeError):
     """Bad sweep input; the message names the problem and the fix."""
 
 

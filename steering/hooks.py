@@ -54,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.errors import LoadBearingError
+
 __all__ = [
     "POSITIONS",
     "SteeringError",
@@ -74,7 +76,7 @@ POSITIONS = ("continuation", "generated", "all")
 DOSES = ("matched", "sum")
 
 
-class SteeringError(ValueError):
+class SteeringError(LoadBearingError, ValueError):
     """Bad steering input (wrong width, unknown layer, mismatched batch); the message names the fix."""
 
 

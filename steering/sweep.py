@@ -283,7 +283,7 @@ def _record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str])
 
 def _lock(out_dir: Path):
     try:
-        from loadbearing.files import output_lock
+        from loadbearing.locks import output_lock
     except ImportError:  # pragma: no cover
         import contextlib
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError, read_jsonl
 from loadbearing.runs import LABELS_FILE, Run
 
@@ -48,7 +49,7 @@ FACETS = ("condition", "strategy", "position", "label", "correct", "task", "leve
           "question")
 
 
-class BrowseError(ValueError):
+class BrowseError(LoadBearingError, ValueError):
     """A user mistake (bad arguments); the message names the problem and the fix."""
 
 

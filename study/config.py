@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
+
 STUDY_FILE = "study.json"
 SCHEMA_VERSION = 1
 
 
-class StudyError(ValueError):
+class StudyError(LoadBearingError, ValueError):
     """A study request that cannot be carried out; the message names the problem and the fix."""
 
 
@@ -98,7 +100,8 @@ def read_stored(out: Path) -> dict[str, Any] | None:
 
 
 def write_stored(out: Path, config: StudyConfig) -> None:
-    from loadbearing.files import now, write_json
+    from loadbearing.files import write_json
+    from loadbearing.provenance import now
 
     write_json(out / STUDY_FILE, {"kind": "study", "schema_version": SCHEMA_VERSION, "updated": now(),
                                   "settings": config.to_dict()})

@@ -112,7 +112,7 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                           f"with --resume {out}")
     from behavioural.run import _check_writable
-    from loadbearing.files import is_fresh_dir
+    from loadbearing.runs import is_fresh_dir
 
     _check_writable(out)
     out.mkdir(parents=True)

@@ -191,7 +191,7 @@ def test_damaged_stores_are_one_line_errors(reference, tmp_path):
 
 
 def test_one_writer_per_store(run, lm, tmp_path):
-    from loadbearing.files import output_lock
+    from loadbearing.locks import output_lock
 
     out = tmp_path / "locked.h5"
     with output_lock(out):

@@ -132,7 +132,7 @@ def nan_bases(p: Path) -> None:
 
 
 def hold_lock(p: Path):
-    from loadbearing.files import output_lock
+    from loadbearing.locks import output_lock
 
     cm = output_lock(p, command="another writer")
     cm.__enter__()

@@ -133,7 +133,7 @@ def test_groups_use_question_key_when_present(tmp_path):
 
 
 def test_second_writer_refused_and_no_lock_left(tmp_path, capsys):
-    from loadbearing.files import output_lock
+    from loadbearing.locks import output_lock
 
     p = _study_store(tmp_path)
     out = tmp_path / "probes"

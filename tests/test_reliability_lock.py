@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from loadbearing.files import LockError, RunDirError, lock_path, output_lock
+from loadbearing.files import RunDirError
+from loadbearing.locks import LockError, lock_path, output_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
 HOLD = """
 import sys, time
-from loadbearing.files import output_lock
+from loadbearing.locks import output_lock
 with output_lock(sys.argv[1], command="holder"):
     print("locked", flush=True)
     time.sleep(60)

@@ -518,7 +518,7 @@ def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
 
 
 def test_second_writer_is_refused(tokenizer, tmp_path):
-    from loadbearing.files import LockError, output_lock
+    from loadbearing.locks import LockError, output_lock
     from steering.sweep import run_sweep
 
     lm = _planted_lm(tokenizer)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError
 from loadbearing.runs import Run
 
@@ -32,7 +33,7 @@ COMPARABLE = ("kind", "protocol_version", "parser", "stop_rule", "min_lines", "m
 DATASET_ORDER = {"gsm8k": 0, "arith": 0, "mmlu": 1, "bbh": 2}
 
 
-class GradientError(ValueError):
+class GradientError(LoadBearingError, ValueError):
     """A user mistake (bad run set, incomparable runs, bad option); the message names the fix."""
 
 

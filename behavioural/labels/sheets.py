@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.labels.labellers import kappa
-from loadbearing.files import file_sha256, now, read_jsonl
+from loadbearing.errors import LoadBearingError
+from loadbearing.files import file_sha256, read_jsonl
+from loadbearing.provenance import now
 from loadbearing.runs import CONTINUATIONS, LABELS_FILE, Run
 
 SCHEMA_VERSION = 1
@@ -29,7 +31,7 @@ LABELS = ("A", "B", "C")
 SHEET_COLUMNS = ("item_id", "question", "reasoning_before_edit", "original_line", "edited_line", "continuation", "label")
 
 
-class SheetError(ValueError):
+class SheetError(LoadBearingError, ValueError):
     """A bad annotation sheet; the message names the file, the row and the fix."""
 
 

@@ -57,18 +57,10 @@ from behavioural.labels.sheets import (  # noqa: F401  (re-exported: the sheet A
     format_agreement,
     read_sheet,
 )
-from loadbearing.files import (
-    JsonlWriter,
-    RunDirError,
-    check_jsonl_tail,
-    file_sha256,
-    git_info,
-    now,
-    output_lock,
-    read_json,
-    read_jsonl,
-    write_json,
-)
+from loadbearing.errors import LoadBearingError
+from loadbearing.files import JsonlWriter, RunDirError, check_jsonl_tail, file_sha256, read_json, read_jsonl, write_json
+from loadbearing.locks import output_lock
+from loadbearing.provenance import git_info, now
 from loadbearing.records import _Record
 from loadbearing.runs import CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
 from loadbearing.stats import format_rate, rate
@@ -84,7 +76,7 @@ FINAL_RULE = (
 )
 
 
-class LabelError(ValueError):
+class LabelError(LoadBearingError, ValueError):
     """A labelling request that cannot be carried out; the message names the problem and the fix."""
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
+
 __all__ = [
     "LAYER_PATHS",
     "LayerError",
@@ -54,7 +56,7 @@ LAYER_PATHS: tuple[str, ...] = (
 )
 
 
-class LayerError(ValueError):
+class LayerError(LoadBearingError, ValueError):
     """The model's decoder layers cannot be resolved, or a layer index is out of range."""
 
 

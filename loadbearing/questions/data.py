@@ -39,6 +39,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadbearing.errors import LoadBearingError
+
 __all__ = [
     "ARITH_LEVELS",
     "BBH_TASKS",
@@ -100,7 +102,7 @@ _log = logging.getLogger(__name__)
 _HUB_IDS = {"gsm8k": "openai/gsm8k", "mmlu": "cais/mmlu", "bbh": "lukaemon/bbh"}
 
 
-class DataError(ValueError):
+class DataError(LoadBearingError, ValueError):
     """A bad data request or a bad data file; the message names the problem and the fix."""
 
 
