@@ -607,3 +607,25 @@ def _squash(s: str) -> str:
 def _dyck_input(question: str) -> str:
     m = re.search(r"Input:\s*(.*)$", question or "", re.S)
     return _squash(m.group(1)) if m else ""
+
+
+# ----------------------------------------------------------------------------------------------------
+# looser answer-line tests (kept exactly as the rule labeller and the paper importer have always used them)
+
+_ANSWER_MENTION_RE = re.compile(r"answer|####|\\boxed", re.IGNORECASE)
+_ANSWER_LABEL_RE = re.compile(r"^\s*\**\s*(final\s+answer|answer)\s*\**\s*:", re.I)
+
+
+def mentions_answer(line: str) -> bool:
+    """Whether ``line`` mentions an answer marker anywhere ("answer", ``####``, ``\\boxed``): a loose superset
+    of :func:`final_answer_line`, used to keep answer lines out of the rule labeller's evidence."""
+    return bool(_ANSWER_MENTION_RE.search(line))
+
+
+def starts_with_answer_label(line: str) -> bool:
+    """Whether ``line`` opens with an ``Answer:`` / ``Final answer:`` label (markdown bold allowed): the paper's
+    rule for the answer line of a released baseline chain of thought."""
+    return bool(_ANSWER_LABEL_RE.match(line))
+
+
+__all__ += ["mentions_answer", "starts_with_answer_label"]
