@@ -29,7 +29,7 @@ LABEL_C = "C"
 LABEL_NON_C = "non-C"
 
 
-class _Record:
+class Record:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)  # type: ignore[call-overload]
         for k, v in d.items():
@@ -52,7 +52,7 @@ class _Record:
 
 
 @dataclass(frozen=True)
-class Baseline(_Record):
+class Baseline(Record):
     question_id: str
     dataset: str
     task: str | None
@@ -81,7 +81,7 @@ class Baseline(_Record):
 
 
 @dataclass(frozen=True)
-class Continuation(_Record):
+class Continuation(Record):
     id: str  # f"{question_id}|{strategy}|{position}|{condition}"
     question_id: str
     dataset: str
@@ -117,7 +117,7 @@ class Continuation(_Record):
 
 
 @dataclass(frozen=True)
-class Skipped(_Record):
+class Skipped(Record):
     """A (question, strategy, position) where the strategy was not applicable: recorded, never dropped."""
 
     question_id: str
@@ -135,3 +135,6 @@ def label_for(correct: bool | None) -> str | None:
 
 
 __all__ = ["SCHEMA_VERSION", "Baseline", "Continuation", "Skipped", "label_for", "LABEL_C", "LABEL_NON_C"]
+
+#: deprecated private name, kept for callers written before ``Record`` was public
+_Record = Record

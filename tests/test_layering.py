@@ -1,0 +1,148 @@
+"""The architecture as tests that can fail: the layering of packages, one home per concept, module size.
+
+Layers, bottom up: ``loadbearing`` (the shared base; imports no stage), then the stages in the order data
+flows: ``behavioural``, ``activations``, ``probes``, ``steering``, and finally ``study``. A package may import
+only the base and earlier stages. Every import counts, including lazy ones inside functions. Thin command
+shims forward through ``runpy`` with a module *name*, which is not an import, so they need no exemption.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ORDER = ["loadbearing", "behavioural", "activations", "probes", "steering", "study"]
+MAX_LINES = 450
+
+
+def _modules() -> list[Path]:
+    return sorted(p for pkg in ORDER for p in (REPO / pkg).rglob("*.py"))
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            out.append((node.lineno, "." * node.level + (node.module or "")))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args and isinstance(node.args[0], ast.Constant)):
+            out.append((node.lineno, str(node.args[0].value)))
+    return out
+
+
+def _pkg(path: Path) -> str:
+    return path.relative_to(REPO).parts[0]
+
+
+def test_every_package_imports_only_the_base_and_earlier_stages():
+    bad = []
+    for path in _modules():
+        mine = ORDER.index(_pkg(path))
+        for line, mod in _imports(path):
+            top = mod.split(".")[0]
+            if top in ORDER and ORDER.index(top) > mine:
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {mod} (a later layer)")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_base_imports_no_stage():
+    bad = [f"{p.relative_to(REPO)}:{line} imports {m}" for p in (REPO / "loadbearing").rglob("*.py")
+           for line, m in _imports(p) if m.split(".")[0] in ORDER[1:]]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_relative_imports_and_no_private_names_across_packages():
+    bad = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top = node.module.split(".")[0]
+                if top in ORDER and top != _pkg(path):
+                    bad += [f"{path.relative_to(REPO)}:{node.lineno} imports private {node.module}.{a.name}"
+                            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_error_fallbacks_around_in_tree_modules():
+    bad = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try):
+                continue
+            catches = [h for h in node.handlers if h.type is not None and "ImportError" in ast.unparse(h.type)]
+            if not catches:
+                continue
+            for sub in node.body:
+                for line, mod in _imports_of(sub):
+                    if mod.split(".")[0] in ORDER or mod.startswith("."):
+                        bad.append(f"{path.relative_to(REPO)}:{line} guards in-tree import {mod} with except ImportError")
+    assert not bad, "\n".join(bad)
+
+
+def _imports_of(node: ast.AST) -> list[tuple[int, str]]:
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            out.append((n.lineno, "." * n.level + (n.module or "")))
+    return out
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(REPO)))
+def test_module_size(path):
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, f"{path.relative_to(REPO)} has {n} lines (at most {MAX_LINES}): split it into modules of one idea"
+
+
+# -- one home per concept: only the named module may contain these ------------------------------------------------
+
+CONCEPTS = {
+    # an atomic replace of a file or a directory
+    "atomic writes": (re.compile(r"\bos\.(replace|rename)\(|\.rename\(|\.replace\(tmp"), {"loadbearing/files.py"}),
+    # drawing bootstrap resamples
+    "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats.py"}),
+    # reading directions.h5
+    "directions.h5 reader": (re.compile(r"h5py\.File\([^)]*direction"), {"probes/directions.py"}),
+    # "question_key, else question_id"
+    "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*[\w.\[\]\"'()]*question_id"), {"loadbearing/runs.py"}),
+    # partitioning shards
+    "shard partition": (re.compile(r"def shard_of\(|% *count\b|sha\w*\([^)]*\)\.\w+\(\)[^\n]*% "), {"loadbearing/shards.py"}),
+}
+
+
+@pytest.mark.parametrize("concept", sorted(CONCEPTS))
+def test_one_home_per_concept(concept):
+    pattern, homes = CONCEPTS[concept]
+    found = set()
+    for path in _modules():
+        rel = path.relative_to(REPO).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if pattern.search(text) and rel not in homes:
+            line = text[:pattern.search(text).start()].count("\n") + 1
+            found.add(f"{rel}:{line}")
+    assert not found, f"{concept} outside its one home {sorted(homes)}: {sorted(found)}"
+
+
+def test_final_answer_line_pattern_has_one_home():
+    """Only loadbearing.answers knows what a final-answer line is (its regexes name 'answer' at a line start)."""
+    pat = re.compile(r"re\.compile\([^\n]*(?:[Aa]nswer|####|\\\\boxed)")
+    found = []
+    for path in _modules():
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("loadbearing/answers"):
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pat.search(line):
+                found.append(f"{rel}:{i}: {line.strip()[:90]}")
+    assert not found, "final-answer line patterns outside loadbearing.answers:\n" + "\n".join(found)
