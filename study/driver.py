@@ -12,6 +12,7 @@ stage's own summary (:mod:`study.report`).
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 import time
@@ -93,7 +94,10 @@ def describe(c: StudyConfig) -> str:
 
 
 def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
-    """Run (or resume) every stage on ``config.output_dir``; returns the report's path."""
+    """Run (or resume) every stage on ``config.output_dir``; returns the report's path.
+
+    Resuming a study whose every stage is complete and whose report is written logs one line and writes
+    nothing (no file's bytes or modification time change)."""
     from loadbearing.cli import check_device, check_model_file
     from loadbearing.files import RunDirError
 
@@ -107,6 +111,11 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
                              f"--output-dir {out}")
         if read_stored(out) is None:  # killed before it was stored: store it now (a refused resume writes nothing)
             write_stored(out, config)
+        if is_complete(out):
+            log(f"{out}: the study is complete (every stage finished, report written); nothing to do. "
+                f"Report: {out / 'report.md'}")
+            return out / "report.md"
+        log(f"resuming {out} with: {describe(config)}")
         return _stages(out, config, log)
     if out.exists():
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
@@ -123,6 +132,28 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
         if is_fresh_dir(out):  # refused before any stage wrote anything: leave nothing behind
             shutil.rmtree(out, ignore_errors=True)
         raise
+
+
+def _insufficient(out: Path) -> bool:
+    """Whether the behavioural stage found no eligible baseline (nothing after it can run)."""
+    from loadbearing.runs import Run
+
+    return (Run(out).summary() or {}).get("status") == "insufficient_data"
+
+
+def is_complete(out: str | Path) -> bool:
+    """Whether every stage the study runs is complete (each asked by its own ``is_complete``) and the report
+    is written: resuming such a study has nothing to do."""
+    from study.report import is_written
+    from study.stages import STAGES
+
+    out = Path(out)
+    for st in STAGES:
+        if not st.is_complete(st.output(out)):
+            return False
+        if st.name == "behaviour" and _insufficient(out):
+            break
+    return is_written(out)
 
 
 def _stages(out: Path, config: StudyConfig, log) -> Path:
@@ -143,14 +174,10 @@ def _stages(out: Path, config: StudyConfig, log) -> Path:
                 raise StudyError(f"stage {st.name!r} did not complete its output {target}; fix the error above and rerun "
                                  f"with python -m study --resume {out}")
             log(f"{bar} {st.name} done in {time.perf_counter() - t:.0f} s {bar}")
-        if st.name == "behaviour":
-            from loadbearing.runs import Run
-
-            summ = Run(out).summary() or {}
-            if summ.get("status") == "insufficient_data":
-                path = write_report(out, seconds=time.perf_counter() - t0)
-                log(f"\nno eligible baselines: nothing to label, probe or steer. Report: {path}")
-                return path
+        if st.name == "behaviour" and _insufficient(out):
+            path = write_report(out, seconds=time.perf_counter() - t0)
+            log(f"\nno eligible baselines: nothing to label, probe or steer. Report: {path}")
+            return path
     path = write_report(out, seconds=time.perf_counter() - t0)
     log(f"\nreport: {path}")
     return path
@@ -165,29 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         config, resume = config_from_argv(argv)
         where["out"] = config.output_dir
-        if resume:
-            print(f"resuming {config.output_dir} with: {describe(config)}", flush=True)
-        run_study(config, resume=resume)
+        run_study(config, resume=resume, log=functools.partial(print, flush=True))
         return 0
 
-    return run_cli(body, errors=_stage_errors(),
-                   interrupted_hint=lambda: f"continue with: python -m study --resume {where.get('out', 'DIR')}")
+    # every stage's error derives from LoadBearingError, which run_cli reports as one line
+    return run_cli(body, interrupted_hint=lambda: f"continue with: python -m study --resume {where.get('out', 'DIR')}")
 
 
-def _stage_errors() -> tuple[type[BaseException], ...]:
-    """Every stage's error type (each names the problem and the fix), for one-line reporting."""
-    import importlib
-
-    errs: list[type[BaseException]] = [StudyError]
-    for mod, names in (("behavioural.labels.stage", ("LabelError", "SheetError")), ("activations.store", ("StoreError",)),
-                       ("probes.data", ("ProbeError",)), ("steering.sweep", ("SweepError",)),
-                       ("steering.hooks", ("SteeringError",)), ("loadbearing.runs", ("ModelMismatchError",))):
-        try:
-            m = importlib.import_module(mod)
-        except ImportError:
-            continue
-        errs += [getattr(m, n) for n in names if isinstance(getattr(m, n, None), type)]
-    return tuple(errs)
-
-
-__all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "main", "run_study"]
+__all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "is_complete", "main", "run_study"]

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from loadbearing.files import atomic_write_text
 from study.browse import FACETS, fragment
 
 _ALIASES = {"difficulty": "level", "levels": "level", "strategies": "strategy", "positions": "position",
@@ -249,11 +250,7 @@ def write_report_html(out_dir: str | os.PathLike[str], sections: Iterable[tuple[
     """
     out = Path(out_dir) / "report.html"
     figs = [Path(f) if Path(f).is_absolute() else Path(out_dir) / f for f in figures]
-    page = render_report_html(sections, figs, title=title, browse=browse, base=out_dir)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return atomic_write_text(out, render_report_html(sections, figs, title=title, browse=browse, base=out_dir))
 
 
 def sections_from_markdown(md: str) -> list[tuple[str, str]]:

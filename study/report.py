@@ -12,11 +12,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.files import RunDirError, atomic_write_text
+from loadbearing.runs import Run
+from study.html import sections_from_markdown, write_report_html
+from study.stages import STAGES
+
+#: the files :func:`write_report` writes into the study directory
+REPORT_FILES = ("report.md", "report.txt", "report.html")
+
 
 def _header(out: Path, seconds: float | None, style: str) -> list[str]:
-    from loadbearing.files import RunDirError
-    from loadbearing.runs import Run
-
     try:
         m = Run(out).manifest
     except RunDirError:
@@ -34,8 +40,6 @@ def _header(out: Path, seconds: float | None, style: str) -> list[str]:
 
 def render(out: str | Path, *, style: str = "md", seconds: float | None = None) -> str:
     """The whole report as one string (markdown or text)."""
-    from study.stages import STAGES
-
     out = Path(out)
     parts = _header(out, seconds, style)
     for i, st in enumerate(STAGES, 1):
@@ -57,28 +61,25 @@ def render(out: str | Path, *, style: str = "md", seconds: float | None = None) 
     return "\n".join(parts) + "\n"
 
 
+def is_written(out: str | Path) -> bool:
+    """Whether every file of :data:`REPORT_FILES` is in the study directory."""
+    return all((Path(out) / name).is_file() for name in REPORT_FILES)
+
+
 def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
-    """Write ``report.md`` and ``report.txt`` into the study directory; returns the markdown path."""
+    """Write ``report.md``, ``report.txt`` and ``report.html`` into the study directory (each atomically);
+    returns the markdown path."""
     out = Path(out)
-    md, txt = out / "report.md", out / "report.txt"
-    for path, style in ((md, "md"), (txt, "text")):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(render(out, style=style, seconds=seconds), encoding="utf-8")
-        tmp.replace(path)
-    try:  # report.html (study.html, the browser's owner): the same sections, self-contained
-        from study.html import sections_from_markdown, write_report_html
-    except ImportError:
-        return md
+    md = render(out, style="md", seconds=seconds)
+    path = atomic_write_text(out / "report.md", md)
+    atomic_write_text(out / "report.txt", render(out, style="text", seconds=seconds))
     browse = "browse.html" if (out / "browse.html").is_file() else None
-    write_report_html(out, sections_from_markdown(md.read_text(encoding="utf-8")), browse=browse)
-    return md
+    write_report_html(out, sections_from_markdown(md), browse=browse)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import OneLineParser, run_cli
-    from loadbearing.files import RunDirError
-
-    ap = OneLineParser(prog="python -m study.report", description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="python -m study.report", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("study_dir", help="a study directory written by python -m study")
     args = ap.parse_args(argv)
 

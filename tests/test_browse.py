@@ -169,7 +169,7 @@ def test_embedded_json_cannot_close_the_script(small_run):
 def test_page_needs_no_network(small_run):
     from study import browse
 
-    for part in (browse._PAGE, browse._CSS, browse._JS):
+    for part in (browse.page_file(name) for name in browse.PAGE_FILES):
         assert "http://" not in part and "https://" not in part and "//cdn" not in part
         assert "innerHTML" not in part and "insertAdjacentHTML" not in part and "eval(" not in part
 

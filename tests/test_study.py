@@ -61,16 +61,58 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, cap
     # a second new study there is refused; --resume alone skips every finished stage, with the stored settings
     assert main(["--output-dir", str(out), *FAST]) == 2
     assert "already exists" in capsys.readouterr().err
+    # --resume of the complete study: one line, nothing written
+    assert main(["--resume", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.count("\n") == 1 and "the study is complete" in cap.out and not cap.err
+    # with the report gone, --resume alone skips every finished stage, with the stored settings, and rewrites it
+    (out / "report.html").unlink()
     assert main(["--resume", str(out)]) == 0
     cap = capsys.readouterr()
     assert cap.out.count("already complete, skipped") == 7  # behaviour, labels, gradient, ..., steering, browser
     assert "resuming" in cap.out and "max_examples=16" in cap.out
+    assert (out / "report.html").is_file()
     # explicit options that differ from the stored ones are refused, naming each; nothing is modified
     before = (out / "study.json").read_bytes()
     assert main(["--resume", str(out), "--max-examples", "20", "--folds", "3"]) == 2
     err = capsys.readouterr().err
     assert "--max-examples 20" in err and "--folds 3" in err and err.count("\n") == 1
     assert (out / "study.json").read_bytes() == before
+
+
+def _snapshot(d: Path) -> dict[str, tuple]:
+    """Every file and directory under ``d``: its bytes' hash (files) and modification time."""
+    import hashlib
+
+    out = {}
+    for p in sorted([d, *d.rglob("*")]):
+        st = p.stat()
+        out[str(p.relative_to(d))] = (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir", st.st_mtime_ns)
+    return out
+
+
+def test_resume_of_a_complete_study_writes_nothing(tmp_path, fake_models, capsys):
+    from study.driver import is_complete, main
+
+    out = tmp_path / "study"
+    assert main(["--output-dir", str(out), *FAST]) == 0
+    assert is_complete(out)
+    for p in [out, *out.rglob("*")]:  # every mtime a day back, so any rewrite shows even on a coarse clock
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 86_400 * 10**9))
+    before = _snapshot(out)
+    capsys.readouterr()
+    for argv in (["--resume", str(out)], ["--resume", str(out), "--batch-size", "3", "--quiet"]):
+        assert main(argv) == 0
+        cap = capsys.readouterr()
+        assert cap.out.splitlines() == [f"{out}: the study is complete (every stage finished, report written); "
+                                        f"nothing to do. Report: {out / 'report.md'}"]
+        assert _snapshot(out) == before
+    # a study missing one stage's output is not complete, and a resume redoes only what is missing
+    (out / "browse.html").unlink()
+    assert not is_complete(out)
+    assert main(["--resume", str(out)]) == 0
+    assert "already complete, skipped" in capsys.readouterr().out and (out / "browse.html").is_file()
 
 
 def test_resume_repairs_missing_summary_and_unfinished_labels(tmp_path, fake_models, capsys):
@@ -140,4 +182,4 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     r3 = subprocess.run([sys.executable, "-m", "study", "--resume", str(out)], cwd=REPO, capture_output=True,
                         text=True, env=env)
     assert r3.returncode == 0, r3.stderr[-2000:]
-    assert r3.stdout.count("already complete, skipped") == 7
+    assert "the study is complete" in r3.stdout and r3.stdout.count("\n") == 1
