@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from behavioural.labels.labellers import kappa
+from behavioural.labels.agreement import kappa
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import file_sha256, read_jsonl
 from loadbearing.provenance import now
@@ -35,7 +35,8 @@ class SheetError(LoadBearingError, ValueError):
     """A bad annotation sheet; the message names the file, the row and the fix."""
 
 
-def _unique_path(path: Path) -> Path:
+def unique_path(path: Path) -> Path:
+    """``path``, or ``<stem>-2<suffix>``, ``-3``... when it exists: nothing is ever overwritten."""
     if not path.exists():
         return path
     for i in itertools.count(2):
@@ -58,7 +59,7 @@ def export_sheet(run_dir: str | Path, n: int, seed: int, out_dir: str | Path | N
     chosen = random.Random(seed).sample(pop, min(n, len(pop)))  # sample order is already a shuffle
     od = Path(out_dir) if out_dir else rd / "annotation"
     od.mkdir(parents=True, exist_ok=True)
-    sheet = _unique_path(od / f"sheet-s{seed}-n{n}.csv")
+    sheet = unique_path(od / f"sheet-s{seed}-n{n}.csv")
     key_path = sheet.with_name(sheet.stem + ".key.json")
     width = max(3, len(str(len(chosen))))
     items = {}
