@@ -18,6 +18,9 @@ Lower-level pieces:
 * :func:`rate` - the legacy JSON dict ``{k, n, rate, wilson, exact, lo, hi, method}`` (readable by
   :meth:`Rate.from_dict`).
 * :func:`cluster_bootstrap_ci` - a seeded bootstrap that resamples *questions* (clusters), for any statistic.
+* :func:`cluster_sums_bootstrap` - the vectorised question bootstrap of statistics of per-question sums (the
+  probes' accuracy, balanced accuracy and paired gains): one multinomial draw of resample weights
+  (:func:`cluster_resample_weights`) per call.
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ __all__ = [
     "proportion_ci",
     "rate",
     "cluster_bootstrap_ci",
+    "cluster_resample_weights",
+    "cluster_sums_bootstrap",
     "paired_difference_ci",
 ]
 
@@ -226,6 +231,37 @@ def cluster_bootstrap_ci(
         a = (1 - level) / 2
         out["ci"] = [float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))]  # type: ignore[list-item]
     return out
+
+
+def cluster_resample_weights(n_clusters: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """``[n_boot, n_clusters]`` float: how often each cluster is drawn in each resample of ``n_clusters`` clusters
+    with replacement (one multinomial draw from ``default_rng(seed)``)."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_boot).astype(float)
+
+
+def cluster_sums_bootstrap(groups: Sequence[Hashable] | np.ndarray, values: np.ndarray,
+                           statistic: Callable[[np.ndarray], Sequence[np.ndarray]], *,
+                           n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[list[float]] | None:
+    """Percentile intervals of statistics of per-cluster sums, over resamples of whole clusters (questions).
+
+    ``values`` ``[n, ...]`` are per-row numbers (counts, correctness, differences), summed within each cluster
+    (clusters ordered as ``np.unique(groups)``) into ``S [K, ...]``; a resample's sums are ``W @ S`` with
+    ``W`` from :func:`cluster_resample_weights`. ``statistic`` maps the resampled sums ``[n_boot, ...]`` to a
+    sequence of ``[n_boot]`` arrays, one per statistic. Returns ``[lo, hi]`` per statistic (NaN resamples
+    ignored), or ``None`` with fewer than two clusters or ``n_boot <= 0`` (no interval).
+    """
+    _, g = np.unique(np.asarray(groups), return_inverse=True)
+    K = int(g.max()) + 1 if len(g) else 0
+    if K < 2 or n_boot <= 0:
+        return None
+    vals = np.asarray(values, dtype=float)
+    S = np.zeros((K, *vals.shape[1:]))
+    np.add.at(S, g, vals)
+    W = cluster_resample_weights(K, n_boot, seed)  # [B, K]
+    a = (1 - level) / 2
+    return [[float(np.nanquantile(v, a)), float(np.nanquantile(v, 1 - a))]
+            for v in statistic(np.tensordot(W, S, axes=1))]
 
 
 def paired_difference_ci(rows: Sequence[tuple[Hashable, float | None, float | None]], **kw) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
 
-from loadbearing.stats import rate
+from loadbearing.stats import cluster_sums_bootstrap, rate
 from probes.estimators import DEFAULT_CS, make_probe_pipeline
 
 
@@ -87,26 +87,20 @@ def cross_val_predict_grouped(kind: str, X, y, groups, fold_ids, *, seed: int = 
 
 
 def _cluster_boot(groups, y, correct, n_classes: int, n_boot: int, seed: int, level: float):
-    """Percentile bootstrap over clusters (questions) for accuracy and balanced accuracy."""
-    _, g = np.unique(np.asarray(groups), return_inverse=True)
-    K = int(g.max()) + 1
-    n = np.zeros((K, n_classes))
-    k = np.zeros((K, n_classes))
-    np.add.at(n, (g, y), 1)
-    np.add.at(k, (g, y), correct.astype(float))
-    if K < 2 or n_boot <= 0:
-        return [None, None], [None, None]
-    rng = np.random.default_rng(seed)
-    W = rng.multinomial(K, np.full(K, 1.0 / K), size=n_boot).astype(float)  # [B, K] cluster weights
-    N, C = W @ n, W @ k  # [B, classes]
-    acc = C.sum(1) / N.sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rec = np.where(N > 0, C / np.where(N > 0, N, 1), np.nan)
-    present = (n.sum(0) > 0)
-    bal = np.nanmean(rec[:, present], axis=1)
-    a = (1 - level) / 2
-    q = lambda v: [float(np.nanquantile(v, a)), float(np.nanquantile(v, 1 - a))]  # noqa: E731
-    return q(acc), q(bal)
+    """Percentile bootstrap over clusters (questions) for accuracy and balanced accuracy
+    (:func:`loadbearing.stats.cluster_sums_bootstrap` of per-class row and correct counts)."""
+    onehot = np.eye(n_classes)[y]  # [n, classes]
+    counts = np.stack([onehot, onehot * correct[:, None]], axis=1)  # [n, 2, classes]: rows, correct rows
+    present = onehot.sum(0) > 0
+
+    def acc_and_balanced(sums: np.ndarray) -> list[np.ndarray]:  # sums [B, 2, classes]
+        N, C = sums[:, 0], sums[:, 1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rec = np.where(N > 0, C / np.where(N > 0, N, 1), np.nan)
+        return [C.sum(1) / N.sum(1), np.nanmean(rec[:, present], axis=1)]
+
+    ci = cluster_sums_bootstrap(groups, counts, acc_and_balanced, n_boot=n_boot, seed=seed, level=level)
+    return ci if ci is not None else ([None, None], [None, None])
 
 
 def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boot: int = 1000, seed: int = 0,

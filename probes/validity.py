@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.stats import cluster_sums_bootstrap
+
 # candidate row columns per metadata feature (first present wins); the activations store writes these
 META_FEATURES: dict[str, tuple[str, ...]] = {
     "strategy": ("strategy",),
@@ -96,17 +98,14 @@ def paired_gain(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray
                            "method": "paired cluster bootstrap over questions", "n_boot": int(n_boot)}
     if not len(a):
         return out
-    _, gi = np.unique(g.astype(str), return_inverse=True)
-    K = int(gi.max()) + 1
-    out["n_questions"] = K
-    diff = np.bincount(gi, weights=a - b, minlength=K)
-    cnt = np.bincount(gi, minlength=K).astype(float)
-    out["value"] = float(diff.sum() / cnt.sum())
-    if K >= 2 and n_boot > 0:
-        W = np.random.default_rng(seed).multinomial(K, np.full(K, 1.0 / K), size=n_boot).astype(float)
-        stats = (W @ diff) / (W @ cnt)
-        al = (1 - level) / 2
-        out["lo"], out["hi"] = float(np.quantile(stats, al)), float(np.quantile(stats, 1 - al))
+    gs = g.astype(str)
+    d = a - b
+    out["n_questions"] = int(len(np.unique(gs)))
+    out["value"] = float(d.sum() / len(d))
+    ci = cluster_sums_bootstrap(gs, np.stack([d, np.ones(len(d))], axis=1), lambda s: [s[:, 0] / s[:, 1]],
+                                n_boot=n_boot, seed=seed, level=level)
+    if ci is not None:
+        out["lo"], out["hi"] = ci[0]
     return out
 
 
