@@ -6,7 +6,9 @@
 
 Modules: :mod:`study.config` (the study's settings, stored in ``DIR/study.json``), :mod:`study.stages` (each
 stage called as a library function, asked by its own ``is_complete``), :mod:`study.driver` (the CLI),
-:mod:`study.report` (joins each stage's own rendered summary). Nothing is loaded at import time.
+:mod:`study.report` (joins each stage's own rendered summary; :mod:`study.html` writes it as ``report.html``),
+:mod:`study.browse` (the trace browser; its data from :mod:`study.browse_data`, its page in ``study/browser/``).
+Nothing is loaded at import time.
 """
 from __future__ import annotations
 

@@ -26,6 +26,10 @@ Every piece of text is put in the page with ``textContent`` (never parsed as HTM
 escapes ``<``, ``>`` and ``&``, so a continuation that contains ``<script>`` shows as text and never runs.
 The data is columnar with one string table (repeated strings - labels, strategies, lines, answers - stored
 once), so the file stays compact.
+
+Where things live: the page's HTML, CSS and script are package data in ``study/browser/`` (``page.html``,
+``browse.css``, ``browse.js``; read with :mod:`importlib.resources` and inlined by :func:`render`), the data it
+embeds is built by :mod:`study.browse_data`, and this module is the CLI, the fragment syntax and the writer.
 """
 from __future__ import annotations
 

@@ -174,6 +174,25 @@ def test_page_needs_no_network(small_run):
         assert "innerHTML" not in part and "insertAdjacentHTML" not in part and "eval(" not in part
 
 
+def test_page_files_are_package_data():
+    """Every file of the page is in study/browser/ and named by pyproject's package-data (so a wheel carries it),
+    and the rendered page inlines each one with no placeholder left."""
+    import fnmatch
+    import re
+
+    from study import browse
+
+    toml = (REPO / "pyproject.toml").read_text()  # (tomllib is Python 3.11+; the toolkit runs on 3.10)
+    section = toml.split("[tool.setuptools.package-data]", 1)[1].split("\n[", 1)[0]
+    globs = json.loads(re.search(r"^study\s*=\s*(\[.*\])\s*$", section, re.M).group(1))
+    on_disk = sorted(p.name for p in (REPO / "study" / "browser").iterdir() if p.is_file())
+    assert on_disk == sorted(browse.PAGE_FILES)
+    assert all(any(fnmatch.fnmatch(f"browser/{name}", g) for g in globs) for name in on_disk)
+    page = render({"v": 1, "S": [], "c": {}, "Q": {}}, title="t")
+    assert all(browse.page_file(name).strip() in page for name in ("browse.css", "browse.js"))
+    assert not any(ph in page for ph in ("__TITLE__", "__CSS__", "__JS__", "__DATA__"))
+
+
 def test_fragment_syntax():
     assert fragment({"strategy": "contradiction", "label": "C"}) == "#f=strategy:contradiction,label:C"
     assert fragment({"strategy": ["a", "b"]}, q="x y", id="q1|a,b:c") == "#f=strategy:a,strategy:b&q=x%20y&id=q1%7Ca%2Cb%3Ac"
