@@ -1,0 +1,115 @@
+"""Writing an imported run directory (records, the paper's labellings, the manifest) in one atomic publish, and
+the paper's Table 4 from it."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from behavioural.labels.records import LabelRecord
+from behavioural.paper_import.convert import convert, fill_record
+from behavioural.paper_import.rows import PaperImportError, bbh_task_map, parse_accuracy, read_rows
+from loadbearing.files import JsonlWriter, publish_dir, write_json
+from loadbearing.provenance import now, package_versions
+from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, MANIFEST
+from loadbearing.tables import render_table
+
+__all__ = ["import_rows", "label_records", "table4"]
+
+
+def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict]:
+    by_id = {c.id: c for c in conts}
+    out = []
+    for cid, fin, rule, judge in labels:
+        c = by_id[cid]
+        lab = rule if which == "rule" else fin
+        correct = None if lab is None else lab != "C"
+        per = {"paper_rule": {"label": rule, "noticed": None if rule in (None, "C") else rule == "B"}}
+        if which != "rule":
+            per["paper_judge"] = {"label": judge, "noticed": None if judge in (None, "C") else judge == "B"}
+        out.append(fill_record(LabelRecord, dict(
+            id=cid, question_id=c.question_id, condition="perturbed", dataset=c.dataset, task=c.task,
+            difficulty=None, strategy=c.strategy, position=c.position, correct=correct,
+            outcome=None if correct is None else ("non-C" if correct else "C"), label=lab,
+            reason="paper rule label" if which == "rule" else "paper final label (judge if present, else rule)",
+            final_labeller="paper_rule" if which == "rule" else "paper", labellers=per)).to_dict())
+    return out
+
+
+def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None = None, config: str | None = None,
+                split: str | None = None, bbh_map_file: str | None = None, data_dir: str | None = None,
+                baseline_accuracy: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Convert and write a run directory; returns a small summary dict. Refuses an existing ``output``."""
+    out = Path(output)
+    if out.exists():
+        raise PaperImportError(f"output {str(out)!r} already exists; choose a new --output")
+    acc = parse_accuracy(baseline_accuracy)
+    bmap = bbh_task_map(bbh_map_file, data_dir)
+    rows, prov = read_rows(src, config=config, split=split)
+    if not rows:
+        raise PaperImportError(f"{src}: no rows")
+    model, baselines, conts, labels, notes = convert(rows, model=model, bbh_map=bmap, limit=limit)
+    manifest = {
+        "kind": "paper_import", "protocol_version": "paper", "schema_version": 1, "status": "ok",
+        "model": {"name": model}, "label_source": "paper",
+        "settings": {"min_lines": None, "max_new_tokens": None, "model": model},
+        "dataset": {"name": "paper", "source": prov, "n_questions": len(baselines)},
+        "baselines_eligible_only": True, "external_baseline_accuracy": acc,
+        "input_text_note": "input_text = the paper's prompt + perturbed prefix, not the chat-templated model input; "
+                           "token counts unknown (0); no controls in the release",
+        "notes": notes, "created": now(), "updated": now(), "packages": package_versions(),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        write_json(tmp / MANIFEST, manifest)
+        for name, recs in ((BASELINES, baselines), (CONTINUATIONS, conts)):
+            with JsonlWriter(tmp / name, fsync=False) as w:
+                for rec in recs:
+                    w.write(rec)
+        created = now()
+        labelled = any(lab is not None or rule is not None for _, lab, rule, _ in labels)
+        for name, which, stamp in (("paper-rule", "rule", "0"), ("paper", "final", "1")) if labelled else ():
+            d = tmp / LABELS_DIR / name
+            d.mkdir(parents=True)
+            with JsonlWriter(d / LABELS_FILE, fsync=False) as w:
+                for rec in label_records(conts, labels, which):
+                    w.write(rec)
+            write_json(d / LABEL_SETTINGS, {
+                "schema_version": 1, "name": name, "created": f"{created}.{stamp}", "status": "ok",
+                "run_dir": str(out.resolve()), "n_continuations": len(conts),
+                "labellers": [{"name": "paper_rule", "kind": "imported"}] +
+                             ([] if which == "rule" else [{"name": "paper_judge", "kind": "imported"}]),
+                "final_labeller": "paper_rule" if which == "rule" else "paper",
+                "final_rule": "the paper's rule label" if which == "rule" else
+                              "the paper's final label: judge A/B/C when present, else the rule label",
+                "source": prov, "finished": now()})
+        publish_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finals = Counter(lab for _, lab, _, _ in labels)
+    return {"output": str(out), "model": model, "rows": len(conts), "questions": len(baselines),
+            "labels": {k: finals.get(k, 0) for k in ("A", "B", "C", None)}, "notes": notes}
+
+
+def table4(run_dir: str | os.PathLike[str]) -> str:
+    """The paper's Table 4 (A/B/C by position, strategy, source) from an imported run's final labels."""
+    from behavioural.gradient.analysis import taxonomy
+    from behavioural.gradient.rows import load_runs
+
+    tx = taxonomy(load_runs([str(run_dir)], labelling="paper").rows)
+    if tx.get("status") != "ok":
+        return str(tx.get("message"))
+    rows = []
+    names = {"A": "Silent Bypass", "B": "Self-Correction", "C": "Error Propagation"}
+    for key in ("position", "strategy", "dataset"):
+        for g, v in tx[key].items():
+            for lbl in ("A", "B", "C"):
+                rows.append([key.capitalize() if key != "dataset" else "Source", g, names[lbl], str(v[lbl]["count"]),
+                             f"{100 * v[lbl]['share']:.1f}%"])
+    return render_table(["Category", "Setting", "Behavior", "Count", "Percentage"], rows, style="text")
