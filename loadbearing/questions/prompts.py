@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from loadbearing.answers import extract_answer
+from loadbearing.questions.arith import arith_few_shot
 
 FORMAT_INSTRUCTIONS = {
     "arith": "Write one calculation per line. End with a line 'Answer: N'",
@@ -31,8 +32,6 @@ DEFAULT_FEW_SHOT = {"arith": True}
 
 def few_shot_turns(dataset: str) -> list[tuple[str, str]]:
     if dataset == "arith":
-        from loadbearing.questions.data import arith_few_shot
-
         return arith_few_shot()
     return []
 
