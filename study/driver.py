@@ -120,10 +120,10 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
     if out.exists():
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                           f"with --resume {out}")
-    from behavioural.run import _check_writable
+    from behavioural.run import check_writable
     from loadbearing.runs import is_fresh_dir
 
-    _check_writable(out)
+    check_writable(out)
     out.mkdir(parents=True)
     try:
         write_stored(out, config)
