@@ -2,12 +2,12 @@
 steering directions they export.
 
     python -m probes.train runs/demo/activations.h5          # writes runs/demo/probes/
-    from probes import read_directions        # steering stage API: every layer + metadata (numpy + h5py only)
+    from probes import read_directions        # steering stage API: a Directions (every layer + metadata; numpy + h5py only)
 
 Importing this package loads no model and imports scikit-learn only when an estimator is asked for.
 """
 from probes.data import ProbeError
-from probes.directions import DirectionSet, load_direction_info, load_directions, read_directions
+from probes.directions import Directions, DirectionSet, load_direction_info, load_directions, read_directions
 
 _LAZY = {
     "LogisticProbe": "probes.estimators",
@@ -16,10 +16,10 @@ _LAZY = {
     "raw_direction": "probes.estimators",
     "fit_directions": "probes.direction_fit",
     "load_probe_data": "probes.data",
-    "train_probes": "probes.train",
-    "ProbeConfig": "probes.train",
-    "train": "probes.train",
-    "is_complete": "probes.train",
+    "train_probes": "probes.experiment",
+    "ProbeConfig": "probes.config",
+    "train": "probes.stage",
+    "is_complete": "probes.stage",
     "format_summary": "probes.summary",
 }
 
@@ -32,4 +32,4 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'probes' has no attribute {name!r}")
 
 
-__all__ = ["ProbeError", "DirectionSet", "read_directions", "load_directions", "load_direction_info", *_LAZY]
+__all__ = ["ProbeError", "Directions", "DirectionSet", "read_directions", "load_directions", "load_direction_info", *_LAZY]

@@ -59,7 +59,7 @@ def _compute_masks(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.n
     return inner
 
 
-def _predict(z: np.ndarray) -> np.ndarray:
+def predict_logits(z: np.ndarray) -> np.ndarray:
     """Class index from logits [n, K] (K = 1: binary, z > 0 -> class 1)."""
     return (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else np.argmax(z, axis=1)
 
@@ -115,7 +115,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
                             max_iter=max_iter)
         z = D.logits(theta, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()  # [n, B, K]
         for b, te in tests.items():
-            acc[b, j] = float(np.mean(_predict(z[te, b, :]) == y[te]))
+            acc[b, j] = float(np.mean(predict_logits(z[te, b, :]) == y[te]))
         path_theta.append(theta.clone())
         path_conv.append(info.converged.copy())
     owner_a = np.asarray(owner)
@@ -215,7 +215,8 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
     return [None if r is None else (r[0], r[1], r[2] - r[1] @ shift) for r in out]
 
 
-def _mm_predict(X: np.ndarray, classes: np.ndarray, W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def mass_mean_predict(X: np.ndarray, classes: np.ndarray, W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Classes and decision values of a fitted mass-mean probe ``(classes, W, b)`` (a :func:`mass_mean_fits` result)."""
     z = X @ W.T + b
     if W.shape[0] == 1:
         return classes[(z[:, 0] > 0).astype(int)], z[:, 0]
@@ -247,7 +248,7 @@ def cv_predict(kind: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, fold
                 skipped.append(k)
                 continue
             z = X[te] @ r["coef"].T + r["intercept"]
-            pred[te] = _predict(z)
+            pred[te] = predict_logits(z)
             dec[te] = z[:, 0] if z.shape[1] == 1 else z
             inner_sc.append(r["inner_score"])
             Cs_out.append(r["C"])
@@ -270,12 +271,12 @@ def cv_predict(kind: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, fold
             mm = res[j]
             j += 1
             if mm is not None:
-                scores.append(float(np.mean(_mm_predict(X[te_in], *mm)[0] == y[te_in])))
+                scores.append(float(np.mean(mass_mean_predict(X[te_in], *mm)[0] == y[te_in])))
         if res[k] is None or not te.any():
             inner_sc.append(float("nan"))
             skipped.append(k)
             continue
-        p, z = _mm_predict(X[te], *res[k])  # type: ignore[misc]
+        p, z = mass_mean_predict(X[te], *res[k])  # type: ignore[misc]
         pred[te] = p
         if dec.ndim == 1 and z.ndim == 1:
             dec[te] = z
@@ -334,7 +335,7 @@ def _permutation_correct(kind: str, X: np.ndarray, y_perms: np.ndarray, fold_ids
         z = D.logits(th, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()  # [n, b, K]
         for i, (p, k) in enumerate(chunk):
             te = ~trains[k]
-            out[p, k] = int(np.sum(_predict(z[te, i, :]) == Yp[p, te]))
+            out[p, k] = int(np.sum(predict_logits(z[te, i, :]) == Yp[p, te]))
     return out
 
 

@@ -32,7 +32,7 @@ META_FEATURES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _as_str(v: Any) -> str:
+def as_str(v: Any) -> str:
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "(none)"
     return str(v)
@@ -44,7 +44,7 @@ def metadata_features(meta: Any) -> tuple[np.ndarray, list[str]]:
     for _, cands in META_FEATURES.items():
         for c in cands:
             if c in getattr(meta, "columns", ()):
-                vals = np.array([_as_str(v) for v in meta[c]], dtype=object)
+                vals = np.array([as_str(v) for v in meta[c]], dtype=object)
                 if len(set(vals)) >= 2:
                     cols.append(vals)
                     used.append(c)
@@ -117,7 +117,7 @@ def within_cell(y: np.ndarray, pred: np.ndarray, fold_ids: np.ndarray, strategy:
     gain over a per-cell lookup table."""
     y = np.asarray(y)
     pred = np.asarray(pred)
-    cells = np.array([f"{_as_str(s)} x {_as_str(p)}" for s, p in zip(strategy, position)], dtype=object)
+    cells = np.array([f"{as_str(s)} x {as_str(p)}" for s, p in zip(strategy, position)], dtype=object)
     K = int(y.max()) + 1
     base = np.full(len(y), -1, dtype=np.int64)
     for k in range(int(fold_ids.max()) + 1):
@@ -159,7 +159,7 @@ def transfer(y: np.ndarray, fold_ids: np.ndarray, values: Sequence[Any], fit_pre
     ``fit_predict(train_masks, test_masks)`` fits one probe per training mask and returns the predictions
     on its test mask (``None`` when the training rows hold one class). No question is on both sides."""
     y = np.asarray(y)
-    vals = np.array([_as_str(v) for v in values], dtype=object)
+    vals = np.array([as_str(v) for v in values], dtype=object)
     uniq = sorted(set(vals))
     F = int(fold_ids.max()) + 1
     trains, tests, owner = [], [], []
@@ -186,4 +186,36 @@ def transfer(y: np.ndarray, fold_ids: np.ndarray, values: Sequence[Any], fit_pre
             pred[te] = p
             n_train.append(int(tr.sum()))
         out.append({"value": v, "pred": pred, "skipped_folds": skipped, "n_train_rows_per_fold": n_train})
+    return out
+
+
+def summarise_transfer(res: list[dict[str, Any]], y: np.ndarray, groups: np.ndarray, values: np.ndarray,
+                       names: list[str], mode: str, boot: dict[str, int], ref_pred: np.ndarray | None
+                       ) -> list[dict[str, Any]]:
+    """Scores of :func:`transfer` results: per held-out value (``leave_one_out``, against the in-distribution
+    predictions ``ref_pred`` when given) or per training value (``train_on_one``: others, within, per value)."""
+    from probes.cv import score_predictions
+
+    vals = np.array([as_str(v) for v in values], dtype=object)
+    out = []
+    for r in res:
+        v, pred = r["value"], r["pred"]
+        if mode == "leave_one_out":
+            m = vals == v
+            e = {"held_out": v, "skipped_folds": r["skipped_folds"], "n_train_rows_per_fold": r["n_train_rows_per_fold"],
+                 "transfer": score_predictions(y[m], pred[m], names, groups=groups[m], **boot)}
+            if ref_pred is not None:
+                e["in_distribution"] = score_predictions(y[m], ref_pred[m], names, groups=groups[m], **boot)
+                ok = (pred[m] >= 0) & (ref_pred[m] >= 0)
+                e["transfer_minus_in_distribution"] = paired_gain(pred[m] == y[m], ref_pred[m] == y[m], groups[m],
+                                                                  scored=ok, **boot)
+            out.append(e)
+        else:
+            other = vals != v
+            e = {"train_on": v, "skipped_folds": r["skipped_folds"], "n_train_rows_per_fold": r["n_train_rows_per_fold"],
+                 "others": score_predictions(y[other], pred[other], names, groups=groups[other], **boot),
+                 "within": score_predictions(y[~other], pred[~other], names, groups=groups[~other], **boot),
+                 "per_value": {w: score_predictions(y[vals == w], pred[vals == w], names)["accuracy"]
+                               for w in sorted(set(vals)) if w != v}}
+            out.append(e)
     return out

@@ -1,0 +1,374 @@
+"""The probe study on loaded data: per-layer grouped CV of each probe with its controls, the metadata-only
+baseline, nested layer selection (the headline), within-cell accuracy, transfer, and the steering directions.
+
+    from probes.data import load_probe_data
+    from probes.experiment import train_probes
+    results, directions = train_probes(load_probe_data(store), probes=("logistic",), folds=5)
+
+:func:`train_probes` works on a :class:`probes.data.ProbeData` and returns plain JSON-ready results; the stage
+(:mod:`probes.stage`) reads the store and publishes the output directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probes.backend import Backend
+from probes.config import PROBES, SCHEMA_VERSION, TRANSFER_BY
+from probes.data import ProbeData, ProbeError, check_folds
+from probes.estimators import DEFAULT_CS
+
+
+def jsonable(o: Any) -> Any:
+    """``o`` with numpy values as Python ones, tuples as lists, keys as strings and non-finite floats as None."""
+    if isinstance(o, dict):
+        return {str(k): jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return [jsonable(v) for v in o.tolist()]
+    if isinstance(o, np.generic):
+        o = o.item()
+    if isinstance(o, float) and not np.isfinite(o):
+        return None
+    return o
+
+
+def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, Any] | None:
+    """A seeded split of the questions: ``held_out`` (about ``fraction`` of them, for steering) and ``fit``
+    (the rest, for fitting the directions). Deterministic in the question keys and the seed."""
+    if not fraction:
+        return None
+    qs = sorted({str(g) for g in groups}, key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).hexdigest())
+    n_out = min(len(qs) - 1, max(1, round(fraction * len(qs))))
+    return {"held_out": sorted(qs[:n_out]), "fit": sorted(qs[n_out:]), "key": "question_key", "fraction": fraction}
+
+
+@dataclass
+class _Study:
+    """The fixed inputs every step of one study shares."""
+
+    data: ProbeData
+    probes: tuple[str, ...]
+    folds: int
+    be: Backend
+    groups: np.ndarray  # CV groups (--group)
+    qgroups: np.ndarray  # question codes: bootstraps and permutations
+    fold_ids: np.ndarray
+    Yp: np.ndarray  # [P, n] permuted labels
+    boot: dict[str, int]
+    meta: dict[str, Any]  # the metadata-only baseline's held-out predictions
+    meta_correct: np.ndarray
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.data.y
+
+    @property
+    def names(self) -> list[str]:
+        return self.data.class_names
+
+    def gain(self, pred: np.ndarray) -> dict:
+        """The paired question-bootstrap gain of ``pred`` over the metadata baseline on rows both score."""
+        from probes.validity import paired_gain
+
+        ok = pred >= 0
+        return paired_gain(pred == self.y, self.meta_correct, self.qgroups, scored=ok & (self.meta["pred"] >= 0),
+                           **self.boot)
+
+
+def _direction_rows(data: ProbeData, directions: bool, steer_holdout: float, seed: int
+                    ) -> tuple[dict[str, Any] | None, np.ndarray]:
+    """The question split for the directions and the rows they are fitted on (refuses a one-class fit set)."""
+    qkeys = np.asarray(data.questions).astype(str)  # the question keys themselves (qgroups are their codes)
+    split = steer_split(qkeys, steer_holdout, seed) if directions else None
+    fit_rows = (~np.isin(qkeys, split["held_out"])) if split else np.ones(len(qkeys), dtype=bool)
+    if directions and not np.any(data.y_c[fit_rows] == 1) or directions and not np.any(data.y_c[fit_rows] == 0):
+        raise ProbeError(f"the direction-fitting questions (after --steer-holdout {steer_holdout}) hold only one class; "
+                         "lower --steer-holdout or label more questions")
+    return split, fit_rows
+
+
+def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict) -> tuple[np.ndarray, dict]:
+    """The shuffled-label control of one probe at one layer: ``(correct counts [P, F], summary)``."""
+    from probes.controls import CONTROL_METHOD, null_summary, permutation_p
+
+    folds = S.folds
+    if len(S.Yp):
+        pc = S.be.permutations(pk, X, S.Yp, S.fold_ids, run.get("C_per_fold", [None] * folds))
+        sizes = np.bincount(S.fold_ids, minlength=folds)
+        n_sc = ((pc >= 0) * sizes[None, :]).sum(1)
+        accs = np.where(n_sc > 0, np.where(pc < 0, 0, pc).sum(1) / np.maximum(n_sc, 1), np.nan)
+    else:
+        pc = np.zeros((0, folds), dtype=np.int64)
+        accs = np.zeros(0)
+    ctrl = {"accuracy": null_summary(accs), "n_permutations": int(len(accs)),
+            "accuracy_per_permutation": accs, "p_value": permutation_p(real["accuracy"]["rate"], accs),
+            "method": CONTROL_METHOD}
+    return pc, ctrl
+
+
+def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict:
+    return {
+        "layer": int(L),
+        **real,
+        "control": ctrl,
+        "selectivity": ((real["accuracy"]["rate"] - ctrl["accuracy"]["rate"])
+                        if real["accuracy"]["rate"] is not None and ctrl["accuracy"]["rate"] is not None else None),
+        "control_p_value": ctrl.get("p_value"),
+        "gain_over_metadata": gain,
+        "inner_score_per_fold": run["inner_score"],
+        "C_per_fold": run.get("C_per_fold", run["C"]),
+        "n_convergence_warnings": run["n_convergence_warnings"],
+        "skipped_folds": run["skipped_folds"],
+        "seconds": seconds,
+    }
+
+
+def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, np.ndarray]:
+    """CV, control and gain of probe ``pk`` at layer ``L``: ``(CV run, layer entry, permutation counts)``."""
+    from probes.cv import score_predictions
+
+    t1 = time.perf_counter()
+    run = S.be.cv(pk, X, S.y, S.groups, S.fold_ids)
+    real = score_predictions(S.y, run["pred"], S.names, groups=S.qgroups, decision=run["decision"], **S.boot)
+    tl[f"{pk}_cv_s"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    pc, ctrl = _control(S, pk, X, run, real)
+    tl[f"{pk}_control_s"] = time.perf_counter() - t2
+    entry = _layer_entry(L, real, run, ctrl, S.gain(run["pred"]), time.perf_counter() - t1)
+    return run, entry, pc
+
+
+def _layer_message(rows_out: dict[str, list]) -> str:
+    def one(pk: str, e: dict) -> str:
+        c = e["control"]
+        p = c["p_value"] if c["p_value"] is not None else float("nan")
+        return f"{pk} {e['accuracy']['rate']:.3f} (ctrl {c['accuracy']['rate'] or 0:.3f}, p {p:.3f})"
+    return "  ".join(one(pk, e[-1]) for pk, e in rows_out.items())
+
+
+def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm_correct: list[np.ndarray]) -> dict[str, Any]:
+    """The headline of probe ``pk``: nested layer selection, its control, within-cell accuracy, best layer."""
+    from probes.controls import max_over_layers_null, permutation_p
+    from probes.cv import nested_selection, score_predictions
+    from probes.validity import within_cell
+
+    data, y, qgroups = S.data, S.y, S.qgroups
+    nest = nested_selection(per_layer, data.layers, y, S.fold_ids)
+    nscore = score_predictions(y, nest["pred"], S.names, groups=qgroups, decision=nest["decision"], **S.boot)
+    best = max(rows, key=lambda e: (e["accuracy"]["rate"] or 0.0))
+    counts = {str(L): nest["chosen_layers"].count(L) for L in sorted(set(nest["chosen_layers"]))}
+    ok = nest["pred"] >= 0
+    nested_gain = S.gain(nest["pred"])
+    pcs = np.stack(perm_correct) if perm_correct and len(S.Yp) else None
+    null = max_over_layers_null(pcs, int(ok.sum())) if pcs is not None else np.zeros(0)
+    cells = within_cell(y, nest["pred"], S.fold_ids, data.meta["strategy"], data.meta["edit_position"], qgroups)
+    return {
+        "layers": rows,
+        "nested": {
+            **nscore,
+            "gain_over_metadata": nested_gain,
+            "control_p_value": permutation_p(nscore["accuracy"]["rate"], null),
+            "control_p_value_method": "against the per-permutation accuracy of the best layer on each held-out "
+                                      "fold (an upper bound on any layer-selection rule): conservative",
+            "chosen_layers_per_fold": nest["chosen_layers"],
+            "chosen_layer_counts": counts,
+            "fallback_folds": nest["fallback_folds"],
+            "method": "per outer fold, the layer with the best inner grouped-CV score on that fold's training "
+                      "split; its predictions on the held-out fold are pooled",
+        },
+        "within_cell": jsonable({k: v for k, v in cells.items() if k != "cell_majority_pred"}),
+        "selected_optimistic": {
+            "layer": best["layer"],
+            "accuracy": best["accuracy"],
+            "balanced_accuracy": best["balanced_accuracy"]["value"],
+            "note": "the best layer's own CV score (layer picked by the same held-out data): optimistic, "
+                    "not the headline",
+        },
+    }
+
+
+def _transfer(S: _Study, probes_out: dict, per_layer: dict, transfer_layer: int | None,
+              timing: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Transfer at one layer per probe: leave-one-strategy-out, and train-on-one by strategy / edit position."""
+    from probes.validity import summarise_transfer
+    from probes.validity import transfer as transfer_fn
+
+    data, y = S.data, S.y
+    out: dict[str, dict[str, Any]] = {}
+    avail_by = [b for b in TRANSFER_BY if len(set(("" if v is None else str(v)) for v in data.meta[b])) >= 2]
+    for pk in S.probes:
+        if transfer_layer is not None:
+            if transfer_layer not in data.layers:
+                raise ProbeError(f"--transfer-layer {transfer_layer} is not among the probed layers {data.layers}")
+            TL, why = int(transfer_layer), "--transfer-layer"
+        else:
+            ch = probes_out[pk]["nested"]["chosen_layers_per_fold"]
+            TL = max(sorted(set(ch)), key=ch.count)
+            why = "the layer nested CV chose most often"
+        if not avail_by:
+            out[pk] = {"layer": TL, "skipped": "fewer than two strategies and edit positions"}
+            continue
+        t0 = time.perf_counter()
+        X = data.X(TL)
+        fp = S.be.fit_predict(pk, X, y, S.groups)
+        ref = per_layer[pk][TL]["pred"]
+        out[pk] = {"layer": TL, "layer_choice": why, "by": {}}
+        if "strategy" in avail_by:
+            strat = data.meta["strategy"].to_numpy()
+            loso = transfer_fn(y, S.fold_ids, strat, fp, mode="leave_one_out")
+            out[pk]["leave_one_strategy_out"] = summarise_transfer(loso, y, S.qgroups, strat, S.names,
+                                                                   "leave_one_out", S.boot, ref)
+        for b in avail_by:
+            vals = data.meta[b].to_numpy()
+            res = transfer_fn(y, S.fold_ids, vals, fp, mode="train_on_one")
+            out[pk]["by"][b] = summarise_transfer(res, y, S.qgroups, vals, S.names, "train_on_one", S.boot, None)
+        timing[f"transfer_{pk}_s"] = time.perf_counter() - t0
+        del X
+    return out
+
+
+def _data_section(S: _Study) -> dict[str, Any]:
+    data, y, names = S.data, S.y, S.names
+    fold_counts = [{names[i]: int(np.sum((S.fold_ids == k) & (y == i))) for i in range(len(names))}
+                   for k in range(S.folds)]
+    breakdown = {}
+    for b in TRANSFER_BY + ("dataset", "task", "condition"):
+        vals = [("(none)" if v is None else str(v)) for v in data.meta[b]]
+        breakdown[b] = {v: {names[i]: int(sum(1 for a, yy in zip(vals, y) if a == v and yy == i))
+                            for i in range(len(names))} for v in sorted(set(vals))}
+    return {"n_rows": data.n, "n_questions": int(len(np.unique(S.qgroups))), "group_key": data.group_key,
+            "class_names": names, "class_counts": data.class_counts(), "per_fold_class_counts": fold_counts,
+            "breakdown": breakdown, "notes": data.notes}
+
+
+def _headline(probes_out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    keys = ("accuracy", "balanced_accuracy", "gain_over_metadata", "control_p_value", "chosen_layer_counts")
+    out = {}
+    for pk, p in probes_out.items():
+        n = p["nested"]
+        out[pk] = {k: (n[k]["value"] if k == "balanced_accuracy" else n[k]) for k in keys}
+    return out
+
+
+def _directions_section(dirs: dict, split: dict[str, Any] | None, steer_holdout: float) -> dict[str, Any] | None:
+    if not dirs:
+        return None
+    fitted_on = (f"labelled rows of the questions outside the held-out fraction {steer_holdout}: for steering on the "
+                 "held-out questions, not scored") if split else \
+        "all labelled rows (no held-out split): for steering, not scored"
+    return {"file": "directions.h5", "layers": sorted(dirs), "target": "C vs non-C", "fitted_on": fitted_on,
+            "question_split": split}
+
+
+def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_kw: dict[str, Any], log: Any,
+                timing: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+    """Every layer once: each probe's CV, control and gain, and the layer's directions.
+    Returns ``(per_layer CV runs, layer entries, permutation counts, directions)``, each keyed by probe
+    (directions by layer)."""
+    from probes.direction_fit import fit_directions
+
+    data = S.data
+    per_layer: dict[str, dict] = {pk: {} for pk in S.probes}
+    rows_out: dict[str, list] = {pk: [] for pk in S.probes}
+    perm_correct: dict[str, list] = {pk: [] for pk in S.probes}
+    dirs: dict[int, dict] = {}
+    for L in data.layers:
+        t0 = time.perf_counter()
+        X = data.X(L)  # [n, d_model]
+        tl: dict[str, float] = {"read_s": time.perf_counter() - t0}
+        for pk in S.probes:
+            run, entry, pc = _probe_layer(S, pk, L, X, tl)
+            per_layer[pk][L] = {k: run[k] for k in ("pred", "decision", "inner_score")}
+            perm_correct[pk].append(pc)
+            rows_out[pk].append(entry)
+        if directions:
+            t2 = time.perf_counter()
+            dirs[L] = fit_directions(X[fit_rows], data.y_c[fit_rows], S.qgroups[fit_rows], device=S.be.device,
+                                     **direction_kw)
+            tl["directions_s"] = time.perf_counter() - t2
+        tl["total_s"] = time.perf_counter() - t0
+        timing["layers"][str(L)] = tl
+        log(f"layer {L:>3}: {_layer_message(rows_out)}  [{tl['total_s']:.1f}s]")
+        del X
+    return per_layer, rows_out, perm_correct, dirs
+
+
+def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: int = 5, inner_folds: int = 3,
+                 group: str = "question", seed: int = 0, pca: int | None = None, n_directions: int = 8,
+                 permutations: int = 100, n_boot: int = 1000, transfer: bool = True,
+                 transfer_layer: int | None = None, directions: bool = True, Cs: tuple[float, ...] = DEFAULT_CS,
+                 solver: str = "torch", device: str = "cpu", log: Any = None,
+                 control_repeats: int | None = None, steer_holdout: float = 0.0) -> tuple[dict, dict]:
+    """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
+    ``directions`` maps layer -> :func:`probes.direction_fit.fit_directions` result (empty if disabled).
+    ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
+    questions outside a seeded held-out fraction (:func:`steer_split`), recorded for the steering stage; the
+    cross-validated scores always use every question."""
+    from probes.controls import CONTROL_METHOD, question_permutations
+    from probes.cv import majority_baseline, outer_folds, score_predictions
+    from probes.validity import metadata_baseline
+
+    if control_repeats is not None:
+        permutations = int(control_repeats)
+    log = log or (lambda *_: None)
+    for pk in probes:
+        if pk not in PROBES:
+            raise ProbeError(f"unknown probe {pk!r}; choose from {PROBES}")
+    be = Backend(solver, device, pca, inner_folds, tuple(Cs), seed)
+    y, names = data.y, data.class_names
+    groups = data.groups(group)
+    qgroups = data.groups("question")
+    split, fit_rows = _direction_rows(data, directions, steer_holdout, seed)
+    check_folds(y, groups, folds, names)
+    fold_ids = outer_folds(y, groups, folds, seed)
+    Yp = question_permutations(y, qgroups, permutations, seed + 1)
+    boot = {"n_boot": n_boot, "seed": seed}
+    # metadata-only baseline, once (it sees no activations): same folds, same grouped inner CV for its C
+    t0 = time.perf_counter()
+    meta = metadata_baseline(data.meta, y, groups, fold_ids, Cs=Cs, inner_folds=inner_folds, seed=seed)
+    meta_scores = score_predictions(y, meta["pred"], names, groups=qgroups, **boot)
+    S = _Study(data=data, probes=tuple(probes), folds=folds, be=be, groups=groups, qgroups=qgroups,
+               fold_ids=fold_ids, Yp=Yp, boot=boot, meta=meta, meta_correct=meta["pred"] == y)
+    timing: dict[str, Any] = {"metadata_baseline_s": time.perf_counter() - t0, "layers": {}}
+    t_all = time.perf_counter()
+    direction_kw = {"n_directions": n_directions, "pca": pca, "seed": seed, "inner_folds": inner_folds, "Cs": Cs,
+                    "solver": solver}
+    per_layer, rows_out, perm_correct, dirs = _layer_pass(S, directions=directions, fit_rows=fit_rows,
+                                                          direction_kw=direction_kw, log=log, timing=timing)
+    maj = majority_baseline(y, fold_ids, names)
+    probes_out = {pk: _nested(S, pk, per_layer[pk], rows_out[pk], perm_correct[pk]) for pk in S.probes}
+    transfer_out = _transfer(S, probes_out, per_layer, transfer_layer, timing) if transfer else {}
+    data_section = _data_section(S)
+    headline = _headline(probes_out)
+    timing["total_s"] = time.perf_counter() - t_all
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "probes",
+        "headline": headline,
+        "headline_note": "nested cross-validation (layer selected on inner folds of each outer training split, "
+                         "scored on the held-out fold); read it as the gain over the metadata-only baseline",
+        "data": data_section,
+        "majority_baseline": maj,
+        "metadata_baseline": {**meta_scores, "features": meta["features"], "C_per_fold": meta["C_per_fold"],
+                              "note": meta["note"],
+                              "method": "one-hot metadata (no activations) -> LogisticProbe, same outer folds, "
+                                        "C by the same grouped inner CV"},
+        "control_method": CONTROL_METHOD,
+        "intervals_note": "accuracy lo/hi (method cluster-bootstrap) resample questions; wilson/exact treat rows as "
+                          "independent (too narrow when a question has several rows)",
+        "probes": probes_out,
+        "transfer": transfer_out,
+        "directions": _directions_section(dirs, split, steer_holdout),
+        "solver": {"name": solver, "device": be.device},
+        "timing": timing,
+    }
+    return jsonable(results), dirs
+
+
+__all__ = ["train_probes", "steer_split", "jsonable"]
