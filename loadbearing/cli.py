@@ -68,14 +68,11 @@ def run_cli(body: Callable[[], int | None], *, errors: Iterable[type[BaseExcepti
 
 def available_devices() -> list[str]:
     """Devices this machine can run on: cpu, and cuda / cuda:N when CUDA is available."""
-    out = ["cpu", "auto"]
-    try:
-        import torch
+    import torch  # lazy: a required dependency, but heavy to import for commands that never ask for a device
 
-        if torch.cuda.is_available():
-            out += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    except ImportError:
-        pass
+    out = ["cpu", "auto"]
+    if torch.cuda.is_available():
+        out += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     return out
 
 

@@ -394,7 +394,7 @@ SCORED = [
 
 @pytest.mark.parametrize("q,text", SCORED)
 def test_three_stages_agree(q, text):
-    from behavioural.labels.stage import _make_record
+    from behavioural.labels.records import make_record
     from behavioural.protocol import _continuation_record, _Job
     from loadbearing.answers import Score, score
     from loadbearing.engine.generation import Generation
@@ -412,7 +412,7 @@ def test_three_stages_agree(q, text):
     case = {"dataset": q.dataset, "task": q.task, "gold": q.answer, "question_id": q.id}
     assert steering_score(text, case, {q.id: q.question}) == (want.parsed, want.correct)
     # labelling stage: the label record's correctness and outcome
-    lab = _make_record(rec, {"rule": {"noticed": False}}, ["rule"], "rule")
+    lab = make_record(rec, {"rule": {"noticed": False}}, ["rule"], "rule")
     assert lab.correct is want.correct
     # and the record alone (gold + question text, no Question object) scores the same
     assert score(text, dict(rec, question=q.question)) == want

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
 
 import pytest
 
 from loadbearing.engine import models
 from loadbearing.engine.models import ModelError, load_model, resolve_name
+from loadbearing.files import file_sha256
 
 
 def test_aliases_and_names():
@@ -17,6 +19,18 @@ def test_aliases_and_names():
     assert resolve_name("smollm2-135m-instruct") == ("embedded", "smollm2-135m-instruct")
     assert resolve_name("some-org/some-model") == ("hub", "some-org/some-model")
     assert resolve_name("/x/model.gguf")[0] == "gguf"
+
+
+def test_cached_sha256_memoises_in_an_atomically_written_index(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADBEARING_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"weights")
+    assert models.cached_sha256(f) == file_sha256(f)
+    index = tmp_path / "cache" / "sha256-index.json"
+    assert list(json.loads(index.read_text()).values()) == [file_sha256(f)]
+    assert sorted(p.name for p in index.parent.iterdir()) == ["sha256-index.json"]  # no temp file left behind
+    monkeypatch.setattr(models, "file_sha256", lambda p: pytest.fail("re-hashed a file the index knows"))
+    assert models.cached_sha256(f) == file_sha256(f)
 
 
 def test_bad_quantize_value():
@@ -74,7 +88,7 @@ def test_local_dir_loads_same_weights(tiny_lm, tmp_path):
 @pytest.mark.integration
 def test_embedded_model_cached_and_fast(smol):
     assert smol.weights_hash and len(smol.weights_hash) == 64
-    assert smol.weights_hash == models.sha256_file(models.embedded_gguf_path())
+    assert smol.weights_hash == file_sha256(models.embedded_gguf_path())
     assert smol.chat_template and "<|im_start|>" in smol.chat_template
     t = time.perf_counter()
     again = load_model("smollm2-135m-instruct")

