@@ -36,10 +36,10 @@ from loadbearing.errors import LoadBearingError
 from loadbearing.questions.data import dedupe, question_key
 from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
+from loadbearing.runs import BASELINES, CONTINUATIONS, SKIPPED, SUMMARY
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
 PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
-BASELINES, CONTINUATIONS, SKIPPED, SUMMARY = "baselines.jsonl", "continuations.jsonl", "skipped.jsonl", "summary.json"
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,17 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
 
 def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
     """Load a run's manifest and refuse to resume it with different settings or questions."""
+    manifest = check_manifest(run_dir, settings)
+    want = _hash_ids([q.id for q in questions])
+    if manifest["dataset"]["sample_ids_sha256"] != want:
+        raise ProtocolError(f"cannot resume {run_dir}: the question sample differs from the original run; "
+                            "check --data-dir/--max-examples")
+    return manifest
+
+
+def check_manifest(run_dir: Path, settings: Settings) -> dict:
+    """Load a run's manifest and refuse to resume it with different settings, schema or protocol version
+    (what can be checked without loading the questions)."""
     manifest = rundir.read_json(run_dir / rundir.MANIFEST)
     if manifest.get("kind") != "behavioural.run":
         raise ProtocolError(f"{run_dir} is not a behavioural run directory (manifest kind {manifest.get('kind')!r})")
@@ -144,10 +155,6 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
     if manifest.get("protocol_version") != PROTOCOL_VERSION:
         raise ProtocolError(f"cannot resume {run_dir}: written by protocol {manifest.get('protocol_version')}, "
                             f"this is {PROTOCOL_VERSION}; start a new --output-dir")
-    want = _hash_ids([q.id for q in questions])
-    if manifest["dataset"]["sample_ids_sha256"] != want:
-        raise ProtocolError(f"cannot resume {run_dir}: the question sample differs from the original run; "
-                            "check --data-dir/--max-examples")
     return manifest
 
 

@@ -29,7 +29,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from loadbearing.records import LABEL_C
+from loadbearing.runs import question_key_of
 from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
+from loadbearing.tables import render_table
 
 BREAKDOWNS = ("position", "strategy", "task", "difficulty")
 #: breakdowns whose groups are (strategy, position) cells: a generation counts in every group it belongs to
@@ -39,11 +41,6 @@ N_BOOT = 2000
 
 def _as_dict(r: Any) -> dict:
     return r if isinstance(r, dict) else r.to_dict()
-
-
-def _qkey(r: dict) -> str:
-    """The question a record belongs to (schema-1 records have no question_key: fall back to the id)."""
-    return r.get("question_key") or r["question_id"]
 
 
 def _cells(c: dict) -> list[tuple[str, str]]:
@@ -71,11 +68,11 @@ def _rates(pert: list[dict], ctrl: list[dict], ctrl_by_line: dict, seed: int, n_
             continue
         a = None if p["label"] is None else float(p["label"] == LABEL_C)
         b = None if c["label"] is None else float(c["label"] == LABEL_C)
-        pairs.append((_qkey(p), a, b))
+        pairs.append((question_key_of(p), a, b))
     diff = paired_difference_ci(pairs, seed=seed, n_boot=n_boot)
 
     def r(rows: list[dict], flags: list[bool]) -> dict:
-        return rate_over(flags, [_qkey(c) for c in rows], seed=seed, n_boot=n_boot, n_generations=len(rows)).to_dict()
+        return rate_over(flags, [question_key_of(c) for c in rows], seed=seed, n_boot=n_boot, n_generations=len(rows)).to_dict()
 
     return {
         "perturbed": len(pert),
@@ -84,7 +81,7 @@ def _rates(pert: list[dict], ctrl: list[dict], ctrl_by_line: dict, seed: int, n_
         "propagation": r(scored_p, [c["label"] == LABEL_C for c in scored_p]),
         "control_error": r(scored_c, [c["label"] == LABEL_C for c in scored_c]),
         "paired_difference": diff,
-        "questions": len({_qkey(c) for c in pert}),
+        "questions": len({question_key_of(c) for c in pert}),
         "generations": len(pert) + len(ctrl),
     }
 
@@ -94,7 +91,7 @@ def _collapsed_positions(conts: list[dict]) -> dict:
     lines: dict[str, dict[str, int]] = defaultdict(dict)
     for c in conts:
         for _, pos in _cells(c):
-            lines[_qkey(c)][pos] = c["line_index"]
+            lines[question_key_of(c)][pos] = c["line_index"]
     pairs: Counter[str] = Counter()
     hit = 0
     for by_pos in lines.values():
@@ -113,7 +110,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
     baselines = [_as_dict(b) for b in baselines]
     conts = [_as_dict(c) for c in continuations]
     skipped = list(skipped)
-    keys = [_qkey(b) for b in baselines]
+    keys = [question_key_of(b) for b in baselines]
     parseable = [b for b in baselines if b["correct"] is not None]
     eligible = [b for b in baselines if b["eligible"]]
     reasons: dict[str, int] = defaultdict(int)
@@ -121,7 +118,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
         reasons[b["reason"].split("(")[0]] += 1
 
     def acc(rows: list[dict], flag) -> dict:
-        return rate_over([flag(b) for b in rows], [_qkey(b) for b in rows], seed=seed, n_boot=n_boot).to_dict()
+        return rate_over([flag(b) for b in rows], [question_key_of(b) for b in rows], seed=seed, n_boot=n_boot).to_dict()
 
     pert = [c for c in conts if c["condition"] == "perturbed"]
     ctrl = [c for c in conts if c["condition"] == "control"]
@@ -134,7 +131,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
         "baseline_accuracy_parseable": acc(parseable, lambda b: bool(b["correct"])),
         "baseline_coverage": acc(baselines, lambda b: b["correct"] is not None),
         "eligible": len(eligible),
-        "eligible_questions": len({_qkey(b) for b in eligible}),
+        "eligible_questions": len({question_key_of(b) for b in eligible}),
         "ineligible_reasons": dict(sorted(reasons.items())),
         "continuations": len(conts),
         "generations": {
@@ -247,11 +244,9 @@ def format_summary(summary: dict, style: str = "text", min_rows: int = 5) -> str
 
     if style == "md":
         out = [" ".join(lines), "", f"_{note}._", "",
-               "| group | propagation | control error | coverage | questions | generations | |",
-               "|---|---|---|---|---|---|---|"]
-        for name, r in rows:
-            out.append(f"| {name} | {format_rate(r['propagation'], 'md')} | {format_rate(r['control_error'], 'md')} | "
-                       f"{_cov(r['coverage'])} | {r['questions']} | {r.get('generations', '')} | {flag(r)} |")
+               render_table(["group", "propagation", "control error", "coverage", "questions", "generations", "note"],
+                            [[name, format_rate(r["propagation"]), format_rate(r["control_error"]), _cov(r["coverage"]),
+                              r["questions"], r.get("generations", ""), flag(r)] for name, r in rows])]
     else:
         out = lines + ["", note, "",
                        f"{'group':<26} {'propagation':<38} {'control error':<38} {'coverage':>8} {'q':>4} {'gen':>5}"]
@@ -265,12 +260,10 @@ def format_summary(summary: dict, style: str = "text", min_rows: int = 5) -> str
     levels = s.get("baseline_by_level") or {}
     if len(levels) > 1 or (style == "md" and levels):
         if style == "md":
-            out += ["", "| level | questions | accuracy (unparseable = wrong) | accuracy (parseable) | coverage | eligible |",
-                    "|---|---|---|---|---|---|"]
-            for lvl, v in levels.items():
-                out.append(f"| {lvl} | {v['questions']} | {format_rate(v['accuracy'], 'md')} | "
-                           f"{format_rate(v.get('accuracy_parseable'), 'md')} | "
-                           f"{_cov(v['coverage']) if 'coverage' in v else ''} | {v['eligible']} |")
+            out += ["", render_table(
+                ["level", "questions", "accuracy (unparseable = wrong)", "accuracy (parseable)", "coverage", "eligible"],
+                [[lvl, v["questions"], format_rate(v["accuracy"]), format_rate(v.get("accuracy_parseable")),
+                  _cov(v["coverage"]) if "coverage" in v else "", v["eligible"]] for lvl, v in levels.items()])]
         else:
             out += ["", "baseline by level (unparseable = wrong; parseable only; coverage):"]
             for lvl, v in levels.items():
@@ -288,16 +281,14 @@ def format_table(summary: dict, min_rows: int = 5) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m behavioural.summary RUN_DIR [--md]``: recompute a run's summary from its records and print it."""
-    import argparse
-
+    from loadbearing.cli import OneLineParser, run_cli
     from loadbearing.runs import Run
 
-    ap = argparse.ArgumentParser(prog="python -m behavioural.summary", description=main.__doc__)
+    ap = OneLineParser(prog="python -m behavioural.summary", description=main.__doc__)
     ap.add_argument("run_dir", help="a run directory written by python -m behavioural.run")
     ap.add_argument("--md", action="store_true", help="markdown instead of text")
     args = ap.parse_args(argv)
-    print(format_summary(summarise_run(Run(args.run_dir)), "md" if args.md else "text"))
-    return 0
+    return run_cli(lambda: print(format_summary(summarise_run(Run(args.run_dir)), "md" if args.md else "text")))
 
 
 __all__ = ["summarise", "summarise_run", "format_summary", "format_table", "rate_over", "BREAKDOWNS"]

@@ -324,6 +324,40 @@ def test_half_written_last_line_is_recovered(tokenizer, tmp_path):
     assert p.read_bytes() == (tmp_path / "full" / "continuations.jsonl").read_bytes()
 
 
+def _files(d: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(f.relative_to(d)): (f.read_bytes(), f.stat().st_mtime_ns) for f in sorted(d.rglob("*")) if f.is_file()}
+
+
+def test_resuming_a_complete_run_changes_no_byte(tokenizer, tmp_path, monkeypatch, capsys):
+    """``python -m behavioural.run --resume DIR`` on a finished run: one line saying so, and no file written
+    (bytes and mtimes unchanged); no model is loaded and nothing is generated."""
+    import loadbearing.engine.models as models
+    from behavioural.run import main
+
+    out = tmp_path / "run"
+    # the sample the CLI draws from these settings (n_per_level=12), so a resume would otherwise proceed
+    run_protocol(fake_lm(tokenizer), _questions(12), _settings(), out, generate_fn=scripted_generate, echo=None)
+    before = _files(out)
+    assert {"manifest.json", "summary.json", "baselines.jsonl", "continuations.jsonl"} <= set(before)
+    time.sleep(0.02)  # a rewrite would now show in the mtimes
+
+    def refuse(*a, **k):
+        raise AssertionError("a complete run must not load a model or generate")
+
+    monkeypatch.setattr(models, "load_model", refuse)
+    monkeypatch.setattr("behavioural.protocol.generate", refuse)
+    capsys.readouterr()
+    for argv in (["--resume", str(out)], ["--resume", str(out), "--quiet", "--batch-size", "2"]):
+        assert main(argv) == 0
+        cap = capsys.readouterr()
+        lines = cap.out.strip().splitlines()
+        assert len(lines) == 1 and "already complete" in lines[0] and str(out) in lines[0], cap.out
+        assert _files(out) == before
+    # an explicit result-changing option is still refused, and changes nothing either
+    assert main(["--resume", str(out), "--min-lines", "4"]) == 2
+    assert "--min-lines" in capsys.readouterr().err and _files(out) == before
+
+
 _KILL_SCRIPT = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})

@@ -1,0 +1,181 @@
+"""The options of ``python -m behavioural.run`` and the :class:`~behavioural.protocol.Settings` they make.
+
+    from behavioural.run_options import build_parser, settings_from_args
+    settings = settings_from_args(build_parser().parse_args(["--dataset", "arith", "--max-examples", "24"]))
+
+``--resume RUN_DIR`` alone continues with the settings stored in the run's manifest
+(:func:`settings_for_resume`); options given beside it are compared with the manifest and a difference
+that changes results is refused, naming each. :func:`describe` prints the settings in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from loadbearing.cli import OneLineParser
+from loadbearing.questions.data import DATASETS
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DESCRIPTION = "Edit-and-continue protocol command."
+
+#: CLI option dest -> Settings field, for options that change results (compared on --resume)
+RESULT_OPTIONS = {
+    "model": "model", "dataset": "dataset", "task": "task", "data_dir": "data_dir", "input_file": "input_file",
+    "max_examples": "max_examples", "all": "max_examples", "seed": "seed", "strategy": "strategies",
+    "positions": "positions", "max_new_tokens": "max_new_tokens", "min_lines": "min_lines", "few_shot": "few_shot",
+    "model_revision": "model_revision", "dataset_revision": "dataset_revision", "quantize": "quantize",
+    "dtype": "dtype", "n_per_level": "n_per_level", "shard": "shard",
+}
+#: options that may change on resume (they do not change results)
+FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m behavioural.run", description=DESCRIPTION,
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    m = p.add_argument_group("model")
+    m.add_argument("--model", default=DEFAULT_MODEL, help="model name: the embedded default, a paper alias "
+                   "(gemma-2-9b-it, llama-3.1-8b-instruct, deepseek-r1-distill-qwen-7b), a HF id, a local dir or a .gguf")
+    m.add_argument("--model-revision", default=None, help="pin the model's HF revision (commit/tag)")
+    m.add_argument("--quantize", choices=("4bit", "8bit"), default=None, help="load the model quantised with bitsandbytes")
+    m.add_argument("--dtype", default=None, help="float32 | float16 | bfloat16 (default: float32 on CPU, bfloat16 on GPU)")
+    m.add_argument("--device", default=None, help="cpu | cuda | cuda:N | auto")
+
+    q = p.add_argument_group("questions")
+    q.add_argument("--dataset", choices=DATASETS, default="arith", help="question set")
+    q.add_argument("--task", default=None, help="MMLU subject, BBH task, or arith level(s) e.g. s2_o5,s3_o5")
+    q.add_argument("--data-dir", default=None, help="local copy of the benchmarks in their upstream layout "
+                   "(e.g. ../shared/data); without it, load from the HF hub")
+    q.add_argument("--input-file", default=None, help="JSONL of {id, question, answer[, choices][, task]} instead of a benchmark")
+    q.add_argument("--max-examples", type=int, default=100, help="questions sampled (seeded) from the dataset")
+    q.add_argument("--all", action="store_true", help="use every question (overrides --max-examples)")
+    q.add_argument("--seed", type=int, default=42, help="sampling and perturbation seed")
+    q.add_argument("--dataset-revision", default=None, help="pin the HF dataset revision (hub loading only)")
+    q.add_argument("--n-per-level", type=int, default=None, help="arith: questions generated per difficulty level (default 50)")
+    q.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only shard I of N (0-based) of the question sample, partitioned by question key; merge the "
+                        "parts with python -m behavioural.merge")
+
+    e = p.add_argument_group("protocol")
+    e.add_argument("--strategy", default=None, help="one or several strategies (comma list) or 'all'; default: "
+                   "arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, negation_flip for bbh")
+    e.add_argument("--positions", default="early,middle,late", help="edited line positions (comma list of early,middle,late)")
+    e.add_argument("--max-new-tokens", type=int, default=4096, help="generation budget per baseline/continuation")
+    e.add_argument("--min-lines", type=int, default=3, help="visible reasoning lines a correct baseline needs to be eligible")
+    e.add_argument("--few-shot", dest="few_shot", action="store_true", default=None,
+                   help="include few-shot turns (default: on for arith only)")
+    e.add_argument("--no-few-shot", dest="few_shot", action="store_false", help="no few-shot turns")
+
+    g = p.add_argument_group("generation (does not change results)")
+    g.add_argument("--batch-size", type=int, default=8, help="generation batch size (does not change results beyond float noise)")
+    g.add_argument("--backend", choices=("hf", "hf-plain", "vllm"), default="hf",
+                   help="generation backend: hf (the fast path), hf-plain (the same batching with transformers' own "
+                   "kernels and no prompt-lookup drafts: the reference for ruling out the fast kernels), vllm")
+
+    v = p.add_argument_group("vLLM engine")
+    v.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs to shard over")
+    v.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM: fraction of GPU memory to use")
+    v.add_argument("--pipeline-parallel-size", type=int, default=1, help="vLLM: pipeline stages (GPUs or nodes)")
+    v.add_argument("--data-parallel-size", type=int, default=1, help="vLLM: engine replicas")
+    v.add_argument("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"), default=None,
+                   help="vLLM: how workers are launched (ray for multi-node); default: vLLM's choice")
+
+    o = p.add_argument_group("output")
+    o.add_argument("--output-dir", default=None, help="new run directory (must not exist); default runs/<dataset>-<time>")
+    o.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue this run directory with the settings in its manifest (options given beside it must match)")
+    o.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def parse_positions(spec: str) -> tuple[str, ...]:
+    """``"early,late"`` -> ``("early", "late")``; an unknown or empty list is refused."""
+    from behavioural.strategies import StrategyError
+
+    positions = tuple(s.strip() for s in str(spec).split(",") if s.strip())
+    bad = [p for p in positions if p not in ("early", "middle", "late")]
+    if bad or not positions:
+        raise StrategyError(f"unknown position(s) {bad or spec!r}; use a comma list of early,middle,late")
+    return positions
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The :class:`~behavioural.protocol.Settings` of parsed options."""
+    from behavioural.protocol import Settings
+    from behavioural.strategies import parse_strategies
+
+    dataset_kind = args.dataset if not args.input_file else "custom"
+    return Settings(
+        model=args.model, dataset=args.dataset, strategies=tuple(parse_strategies(args.strategy, dataset_kind)),
+        positions=parse_positions(args.positions), task=args.task, seed=args.seed,
+        max_examples=None if args.all else args.max_examples, max_new_tokens=args.max_new_tokens,
+        min_lines=args.min_lines, few_shot=args.few_shot, model_revision=args.model_revision,
+        dataset_revision=args.dataset_revision, quantize=args.quantize, dtype=args.dtype,
+        n_per_level=args.n_per_level, data_dir=args.data_dir, input_file=args.input_file, shard=args.shard,
+        batch_size=args.batch_size, backend=args.backend,
+    )
+
+
+def _norm(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[str]):
+    """The run's stored settings, with explicit options compared (a result-changing difference is refused)."""
+    from behavioural.protocol import ProtocolError, Settings
+    from loadbearing.runs import Run
+
+    manifest = Run(run_dir).manifest
+    stored = manifest.get("settings")
+    if manifest.get("kind") != "behavioural.run" or not isinstance(stored, dict):
+        raise ProtocolError(f"{run_dir} is not a behavioural run directory (manifest kind {manifest.get('kind')!r}); "
+                            "pass a directory written by python -m behavioural.run")
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    try:
+        base = Settings(**{k: _norm(v) for k, v in stored.items() if k in fields})
+    except TypeError as e:
+        raise ProtocolError(f"{run_dir / 'manifest.json'}: settings are incomplete ({e}); the manifest was edited or "
+                            "written by another version: start a new --output-dir") from None
+    given = {k: getattr(args, k) for k in explicit if k in RESULT_OPTIONS or k in FREE_OPTIONS}
+    if not given:
+        return base
+    # interpret the explicit options in the stored run's context (e.g. --strategy defaults depend on the dataset)
+    merged = argparse.Namespace(**vars(args))
+    for dest, field in {**RESULT_OPTIONS, **FREE_OPTIONS}.items():
+        if dest not in explicit and dest != "all":
+            v = getattr(base, field)
+            if dest in ("strategy", "positions"):
+                v = ",".join(v)
+            elif dest == "max_examples" and v is None:
+                v = 0
+            setattr(merged, dest, v)
+    if "all" not in explicit and "max_examples" not in explicit:
+        merged.all = base.max_examples is None
+    new = settings_from_args(merged)
+    diffs = []
+    for dest in sorted(explicit):
+        fname = RESULT_OPTIONS.get(dest)
+        if fname is None:
+            continue
+        a, b = _norm(getattr(base, fname)), _norm(getattr(new, fname))
+        if a != b:
+            opt = "--" + dest.replace("_", "-")
+            diffs.append(f"{opt} {b!r} differs from the run's {fname}={a!r}")
+    if diffs:
+        raise ProtocolError(f"cannot resume {run_dir}: {'; '.join(diffs)}; omit those options to continue with the "
+                            "run's own settings, or start a new --output-dir")
+    return dataclasses.replace(base, batch_size=new.batch_size, backend=new.backend)
+
+
+def describe(settings) -> str:
+    """The result settings in one line."""
+    d = settings.to_dict()
+    keep = ["model", "dataset", "task", "max_examples", "seed", "strategies", "positions", "max_new_tokens",
+            "min_lines", "few_shot", "batch_size", "backend"]
+    extra = [k for k, v in d.items() if k not in keep and v is not None]
+    parts = []
+    for k in keep + extra:
+        v = d[k]
+        parts.append(f"{k}={','.join(v) if isinstance(v, list) else v}")
+    return " ".join(parts)
