@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,14 +47,15 @@ from activations.inputs import (
     check_layers_spec,
     parse_layers,
     parse_positions,
-    parse_shard,
     prepare_item,
-    record_question_key,
-    shard_of,
 )
 from activations.memory import bound_heap
-from activations.store import StoreError, StoreWriter, open_store, parts_dir
+from activations.store import StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
+from loadbearing.cli import OneLineParser, UsageError, run_cli
+from loadbearing.cli import check_device as _check_device
+from loadbearing.runs import question_key_of
+from loadbearing.shards import Shard, ShardError, parse_shard
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
@@ -87,8 +87,8 @@ class CacheConfig:
 
 def default_output(run_dir: str | Path, shard: str | None = None) -> Path:
     """``RUN_DIR/activations.h5``, or ``RUN_DIR/activations.shard-I-of-N.h5`` for a shard."""
-    sh = parse_shard(shard)
-    name = DEFAULT_OUTPUT if sh is None else f"activations.shard-{sh[0]}-of-{sh[1]}.h5"
+    sh = _shard(shard)
+    name = DEFAULT_OUTPUT if sh is None else f"activations.shard-{sh.index}-of-{sh.count}.h5"
     return Path(run_dir) / name
 
 
@@ -99,18 +99,21 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 def check_device(device: str | None) -> None:
     """Refuse an unknown or unavailable device in one line, listing the available ones."""
-    if device in (None, "auto", "cpu"):
-        return
-    import torch
-
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    avail = ["cpu", "auto"] + (["cuda"] + [f"cuda:{i}" for i in range(n)] if n else [])
-    m = re.fullmatch(r"cuda(?::(\d+))?", str(device))
-    if not m or not n or (m.group(1) is not None and int(m.group(1)) >= n):
-        raise CacheError(f"unknown or unavailable device {device!r}; available here: {', '.join(avail)}")
+    try:
+        _check_device(device)
+    except UsageError as e:
+        raise CacheError(str(e)) from None
 
 
-def _validate(config: CacheConfig) -> tuple[str, list[str], tuple[int, int] | None]:
+def _shard(spec: str | None) -> Shard | None:
+    """``--shard I/N`` (:mod:`loadbearing.shards`: the same partition by question key in every stage)."""
+    try:
+        return parse_shard(spec)
+    except ShardError as e:
+        raise CacheError(str(e)) from None
+
+
+def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
     engine = check_engine(config.engine)
     if config.dtype not in DTYPES:
         raise CacheError(f"unknown dtype {config.dtype!r}; choose float16 or float32")
@@ -120,36 +123,21 @@ def _validate(config: CacheConfig) -> tuple[str, list[str], tuple[int, int] | No
         raise CacheError(f"unknown --conditions {config.conditions!r}; choose {', '.join(CONDITIONS)}")
     pos = parse_positions(config.positions, allow_outcome_tokens=config.allow_outcome_tokens)
     check_layers_spec(config.layers)
-    shard = parse_shard(config.shard)
+    shard = _shard(config.shard)
     check_device(config.device)
     return engine, pos, shard
 
 
-def _check_jsonl_tail(path: Path, run_dir: Path) -> None:
-    """A last line without its newline is the mark of a crash: refuse it, suggesting --resume."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return
-    if size == 0:
-        return
-    with open(path, "rb") as f:
-        f.seek(size - 1)
-        if f.read(1) != b"\n":
-            raise CacheError(f"{path}: the last line is half-written (the run was interrupted); finish the run with "
-                             f"python -m behavioural.run --resume {run_dir}")
-
-
 def _records(config: CacheConfig):
     """(Run, [(source_index, record dict)]) for the configured conditions, refusing a bad run in one line."""
-    from loadbearing.files import RunDirError
+    from loadbearing.files import RunDirError, check_jsonl_tail
     from loadbearing.runs import CONTINUATIONS, Run
 
     try:
         run = Run(config.run_dir)
         _ = run.manifest
         run.require_complete(allow_incomplete=config.allow_incomplete, flag="--allow-incomplete")
-        _check_jsonl_tail(run.path / CONTINUATIONS, run.path)
+        check_jsonl_tail(run.path / CONTINUATIONS, run.path)
         recs = [(i, c.to_dict()) for i, c in enumerate(run.continuations("all"))]
     except RunDirError as e:
         raise CacheError(str(e)) from None
@@ -207,7 +195,7 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
     engine, pos, shard = _validate(config)
     run, recs = _records(config)
     if shard is not None:
-        recs = [(i, r) for i, r in recs if shard_of(record_question_key(r), shard[1]) == shard[0]]
+        recs = [(i, r) for i, r in recs if shard.holds(question_key_of(r))]
     label_map, label_source = _labels(run, config.labels)
     out = Path(config.output) if config.output else default_output(run.path, config.shard)
     _check_output(out, config.resume)
@@ -329,14 +317,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 # ---------------------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message} (see python -m activations.cache --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(
+    ap = OneLineParser(
         prog="python -m activations.cache",
         description="Cache the hidden states of a run's continuations (before the outcome) into an HDF5 store.",
     )
@@ -383,17 +365,13 @@ def config_from_args(args: argparse.Namespace) -> CacheConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from loadbearing.engine.models import ModelError
-    from loadbearing.files import RunDirError
-
     config = config_from_args(build_parser().parse_args(argv))
-    try:
-        out = cache_activations(config)
-        print(format_summary(summarize(out)))
-    except (StoreError, ModelError, RunDirError) as e:
-        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 2
-    return 0
+
+    def body() -> None:
+        print(format_summary(summarize(cache_activations(config))))
+
+    return run_cli(body, interrupted_hint=f"resume with: python -m activations.cache "
+                   f"{config.run_dir} --resume")
 
 
 def config_dict(config: CacheConfig) -> dict[str, Any]:

@@ -18,7 +18,7 @@ index taken at the last block's output, before the final norm.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -239,7 +239,8 @@ class TransformerLensEngine(Engine):
                 return x
             return hook
 
-        hooks = [("blocks.0.hook_in", grab(0))] if 0 in self.layers else []
+        hooks: list[tuple[str | Callable[..., Any], Callable[..., Any]]] = (
+            [("blocks.0.hook_in", grab(0))] if 0 in self.layers else [])
         hooks += [(f"blocks.{layer - 1}.hook_out", grab(layer)) for layer in self.layers if layer > 0]
         stop = max(max(self.layers), 1)
         with torch.no_grad():

@@ -1,6 +1,6 @@
 """Inputs of the activation cache: which layers and positions, one continuation's tokens and spans, padding.
 
-    from activations.inputs import parse_layers, parse_positions, prepare_item, pad_right, shard_of
+    from activations.inputs import parse_layers, parse_positions, prepare_item, pad_right
     items = [prepare_item(rec, tokenizer, ["prefix_last", "edit_mean"]) for rec in records]
     ids, mask = pad_right(items[:8], pad_id)          # [b, seq] right-padded, mask 1 on real tokens
 
@@ -11,13 +11,13 @@ Layer indices follow :mod:`loadbearing.engine.layers` (0 = embeddings, L = outpu
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from activations.store import StoreError
+from activations.schema import StoreError
+from loadbearing.runs import question_key_of
 
 SAFE_POSITIONS = ("prefix_last", "edit_mean", "edit_last")
 OUTCOME_POSITIONS = ("continuation_mean",)
@@ -126,30 +126,6 @@ def parse_positions(spec: str | Sequence[str] | None, *, allow_outcome_tokens: b
     return out
 
 
-def parse_shard(spec: str | None) -> tuple[int, int] | None:
-    """``"I/N"`` -> ``(I, N)`` with ``0 <= I < N``; ``None`` -> no sharding."""
-    if spec is None or spec == "":
-        return None
-    try:
-        a, b = str(spec).split("/")
-        i, n = int(a), int(b)
-    except ValueError:
-        raise CacheError(f"bad --shard {spec!r}; write it I/N with 0 <= I < N, e.g. 0/4") from None
-    if n < 1 or not 0 <= i < n:
-        raise CacheError(f"bad --shard {spec!r}; write it I/N with 0 <= I < N, e.g. 0/4")
-    return i, n
-
-
-def shard_of(question_key: str, n: int) -> int:
-    """The shard (0..n-1) a question belongs to: a stable hash of its key, the same on every machine."""
-    return int.from_bytes(hashlib.sha256(question_key.encode("utf-8")).digest()[:8], "big") % n
-
-
-def record_question_key(rec: dict) -> str:
-    """The record's ``question_key`` (the normalised-text hash), falling back to its ``question_id``."""
-    return str(rec.get("question_key") or rec.get("question_id") or "")
-
-
 def _token_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     try:
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -197,7 +173,7 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
     row = {
         "continuation_id": cid,
         "question_id": rec.get("question_id"),
-        "question_key": record_question_key(rec),
+        "question_key": question_key_of(rec),
         "dataset": rec.get("dataset"),
         "task": rec.get("task"),
         "difficulty": rec.get("difficulty"),
@@ -230,5 +206,4 @@ def pad_right(items: Sequence[Item], pad_id: int):
 
 
 __all__ = ["CacheError", "Item", "LAYER_SEMANTICS", "OUTCOME_POSITIONS", "POSITIONS", "SAFE_POSITIONS",
-           "check_layers_spec", "pad_right", "parse_layers", "parse_positions", "parse_shard", "prepare_item",
-           "record_question_key", "shard_of"]
+           "check_layers_spec", "pad_right", "parse_layers", "parse_positions", "prepare_item"]

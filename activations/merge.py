@@ -21,8 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from activations.inputs import parse_shard
-from activations.store import CHUNK_ROWS, Block, StoreError, open_store, parts_dir, publish_h5
+from activations.assemble import Block, publish_h5
+from activations.reader import open_store
+from activations.schema import CHUNK_ROWS, StoreError, parts_dir
+from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.shards import ShardError, parse_shard
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
                "source_continuations_sha256", "label_source", "decoder_layers_path", "dtype", "d_model", "leaky")
@@ -65,16 +68,19 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
         seen_shards: dict[int, Path] = {}
         total = None
         for st in stores:
-            sh = parse_shard(st.attrs.get("shard") or None)
+            try:
+                sh = parse_shard(st.attrs.get("shard") or None)
+            except ShardError as e:
+                raise MergeError(f"{st.path}: its shard attribute is damaged ({e}); re-cache that shard") from None
             if sh is None:
                 raise MergeError(f"{st.path} is not a shard (no shard attribute); merge only stores written with "
                                  "--shard I/N")
-            if total is not None and sh[1] != total:
-                raise MergeError(f"{st.path} is shard {sh[0]}/{sh[1]} but another is of {total}; merge shards of one split")
-            total = sh[1]
-            if sh[0] in seen_shards:
-                raise MergeError(f"{st.path} and {seen_shards[sh[0]]} are both shard {sh[0]}/{sh[1]}")
-            seen_shards[sh[0]] = st.path
+            if total is not None and sh.count != total:
+                raise MergeError(f"{st.path} is shard {sh} but another is of {total}; merge shards of one split")
+            total = sh.count
+            if sh.index in seen_shards:
+                raise MergeError(f"{st.path} and {seen_shards[sh.index]} are both shard {sh}")
+            seen_shards[sh.index] = st.path
             for k in MATCH_ATTRS:
                 if st.attrs.get(k) != first.attrs.get(k):
                     raise MergeError(f"{st.path} differs from {first.path} in {k} ({st.attrs.get(k)!r} vs "
@@ -122,8 +128,8 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
                     where = [k for k, c in enumerate(chunk) if c[1] == si]
                     local = [chunk[k][2] for k in where]  # increasing: a shard keeps the run's order
                     for p in first.positions:
-                        acts[p][where] = stores[si]._get(f"acts/{p}", np.s_[local])
-                        spans[p][where] = stores[si]._get(f"spans/{p}", np.s_[local])
+                        acts[p][where] = stores[si].get(f"acts/{p}", np.s_[local])
+                        spans[p][where] = stores[si].get(f"spans/{p}", np.s_[local])
                 yield [rows[c[1]][c[2]] for c in chunk], acts, spans
 
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,14 +144,8 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"error: {message} (see python -m activations.merge --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m activations.merge",
+    ap = OneLineParser(prog="python -m activations.merge",
                  description="Merge activation-store shards (--shard I/N) into the store of one unsharded run.")
     ap.add_argument("parts", nargs="+", help="the shard stores (.h5), all N of them, in any order")
     ap.add_argument("--output", required=True, help="the merged store to write (must not exist)")
@@ -154,14 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def body() -> None:
         out = merge_stores(args.parts, args.output)
         with open_store(out) as st:
             print(f"wrote {out}: {st.n_rows} rows from {len(args.parts)} shards")
-    except StoreError as e:
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_cli(body)
 
 
 __all__ = ["MergeError", "main", "merge_stores"]

@@ -13,6 +13,7 @@ import torch
 from activations import StoreError, StoreWriter, open_store
 from activations.cache import CacheConfig, CacheError, cache_activations, main
 from activations.inputs import prepare_item
+from activations.store import sidecar_path
 from activations.synthetic import make_run
 
 HASH = "tiny-weights-hash"
@@ -244,6 +245,9 @@ def test_store_writer_contract(tmp_path):
         assert st.attrs["settings"] == {"x": 1} and st.read(2).dtype == np.float32
     with h5py.File(p, "r+") as f:
         f.attrs["kind"] = "probes"
+    with pytest.raises(StoreError, match="changed after it was cached"):  # the sidecar's sha256 sees the edit
+        open_store(p)
+    sidecar_path(p).unlink()
     with pytest.raises(StoreError, match="not an activation store"):
         open_store(p)
 

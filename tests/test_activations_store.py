@@ -20,10 +20,10 @@ import pytest
 
 from activations import StoreError, open_store
 from activations.cache import CacheConfig, CacheError, cache_activations, main
-from activations.inputs import shard_of
 from activations.merge import MergeError, merge_stores
 from activations.merge import main as merge_main
 from activations.synthetic import make_run
+from loadbearing.shards import shard_of
 
 HASH = "tiny-weights-hash"
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +67,9 @@ def assert_same_store(a_path, b_path, exact=False):
                 assert np.array_equal(x, y)
             else:
                 np.testing.assert_allclose(x, y, atol=1e-5)
-    for p in (Path(str(a_path) + ".parts"), Path(str(a_path) + ".lock"), Path(str(a_path) + ".tmp")):
+    a_path = Path(a_path)
+    for p in (Path(str(a_path) + ".parts"), Path(str(a_path) + ".lock"), Path(str(a_path) + ".tmp"),
+              a_path.with_name("." + a_path.name + ".tmp")):
         assert not p.exists(), p
 
 
@@ -77,30 +79,31 @@ import os, signal, sys
 sys.path.insert(0, {tests!r})
 from transformers import AutoTokenizer
 from conftest import make_tiny_lm
-import activations.store as store
+import numpy as np
+import activations.assemble as assemble
 from activations.cache import CacheConfig, cache_activations
 mode, arg = sys.argv[1], int(sys.argv[2])
 lm = make_tiny_lm(AutoTokenizer.from_pretrained({tok!r}), layers=3, hidden=64, seed=1)
 lm.weights_hash = {hash!r}
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
 if mode == "part":  # killed half-way through writing part file number `arg`
-    real, calls = store.np.savez, [0]
+    real, calls = np.savez, [0]
     def savez(f, **kw):
         calls[0] += 1
         if calls[0] == arg:
             f.write(b"PK\x03\x04" + b"\0" * 100); f.flush(); die()
         return real(f, **kw)
-    store.np.savez = savez
+    np.savez = savez
 elif mode == "rename":  # killed after writing part `arg` but before renaming it into place
-    real_replace, calls = store.os.replace, [0]
+    real_replace, calls = os.replace, [0]
     def replace(a, b):
         calls[0] += 1
         if calls[0] == arg:
             die()
         return real_replace(a, b)
-    store.os.replace = replace
+    os.replace = replace
 elif mode == "finish":  # killed while the final HDF5 file is being assembled
-    real_write = store.write_h5
+    real_write = assemble.write_h5
     def write_h5(f, header, n, blocks, complete=True):
         def gen():
             for i, b in enumerate(blocks):
@@ -108,7 +111,7 @@ elif mode == "finish":  # killed while the final HDF5 file is being assembled
                     f.flush(); die()
                 yield b
         return real_write(f, header, n, gen(), complete=complete)
-    store.write_h5 = write_h5
+    assemble.write_h5 = write_h5
 print("READY", flush=True)
 cache_activations(CacheConfig({run!r}, output={out!r}, positions={pos!r}, batch_size=2, progress=False,
                               labels="none", resume=True), lm)
@@ -188,6 +191,91 @@ def test_damaged_stores_are_one_line_errors(reference, tmp_path):
     (parts / "meta.json").write_text("{cut")
     with pytest.raises(StoreError, match="damaged"):
         open_store(tmp_path / "x.h5", allow_incomplete=True)
+
+
+# -- corruption: checksums (fletcher32 per chunk, sha256 of the whole file) -----------------------------------------
+def _probe_store(path):
+    from test_probes import lab, write_store
+
+    rng = np.random.default_rng(3)
+    n = 512
+    return write_store(path, rng.normal(size=(n, 2, 256)).astype(np.float32), lab(np.arange(n) % 2), np.arange(n) // 4)
+
+
+def test_random_bytes_in_the_middle_are_refused_before_probe_work(tmp_path, capsys, monkeypatch):
+    """256 KiB of random bytes in the middle of a real store: probes.train's reading path refuses it in one
+    line naming the file and the fix, before any training work."""
+    import probes.train as train
+    from activations.integrity import read_sidecar
+
+    p = _probe_store(tmp_path / "a.h5")
+    record = read_sidecar(p)
+    from activations import STORE_PATH_KEY
+    from loadbearing.files import file_sha256
+
+    assert record is not None and record["sha256"] == file_sha256(p) and record[STORE_PATH_KEY] == str(p.resolve())
+    data = bytearray(p.read_bytes())
+    assert len(data) > 3 * 256 * 1024
+    mid = len(data) // 2 - 128 * 1024
+    data[mid : mid + 256 * 1024] = np.random.default_rng(0).bytes(256 * 1024)
+    p.write_bytes(bytes(data))
+
+    def no_work(*a, **k):
+        raise AssertionError("training work started on a corrupt store")
+
+    import importlib
+
+    for name in ("probes.train", "probes.stage", "probes.experiment", "probes.data"):  # wherever the work lives
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+        for fn in ("load_probe_data", "train_probes"):
+            if hasattr(mod, fn):
+                monkeypatch.setattr(mod, fn, no_work)
+    out = tmp_path / "probes"
+    assert train.main([str(p), "--output", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert str(p) in lines[0] and "python -m activations.cache" in lines[0], lines[0]
+    assert not out.exists()
+    with pytest.raises(StoreError, match="corrupt or was changed") as e:
+        open_store(p)
+    assert "\n" not in str(e.value)
+
+
+def test_fletcher32_catches_a_damaged_chunk_without_the_sidecar(tmp_path):
+    import h5py
+
+    from activations.store import sidecar_path
+
+    p = _probe_store(tmp_path / "b.h5")
+    with h5py.File(p, "r") as f:
+        numeric = ["acts/prefix_last", "spans/prefix_last", "rows/correct", "rows/input_tokens", "rows/source_index",
+                   "rows/line_index", "rows/n_lines"]
+        assert all(f[n].fletcher32 for n in numeric)
+        assert not f["rows/continuation_id"].fletcher32  # h5py cannot filter variable-length strings
+        info = f["acts/prefix_last"].id.get_chunk_info(0)  # rows 0..63 of layer 0
+    sidecar_path(p).unlink()  # no whole-file sha256: the chunk checksum alone must catch it
+    with open(p, "r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(b"\xff" * 64)
+    with open_store(p) as st:
+        np.testing.assert_equal(st.read(1).shape, (512, 256))  # layer 1's chunks are intact
+        with pytest.raises(StoreError, match=f"{p.name} is damaged.*python -m activations.cache"):
+            st.read(0)
+
+
+def test_continuations_checksum_when_the_reader_is_given_the_run(run, reference, tmp_path):
+    with open_store(reference, run_dir=run[0]) as st:
+        assert st.attrs["source_continuations_sha256"]
+    other = tmp_path / "run"
+    other.mkdir()
+    text = (run[0] / "continuations.jsonl").read_text()
+    (other / "continuations.jsonl").write_text(text.replace("q1|", "q1x|", 1))
+    with pytest.raises(StoreError, match="continuations.jsonl.*changed after the activation store.*activations.cache"):
+        open_store(reference, run_dir=other)
 
 
 def test_one_writer_per_store(run, lm, tmp_path):
