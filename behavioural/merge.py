@@ -130,7 +130,7 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
                     w.write(row)
         rundir.write_json(tmp / SUMMARY, summary)
         rundir.write_json(tmp / MANIFEST, manifest)
-        os.replace(tmp, out)
+        rundir.publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -138,7 +138,9 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0])
+    from loadbearing.cli import OneLineParser
+
+    p = OneLineParser(prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0])
     p.add_argument("parts", nargs="+", help="the shard run directories (written with --shard I/N)")
     p.add_argument("--output", required=True, help="the merged run directory (must not exist)")
     p.add_argument("--allow-incomplete", action="store_true", help="merge parts that have not finished (recorded)")
@@ -146,14 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from loadbearing.cli import run_cli
+
     args = build_parser().parse_args(argv)
-    try:
+
+    def body() -> int:
         out = merge_runs(args.parts, args.output, allow_incomplete=args.allow_incomplete)
-    except (MergeError, rundir.RunDirError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"merged {len(args.parts)} shards into {out}")
-    return 0
+        print(f"merged {len(args.parts)} shards into {out}")
+        return 0
+
+    return run_cli(body)
 
 
 if __name__ == "__main__":

@@ -70,19 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from behavioural.gradient import GradientConfig, format_summary, run_gradient
     from behavioural.protocol import Settings, run_protocol
+    from behavioural.run import is_complete as run_is_complete
     from behavioural.strategies import parse_strategies
     from loadbearing.engine.models import load_model
     from loadbearing.questions.data import load_questions, sample
-
-    def run_is_complete(rd: Path) -> bool:
-        from behavioural.gradient.rows import FINISHED
-        from loadbearing.files import RunDirError
-        from loadbearing.runs import Run
-
-        try:
-            return Run(rd).status in FINISHED and (rd / "summary.json").is_file()
-        except RunDirError:
-            return False
 
     strategies = tuple(parse_strategies(args.strategies, "arith"))
     positions = tuple(s.strip() for s in args.positions.split(",") if s.strip())
@@ -97,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     for level, n, qs in plan:
         rd = out / "runs" / level
         run_dirs.append(str(rd))
-        if run_is_complete(rd):
+        if run_is_complete(rd):  # behavioural.run's own test of a finished run
             print(f"{level}: finished earlier, kept", flush=True)
             continue
         settings = Settings(model=args.model, dataset="arith", strategies=strategies, positions=positions, task=level,

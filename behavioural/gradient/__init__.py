@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.gradient.rows import GradientError, load_runs
+from loadbearing.files import RunDirError, atomic_write_text, publish_dir, write_json
 
 SCHEMA = "behavioural.gradient/1"
 JSON_NAME, MD_NAME, PNG_NAME = "gradient.json", "gradient.md", "gradient.png"
@@ -114,14 +114,15 @@ def run_gradient(cfg: GradientConfig) -> dict[str, Any]:
                 from behavioural.gradient.render import plot
 
                 summary["figure"] = plot(summary, tmp / PNG_NAME)
-            (tmp / MD_NAME).write_text(format_summary(summary, style="md") + "\n", encoding="utf-8")
-            (tmp / JSON_NAME).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+            atomic_write_text(tmp / MD_NAME, format_summary(summary, style="md") + "\n", fsync=False)
+            write_json(tmp / JSON_NAME, summary)
             try:
                 if out.exists():
                     out.rmdir()  # only an empty directory (checked above) is taken over
-                os.replace(tmp, out)
-            except OSError as e:
-                raise GradientError(f"could not create {str(out)!r} ({e.strerror}); another writer? choose a new "
+                publish_dir(tmp, out)
+            except (OSError, RunDirError) as e:
+                why = e.strerror if isinstance(e, OSError) and e.strerror else "it appeared meanwhile"
+                raise GradientError(f"could not create {str(out)!r} ({why}); another writer? choose a new "
                                     "--output") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -146,8 +147,10 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m behavioural.gradient", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from loadbearing.cli import OneLineParser
+
+    p = OneLineParser(prog="python -m behavioural.gradient", description=(__doc__ or "").split("\n\n")[0],
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by python -m behavioural.run "
                    "(or python -m behavioural.paper_import)")
     p.add_argument("--output", default=None, help="new directory for gradient.json, gradient.md, gradient.png "
@@ -164,16 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from loadbearing.cli import run_cli
+
     args = build_parser().parse_args(argv)
     cfg = GradientConfig(runs=tuple(args.runs), output=args.output, allow_mixed=args.allow_mixed,
                          allow_incomplete=args.allow_incomplete, difficulty=args.difficulty,
                          labelling=args.labelling, seed=args.seed, plot=not args.no_plot)
-    try:
+
+    def body() -> int:
         summary = run_gradient(cfg)
-    except GradientError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(format_summary(summary))
-    if cfg.output:
-        print(f"\nwrote {cfg.output}/{JSON_NAME}, {MD_NAME}" + (f", {PNG_NAME}" if cfg.plot else ""))
-    return 0
+        print(format_summary(summary))
+        if cfg.output:
+            print(f"\nwrote {cfg.output}/{JSON_NAME}, {MD_NAME}" + (f", {PNG_NAME}" if cfg.plot else ""))
+        return 0
+
+    return run_cli(body)

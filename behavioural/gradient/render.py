@@ -4,36 +4,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loadbearing.stats import format_rate
+from loadbearing.tables import render_table
+
 
 def _fr(r: dict | None, style: str = "text") -> str:
     if r is None:
         return "—" if style == "md" else "-"
     if r.get("method") == "published":
         return f"{100 * r['rate']:.1f}% (published)"
-    try:
-        from loadbearing.stats import format_rate
-    except ImportError:  # pragma: no cover - before H-VAL's formatter lands
-        if not r.get("n"):
-            return "n/a (0/0)"
-        lo, hi = r.get("lo"), r.get("hi")
-        ci = "[n/a]" if lo is None or hi is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
-        return f"{100 * r['k'] / r['n']:.1f}% {ci} ({r['k']}/{r['n']})"
-    return format_rate(r, style=style)
+    return format_rate(r)  # plain text: render_table escapes what a markdown cell needs
 
 
 def _p(x: float | None) -> str:
     if x is None:
         return "n/a"
     return "<0.001" if x < 0.001 else f"{x:.3f}"
-
-
-def _table(header: list[str], rows: list[list[str]], style: str) -> list[str]:
-    if style == "md":
-        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-               ["| " + " | ".join(r) + " |" for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*header)] + [fmt.format(*r) for r in rows]
 
 
 def _h(title: str, style: str) -> str:
@@ -58,8 +44,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         rows.append([c["model"], c["cell"], _fr(c["baseline_accuracy"], style), _fr(c["baseline_coverage"], style),
                      _fr(c["propagation"], style), _fr(c["control_error"], style), str(c["n_questions"]),
                      str(c["n_generations"])])
-    out += _table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
-                   "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows, style)
+    out.append(render_table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
+                             "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows, style))
     out.append(("\n" if style == "md" else "") + "(propagation: parseable perturbed continuations with a wrong "
                "answer; each distinct generation once; interval: bootstrap over questions)")
 
@@ -72,7 +58,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         rows = [[k, f"{v['coef']:+.3f}", "n/a" if v["se"] is None else f"{v['se']:.3f}",
                  "n/a" if v["ci95"][0] is None else f"[{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}]", _p(v["p"])]
                 for k, v in reg["coefficients"].items()]
-        out += _table(["term", "coef", "cluster SE", "95% CI", "p"], rows, style)
+        out.append(render_table(["term", "coef", "cluster SE", "95% CI", "p"], rows, style))
         for pr in reg.get("problems", []):
             out.append(f"WARNING: {pr}")
     for n in reg.get("notes", []):
@@ -93,7 +79,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
             rows.append([order.replace("_", " ")] + [
                 "n/a" if part[k]["share"] is None else f"{100 * part[k]['share']:.1f}%"
                 for k in ("difficulty", "type", "interaction")])
-        out += _table(["order", "difficulty", "type", "interaction"], rows, style)
+        out.append(render_table(["order", "difficulty", "type", "interaction"], rows, style))
         for pr in dp.get("problems", []):
             out.append(f"WARNING: {pr}")
 
@@ -126,7 +112,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         cols = [c["cell"] for c in s["cells"] if c["model"] == model]
         rows = [[fam] + [_fr(vals.get(cl), style) for cl in cols] for fam, vals in fams.items()]
         out.append(f"model {model}:")
-        out += _table(["family"] + cols, rows, style)
+        out.append(render_table(["family"] + cols, rows, style))
     if tbd["missing"]:
         out.append(f"cells that do not exist (no runs with that family there): {', '.join(tbd['missing'])}")
 
@@ -135,8 +121,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
     for fam, u in s["uptake"].items():
         rows.append([fam, _fr(u["uptake_rate"], style), _fr(u["propagation_if_taken_up"], style),
                      _fr(u["propagation_if_not_taken_up"], style), str(u["undetermined"])])
-    out += _table(["family", "uptake", "propagation if taken up", "propagation if not taken up", "undetermined"],
-                  rows, style)
+    out.append(render_table(["family", "uptake", "propagation if taken up", "propagation if not taken up",
+                             "undetermined"], rows, style))
 
     cm = s["cross_model"]
     out.append(_h("Cross-model comparison (shared eligible questions)", style))
@@ -159,7 +145,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
                              "n/a" if ci[0] is None else f"[{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]",
                              str(d.get("n_pairs", 0)), str(d.get("n_clusters", 0))])
         if rows:
-            out += _table(["pair", "task/level", "difference", "95% CI (clustered)", "pairs", "questions"], rows, style)
+            out.append(render_table(["pair", "task/level", "difference", "95% CI (clustered)", "pairs", "questions"],
+                                    rows, style))
 
     tx = s["taxonomy"]
     out.append(_h("A/B/C taxonomy (the paper's Table 4)", style))
@@ -170,7 +157,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         for key in ("position", "strategy", "dataset"):
             for g, v in tx[key].items():
                 rows.append([key, g] + [f"{v[lbl]['count']} ({100 * v[lbl]['share']:.1f}%)" for lbl in ("A", "B", "C")])
-        out += _table(["by", "group", "A silent bypass", "B self-correction", "C error propagation"], rows, style)
+        out.append(render_table(["by", "group", "A silent bypass", "B self-correction", "C error propagation"], rows, style))
     return "\n".join(out)
 
 

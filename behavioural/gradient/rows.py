@@ -14,16 +14,17 @@ Units (``docs``: DESIGN.md "Units of analysis"):
 """
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from behavioural.strategies import FAMILIES
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError
-from loadbearing.runs import Run
+from loadbearing.questions.data import ARITH_LEVELS, question_key
+from loadbearing.runs import Run, question_key_of
 
 #: run statuses that mean "finished" (the protocol writes ok / insufficient_data; the lead's Run uses complete)
 FINISHED = ("ok", "complete", "insufficient_data")
@@ -37,18 +38,8 @@ class GradientError(LoadBearingError, ValueError):
     """A user mistake (bad run set, incomparable runs, bad option); the message names the fix."""
 
 
-def _qkey(text: str) -> str:
-    try:
-        from loadbearing.questions.data import question_key  # H-VAL's one home for the key
-    except ImportError:  # pragma: no cover - only before that lands
-        return hashlib.sha256(" ".join(str(text).lower().split()).encode()).hexdigest()[:16]
-    return question_key(text)
-
-
 def level_order(names: Sequence[str]) -> dict[str, int]:
     """Ordinal index of arith levels (the ladder's order, easiest first); unknown names after, by name."""
-    from loadbearing.questions.data import ARITH_LEVELS
-
     known = [n for n in ARITH_LEVELS if n in names]
     rest = sorted(n for n in set(names) if n not in ARITH_LEVELS)
     return {n: i for i, n in enumerate(known + rest)}
@@ -64,11 +55,6 @@ def cell_name(dataset: str | None, task: str | None, difficulty: str | None) -> 
 
 
 def _family(strategy: str) -> str:
-    try:
-        from behavioural.strategies import FAMILIES
-    except ImportError:  # pragma: no cover - local table only if H-FID's table is missing
-        FAMILIES = {"arithmetic": "numerical", "arithmetic_change": "numerical", "operation_swap": "numerical",
-                    "contradiction": "text"}
     return FAMILIES.get(strategy, "other")
 
 
@@ -170,7 +156,7 @@ def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_i
             raise GradientError(str(e)) from None
         qkey_of: dict[str, str] = {}
         for b in bls:
-            key = _get(b, "question_key") or _qkey(b.question)
+            key = _get(b, "question_key") or question_key(b.question)
             qkey_of[b.question_id] = key
             baselines.append({
                 "model": info.model, "run": info.path, "dataset": b.dataset,
@@ -178,7 +164,8 @@ def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_i
                 "parsed": b.parsed_answer is not None, "eligible": b.eligible,
             })
         for c in conts:
-            key = _get(c, "question_key") or qkey_of.get(c.question_id) or c.question_id
+            # a schema-1 record has no key of its own: its baseline's (from the text), else its id
+            key = _get(c, "question_key") or qkey_of.get(c.question_id) or question_key_of(c)
             members = _get(c, "memberships") or [[c.strategy, c.position]]
             base = {
                 "id": c.id, "model": info.model, "run": info.path, "dataset": c.dataset, "task": c.task,

@@ -4,8 +4,9 @@
     uptake("4 + 3 = 7", "4 + 3 = 9", "9 + 2 = 11\\nAnswer: 11")   # -> (True, "number 9 reused")
 
 The rule (the paper's check that an error was actually taken up), applied to the reasoning the model wrote
-*after* the edited line, with final-answer lines (``Answer: ...``, ``Final answer: ...``, ``#### ...``,
-``\\boxed{...}`` alone) removed so that reuse is not read off the answer itself:
+*after* the edited line, with its final-answer lines removed so that reuse is not read off the answer
+itself (the lines :func:`loadbearing.answers.final_answer_line` accepts: ``Answer: ...``, ``Final answer:
+...``, ``#### ...``, a lone ``\\boxed{...}``; a bare ``Answer:`` marker line takes the next line with it):
 
 1. **numbers**: the numbers of the edited line that the original line lacks (``7 -> 9``: {9}). Uptake if any
    of them appears as a whole number in a later line.
@@ -21,10 +22,11 @@ from __future__ import annotations
 
 import re
 
+from loadbearing.answers import final_answer_line
+
 _NUM = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _OPTION = re.compile(r"(?:\boption\s*\(?([A-J])\)?|\(([A-J])\))")
 _WORD = re.compile(r"[A-Za-z]{4,}")
-_ANSWER_LINE = re.compile(r"^\s*(?:\**\s*(?:final\s+answer|answer)\s*\**\s*[:：]|####|\\boxed\{[^}]*\}\s*$)", re.I)
 _STOP = frozenset("""
 that this with from have were will would should could there their then than when which what where while
 into onto over under also only just very more most some such each other these those they them because
@@ -53,8 +55,18 @@ def _words(s: str) -> set[str]:
 
 
 def later_reasoning(continuation: str) -> str:
-    """The continuation without its final-answer lines."""
-    return "\n".join(ln for ln in continuation.splitlines() if not _ANSWER_LINE.match(ln))
+    """The continuation without its final-answer lines (and the answer a bare marker line announces)."""
+    kept, pending = [], False
+    for ln in continuation.splitlines():
+        if pending:
+            pending = not ln.strip()  # the first non-blank line after a bare marker is the answer
+            continue
+        verdict = final_answer_line(ln)
+        if verdict is None:
+            pending = True
+        elif not verdict:
+            kept.append(ln)
+    return "\n".join(kept)
 
 
 def uptake(original_line: str, edited_line: str, continuation: str) -> tuple[bool | None, str]:

@@ -1,0 +1,302 @@
+"""The gradient's models: a logistic regression of C clustered by question, the sequential deviance
+partition in both orders, within-dataset slopes, the position trend test, the cross-model comparison and the
+fitted curve of the figure.
+
+    from behavioural.gradient.regression import regression
+    regression(data.rows, diff, axis="accuracy")   # {"status": "ok", "formula": "y ~ difficulty + ...", ...}
+
+Each takes the flat rows of :mod:`behavioural.gradient.rows` and returns a JSON-ready dict; what the data
+cannot support is ``{"status": "skipped" | "separation" | "failed", "message": ...}``, never an exception.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from behavioural.gradient.rates import POSITIONS, propagation, scored
+from loadbearing.stats import paired_difference_ci
+
+
+def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
+    import pandas as pd
+
+    s = [r for r in scored(rows) if (r["model"], r["cell"]) in diff]
+    return pd.DataFrame({
+        "y": [int(r["label"] == "C") for r in s],
+        "difficulty": [diff[(r["model"], r["cell"])] for r in s],
+        "family": [r["family"] for r in s],
+        "strategy": [r["strategy"] for r in s],
+        "position": [r["position"] for r in s],
+        "pos_index": [POSITIONS.index(r["position"]) if r["position"] in POSITIONS else 1 for r in s],
+        "cell": [f"{r['model']}|{r['cell']}" for r in s],
+        "model": [r["model"] for r in s],
+        "dataset": [r["dataset"] for r in s],
+        "g": [r["qkey"] for r in s],
+        "uptake": [r.get("uptake") for r in s],
+    })
+
+
+def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str]]:
+    """GLM binomial fit; with cluster-robust covariance by question when asked. Returns (result, problems)."""
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    problems: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = smf.glm(formula, data=df, family=sm.families.Binomial())
+        try:
+            if cluster and df["g"].nunique() >= 2:
+                groups = df["g"].astype("category").cat.codes.to_numpy()
+                res = model.fit(cov_type="cluster", cov_kwds={"groups": groups})
+            else:
+                res = model.fit()
+                if cluster:
+                    problems.append("one question only: no cluster-robust errors")
+        except Exception as e:  # PerfectSeparationError, singular matrix, ...
+            name = type(e).__name__
+            if "Separation" in name or "separation" in str(e).lower():
+                raise _Separation(str(e)) from None
+            raise _FitFailed(f"{name}: {e}") from None
+    for w in caught:
+        msg = str(w.message)
+        if "separation" in msg.lower() or "Separation" in type(w.message).__name__:
+            problems.append("perfect or quasi-perfect separation: some coefficients are infinite; "
+                            "their estimates and errors are not meaningful")
+    params = np.asarray(res.params)
+    if np.any(~np.isfinite(params)) or np.any(np.abs(params) > 20):
+        problems.append("perfect or quasi-perfect separation (|coefficient| > 20): estimates not meaningful")
+    return res, sorted(set(problems))
+
+
+class _Separation(Exception):
+    pass
+
+
+class _FitFailed(Exception):
+    pass
+
+
+def _coefs(res) -> dict:
+    ci = res.conf_int()
+    out = {}
+    for name in res.params.index:
+        out[name] = {"coef": float(res.params[name]), "se": _f(res.bse[name]), "p": _f(res.pvalues[name]),
+                     "ci95": [_f(ci.loc[name, 0]), _f(ci.loc[name, 1])]}
+    return out
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _terms(df) -> tuple[bool, bool, bool]:
+    return df["difficulty"].nunique() >= 2, df["family"].nunique() >= 2, df["position"].nunique() >= 2
+
+
+def regression(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
+    """Logistic C ~ difficulty * family + position (+ difficulty:position), cluster-robust by question, and
+    the sequential deviance partition in both orders."""
+    df = _frame(rows, diff)
+    if len(df) == 0:
+        return {"status": "skipped", "message": "no scored perturbed continuations"}
+    if df["y"].nunique() < 2:
+        what = "C" if df["y"].iloc[0] == 1 else "non-C"
+        return {"status": "skipped", "n": int(len(df)),
+                "message": f"no variation: every scored continuation is {what}, so no logistic model can be fitted"}
+    has_d, has_t, has_p = _terms(df)
+    notes = []
+    if not has_d:
+        notes.append("one difficulty value only: the gradient needs runs at >= 2 tasks or levels")
+    if not has_t:
+        notes.append(f"one strategy family only ({df['family'].iloc[0]}): no type effect can be estimated")
+    if not has_p:
+        notes.append("one position only: no position effect")
+    rhs = []
+    if has_d:
+        rhs.append("difficulty")
+    if has_t:
+        rhs.append("C(family)")
+    if has_d and has_t:
+        rhs.append("difficulty:C(family)")
+    if has_p:
+        rhs.append("C(position)")
+        if has_d:
+            rhs.append("difficulty:C(position)")
+    formula = "y ~ " + (" + ".join(rhs) if rhs else "1")
+    out: dict[str, Any] = {"status": "ok", "formula": formula, "axis": axis, "n": int(len(df)),
+                           "n_questions": int(df["g"].nunique()), "cluster": "question", "notes": notes}
+    try:
+        res, problems = _fit(formula, df)
+        out.update(coefficients=_coefs(res), deviance=float(res.deviance), null_deviance=float(res.null_deviance),
+                   problems=problems)
+    except _Separation as e:
+        out.update(status="separation", message=f"perfect separation: {e}; the coefficients are infinite, "
+                   "see the per-cell rates instead")
+    except _FitFailed as e:
+        out.update(status="failed", message=str(e))
+    out["deviance_partition"] = deviance_partition(df)
+    return out
+
+
+def deviance_partition(df) -> dict:
+    """Sequential deviance partition of difficulty, type and their interaction, in both orders (the split
+    depends on the order). Shares are of the deviance the full model explains over the null."""
+    has_d, has_t, _ = _terms(df)
+    if not (has_d and has_t):
+        missing = "difficulty" if not has_d else "strategy family"
+        return {"status": "skipped", "message": f"needs >= 2 values of both difficulty and strategy family; "
+                                                f"{missing} does not vary"}
+    if df["y"].nunique() < 2:
+        return {"status": "skipped", "message": "no variation in C"}
+    orders = {"difficulty_first": ["difficulty", "C(family)"], "type_first": ["C(family)", "difficulty"]}
+    out: dict[str, Any] = {"status": "ok", "n": int(len(df)), "problems": []}
+    try:
+        null_dev = _fit("y ~ 1", df, cluster=False)[0].deviance
+        full, prob = _fit("y ~ difficulty * C(family)", df, cluster=False)
+    except (_Separation, _FitFailed) as e:
+        return {"status": "failed", "message": str(e)}
+    out["problems"] += prob
+    total = null_dev - full.deviance
+    out.update(null_deviance=float(null_dev), full_deviance=float(full.deviance), explained=float(total))
+    for name, (first, second) in orders.items():
+        try:
+            d1 = _fit(f"y ~ {first}", df, cluster=False)[0].deviance
+            d2 = _fit(f"y ~ {first} + {second}", df, cluster=False)[0].deviance
+        except (_Separation, _FitFailed) as e:
+            out[name] = {"status": "failed", "message": str(e)}
+            continue
+        parts = {first: null_dev - d1, second: d1 - d2, "interaction": d2 - full.deviance}
+        label = {"difficulty": "difficulty", "C(family)": "type", "interaction": "interaction"}
+        out[name] = {label[k]: {"deviance": float(v), "share": (float(v / total) if total > 1e-12 else None)}
+                     for k, v in parts.items()}
+    return out
+
+
+def within_dataset(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
+    """Slope of C on difficulty across the tasks of one dataset (MMLU subjects, BBH tasks, arith levels)."""
+    df = _frame(rows, diff)
+    out = {}
+    for (model, dataset), sub in df.groupby(["model", "dataset"]):
+        key = f"{model}|{dataset}"
+        n_cells = sub["cell"].nunique()
+        if n_cells < 3:
+            out[key] = {"status": "skipped", "n_tasks": int(n_cells),
+                        "message": f"{n_cells} task(s)/level(s) in {dataset}; a within-dataset slope needs >= 3"}
+            continue
+        if sub["difficulty"].nunique() < 2 or sub["y"].nunique() < 2:
+            out[key] = {"status": "skipped", "n_tasks": int(n_cells), "message": "no variation in difficulty or in C"}
+            continue
+        try:
+            res, problems = _fit("y ~ difficulty", sub)
+        except (_Separation, _FitFailed) as e:
+            out[key] = {"status": "failed", "message": str(e)}
+            continue
+        c = _coefs(res)["difficulty"]
+        out[key] = {"status": "ok", "n_tasks": int(n_cells), "n": int(len(sub)), "n_questions": int(sub["g"].nunique()),
+                    "slope": c, "problems": problems,
+                    "odds_ratio_per_10_points": (math.exp(0.1 * c["coef"]) if axis == "accuracy" else None),
+                    "odds_ratio_per_level": (math.exp(c["coef"]) if axis == "level" else None)}
+    return out
+
+
+def position_test(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
+    """Early vs middle vs late: clustered rates per position and a clustered logistic trend test with
+    task-or-level (and family) fixed effects. Cells whose C does not vary add no within-cell evidence and
+    are left out of the test (named)."""
+    df = _frame(rows, diff)
+    rates = {}
+    rows_scored = scored(rows)
+    for pos in POSITIONS:
+        rs = [r for r in rows_scored if r["position"] == pos]
+        if rs:
+            rates[pos] = propagation(rs, seed=seed)
+    out: dict[str, Any] = {"rates": rates}
+    if len(df) == 0 or df["position"].nunique() < 2:
+        out.update(status="skipped", message="fewer than 2 positions with scored continuations")
+        return out
+    var = df.groupby("cell")["y"].transform("nunique") > 1
+    dropped = sorted(set(df.loc[~var, "cell"]))
+    sub = df[var]
+    if len(sub) == 0 or sub["position"].nunique() < 2:
+        out.update(status="skipped", dropped_cells=dropped,
+                   message="no task-or-level has both C and non-C continuations: position cannot be tested")
+        return out
+    rhs = ["pos_index"]
+    if sub["cell"].nunique() > 1:
+        rhs.append("C(cell)")
+    if sub["family"].nunique() > 1:
+        rhs.append("C(family)")
+    try:
+        res, problems = _fit("y ~ " + " + ".join(rhs), sub)
+    except (_Separation, _FitFailed) as e:
+        out.update(status="failed", message=str(e), dropped_cells=dropped)
+        return out
+    c = _coefs(res)["pos_index"]
+    out.update(status="ok", trend_per_step=c, odds_ratio_per_step=math.exp(c["coef"]), n=int(len(sub)),
+               n_questions=int(sub["g"].nunique()), dropped_cells=dropped, problems=problems,
+               model="y ~ " + " + ".join(rhs) + " (position index early=0, middle=1, late=2; clustered by question)")
+    return out
+
+
+def cross_model(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
+    """Models side by side on the shared eligible question set, with paired question-clustered differences
+    (pairs matched on question, strategy and position), and the model x difficulty interaction."""
+    models = sorted({r["model"] for r in rows})
+    if len(models) < 2:
+        return {"status": "skipped", "message": f"one model only ({models[0] if models else 'none'}); "
+                                                "cross-model comparison needs runs of >= 2 models"}
+    rows_scored = scored(rows)
+    keys_by_model = {m: {r["qkey"] for r in rows_scored if r["model"] == m} for m in models}
+    shared = set.intersection(*keys_by_model.values())
+    out: dict[str, Any] = {"status": "ok", "models": models, "n_shared_questions": len(shared),
+                           "questions_per_model": {m: len(k) for m, k in keys_by_model.items()}, "rates": {}, "pairs": {}}
+    if not shared:
+        out.update(status="skipped", message="no question is eligible (scored) for every model: nothing to pair")
+        return out
+    cellmap: dict[str, dict[tuple, float]] = {}
+    cell_of: dict[str, str] = {}
+    for m in models:
+        rs = [r for r in rows_scored if r["model"] == m and r["qkey"] in shared]
+        out["rates"][m] = propagation(rs, seed=seed)
+        cellmap[m] = {(r["qkey"], r["strategy"], r["position"]): float(r["label"] == "C") for r in rs}
+        cell_of.update({r["qkey"]: r["cell"] for r in rs})
+    out["pairs_by_cell"] = {}
+    for i, a in enumerate(models):
+        for b in models[i + 1:]:
+            common = sorted(set(cellmap[a]) & set(cellmap[b]))
+            res = paired_difference_ci([(k[0], cellmap[a][k], cellmap[b][k]) for k in common], seed=seed)
+            out["pairs"][f"{a} - {b}"] = res
+            by_cell: dict[str, Any] = {}
+            for cell in sorted({cell_of[k[0]] for k in common}):
+                ks = [k for k in common if cell_of[k[0]] == cell]
+                by_cell[cell] = paired_difference_ci([(k[0], cellmap[a][k], cellmap[b][k]) for k in ks], seed=seed)
+            out["pairs_by_cell"][f"{a} - {b}"] = by_cell
+    df = _frame(rows, diff)
+    if df["difficulty"].nunique() >= 2 and df["y"].nunique() >= 2:
+        try:
+            res, problems = _fit("y ~ difficulty * C(model)", df)
+            coefs = _coefs(res)
+            out["model_x_difficulty"] = {"coefficients": {k: v for k, v in coefs.items() if ":" in k},
+                                         "problems": problems,
+                                         "note": "a negative interaction means a flatter gradient than the baseline model"}
+        except (_Separation, _FitFailed) as e:
+            out["model_x_difficulty"] = {"status": "failed", "message": str(e)}
+    return out
+
+
+def logistic_curve(rows: Sequence[dict], diff: dict, model: str) -> dict | None:
+    """Row-level logistic fit of C on difficulty for one model (for the figure's fitted curve)."""
+    df = _frame([r for r in rows if r["model"] == model], diff)
+    if len(df) == 0 or df["difficulty"].nunique() < 2 or df["y"].nunique() < 2:
+        return None
+    try:
+        res, problems = _fit("y ~ difficulty", df)
+    except (_Separation, _FitFailed):
+        return None
+    return {"intercept": float(res.params["Intercept"]), "slope": float(res.params["difficulty"]), "problems": problems}
