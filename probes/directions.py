@@ -4,13 +4,18 @@ coordinates.
     from probes.directions import read_directions
     ds = read_directions("runs/demo/probes")          # a probes output directory or its directions.h5
     ds.bases[ds.selected_layer]                       # float32 [k, d_model], orthonormal rows
+    ds.question_split                                 # {"fit": [...], "held_out": [...], ...} or None
+
+:class:`Directions` is the one type of the directions (``DirectionSet`` is its deprecated old name).
 
 ``directions.h5`` (``kind="probe_directions"``, ``schema_version=1``)::
 
     attrs   layers (int array), target, position, d_model, store (JSON: the activation store's path and
             provenance attributes), fitted_on (text), conventions (text), n_directions, selected_layer (the
             layer nested CV chose most often for the logistic probe, ties -> earlier) + selected_layer_method,
-            layer_module (decoder-layer module path, e.g. "model.layers", when the store recorded it)
+            layer_module (decoder-layer module path, e.g. "model.layers", when the store recorded it),
+            question_split (JSON, only with ``--steer-holdout``: ``{"held_out": [question keys], "fit": [...],
+            "key": "question_key", "fraction": f}``; the steering stage steers only the held-out questions)
     /layer_{L}/logistic   float32 [d]  C-vs-non-C logistic normal, raw coordinates (StandardScaler and PCA
                                        undone: w_raw = PCA^T w / scale), unit norm, pointing toward non-C
     /layer_{L}/mass_mean  float32 [d]  mean(non-C) - mean(C), unit norm
@@ -28,7 +33,6 @@ and the fix.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -37,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.files import atomic_write_bytes, file_sha256
 from probes.data import ProbeError
 
 SCHEMA_VERSION = 1
@@ -51,8 +56,8 @@ LAYER_MODULE_KEYS = ("layer_module", "layer_module_path", "layers_path", "decode
 REMAKE = "re-create it with: python -m probes.train STORE --output NEW_DIR"
 
 
-@dataclass
-class DirectionSet:
+@dataclass(frozen=True)
+class Directions:
     """Everything ``directions.h5`` holds, read once (see the module docstring for the meaning of each part)."""
 
     path: str
@@ -66,7 +71,15 @@ class DirectionSet:
     logistic: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> float32 [d_model]
     mass_mean: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> float32 [d_model]
     layer_attrs: dict[int, dict[str, Any]] = field(default_factory=dict)  # layer -> group attrs
-    attrs: dict[str, Any] = field(default_factory=dict)  # file attrs (store parsed from JSON)
+    attrs: dict[str, Any] = field(default_factory=dict)  # file attrs (store and question_split parsed from JSON)
+    question_split: dict[str, Any] | None = None  # the ``question_split`` attr (None when the file records none)
+
+    def fit_split(self) -> dict[str, list[str]] | None:
+        """The ``fit`` and ``held_out`` question lists of :attr:`question_split` (those present), or None when
+        the file records neither."""
+        qs = self.question_split or {}
+        out: dict[str, list[str]] = {k: [str(x) for x in qs[k]] for k in ("fit", "held_out") if k in qs}
+        return out or None
 
     @property
     def d_model(self) -> int:
@@ -116,14 +129,6 @@ def resolve_path(path: str | os.PathLike) -> Path:
     return p
 
 
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _plain(v: Any) -> Any:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
@@ -134,7 +139,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _read(p: Path) -> DirectionSet:
+def _read(p: Path) -> Directions:
     import h5py
 
     with h5py.File(p, "r") as h:
@@ -143,11 +148,15 @@ def _read(p: Path) -> DirectionSet:
             raise ProbeError(f"{p} is not a probe directions file (kind={_plain(kind)!r}); pass the probes output "
                              f"directory written by python -m probes.train")
         attrs = {k: _plain(v) for k, v in h.attrs.items()}
-        if isinstance(attrs.get("store"), str):
-            try:
-                attrs["store"] = json.loads(attrs["store"])
-            except ValueError:
-                pass
+        for key in ("store", "question_split"):
+            if isinstance(attrs.get(key), str):
+                try:
+                    attrs[key] = json.loads(attrs[key])
+                except ValueError:
+                    pass
+        split = attrs.get("question_split")
+        if split is not None and not isinstance(split, dict):
+            raise ProbeError(f"{p}: the question_split attribute is not a JSON object ({str(split)[:40]!r}); {REMAKE}")
         layers = [int(x) for x in np.atleast_1d(h.attrs.get("layers", []))]
         if not layers:
             layers = sorted(int(k.split("_", 1)[1]) for k in h.keys() if k.startswith("layer_"))
@@ -183,24 +192,26 @@ def _read(p: Path) -> DirectionSet:
                 if ds_name in g:
                     dst[L] = np.asarray(g[ds_name][()], dtype=np.float32)
         sel = attrs.get("selected_layer")
-    return DirectionSet(path=str(p), sha256="", layers=layers, bases=bases, names=names, resid_norm=norms,
-                        selected_layer=int(sel) if sel is not None else None,
-                        selected_layer_method=str(attrs.get("selected_layer_method", "")), logistic=logi,
-                        mass_mean=mass, layer_attrs=lattrs, attrs=attrs)
+    return Directions(path=str(p), sha256=file_sha256(p), layers=layers, bases=bases, names=names, resid_norm=norms,
+                      selected_layer=int(sel) if sel is not None else None,
+                      selected_layer_method=str(attrs.get("selected_layer_method", "")), logistic=logi,
+                      mass_mean=mass, layer_attrs=lattrs, attrs=attrs, question_split=split)
 
 
-def read_directions(path: str | os.PathLike) -> DirectionSet:
+#: Deprecated: the old name of :class:`Directions` (kept so that existing imports keep working).
+DirectionSet = Directions
+
+
+def read_directions(path: str | os.PathLike) -> Directions:
     """Read every layer of ``directions.h5`` (``path`` is the file or a probes output directory)."""
     p = resolve_path(path)
     try:
-        ds = _read(p)
+        return _read(p)
     except ProbeError:
         raise
     except (OSError, KeyError, ValueError, TypeError) as e:  # h5py: truncated / corrupt / half-written file
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ProbeError(f"cannot read {p} as probe directions (truncated or corrupt HDF5: {why}); {REMAKE}") from None
-    ds.sha256 = _sha256(p)
-    return ds
 
 
 def load_directions(path: str | os.PathLike, layer: int) -> np.ndarray:
@@ -229,47 +240,52 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
                      selected_layer_method: str = "", layer_module: str | None = None,
                      question_split: dict | None = None) -> Path:
     """Write ``directions.h5`` (see the module docstring) from :func:`probes.direction_fit.fit_directions`
-    results per layer; written to a temporary file and renamed, so a crash never leaves a partial file."""
+    results per layer. The file is built in memory (HDF5's core driver: the same bytes as a file on disk) and
+    published through :func:`loadbearing.files.atomic_write_bytes` (a temporary file, renamed), so a crash
+    never leaves a partial file."""
     import h5py
 
-    path = Path(path)
     layers = sorted(per_layer)
     if layer_module is None:
         layer_module = layer_module_from(store.get("attrs", {}) if isinstance(store, dict) else {})
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+    f = h5py.File(f"{path}.in-memory-{id(per_layer)}", "w", driver="core", backing_store=False)
     try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["schema_version"] = SCHEMA_VERSION
-            f.attrs["kind"] = KIND
-            f.attrs["layers"] = np.asarray(layers, dtype=np.int64)
-            f.attrs["target"] = target
-            f.attrs["position"] = position
-            f.attrs["store"] = json.dumps(store, sort_keys=True, default=str)
-            f.attrs["fitted_on"] = FITTED_ON
-            f.attrs["conventions"] = CONVENTIONS
-            f.attrs["n_directions"] = int(n_directions)
-            if layer_module:
-                f.attrs["layer_module"] = str(layer_module)
-            if question_split:  # the steering stage steers only the held-out questions
-                f.attrs["question_split"] = json.dumps(question_split)
-            if selected_layer is not None:
-                f.attrs["selected_layer"] = int(selected_layer)
-                f.attrs["selected_layer_method"] = selected_layer_method
-            d_model = None
-            for L in layers:
-                r = per_layer[L]
-                g = f.create_group(f"layer_{L}")
-                g.create_dataset("logistic", data=np.asarray(r["logistic"], np.float32))
-                g.create_dataset("mass_mean", data=np.asarray(r["mass_mean"], np.float32))
-                g.create_dataset("basis", data=np.asarray(r["basis"], np.float32))
-                g.attrs["names"] = np.array(r["names"], dtype=h5py.string_dtype("utf-8"))
-                for k in ("resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"):
-                    if k in r:
-                        g.attrs[k] = r[k]
-                d_model = len(r["logistic"])
-            f.attrs["d_model"] = int(d_model or 0)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+        f.attrs["schema_version"] = SCHEMA_VERSION
+        f.attrs["kind"] = KIND
+        f.attrs["layers"] = np.asarray(layers, dtype=np.int64)
+        f.attrs["target"] = target
+        f.attrs["position"] = position
+        f.attrs["store"] = json.dumps(store, sort_keys=True, default=str)
+        f.attrs["fitted_on"] = FITTED_ON
+        f.attrs["conventions"] = CONVENTIONS
+        f.attrs["n_directions"] = int(n_directions)
+        if layer_module:
+            f.attrs["layer_module"] = str(layer_module)
+        if question_split:  # the steering stage steers only the held-out questions
+            f.attrs["question_split"] = json.dumps(question_split)
+        if selected_layer is not None:
+            f.attrs["selected_layer"] = int(selected_layer)
+            f.attrs["selected_layer_method"] = selected_layer_method
+        d_model = None
+        for L in layers:
+            r = per_layer[L]
+            g = f.create_group(f"layer_{L}")
+            g.create_dataset("logistic", data=np.asarray(r["logistic"], np.float32))
+            g.create_dataset("mass_mean", data=np.asarray(r["mass_mean"], np.float32))
+            g.create_dataset("basis", data=np.asarray(r["basis"], np.float32))
+            g.attrs["names"] = np.array(r["names"], dtype=h5py.string_dtype("utf-8"))
+            for k in ("resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"):
+                if k in r:
+                    g.attrs[k] = r[k]
+            d_model = len(r["logistic"])
+        f.attrs["d_model"] = int(d_model or 0)
+        f.flush()
+        image = f.id.get_file_image()
+    finally:
+        f.close()
+    return atomic_write_bytes(path, image)
+
+
+__all__ = ["Directions", "DirectionSet", "FILENAME", "KIND", "SCHEMA_VERSION", "layer_module_from",
+           "load_direction_info", "load_directions", "read_directions", "resolve_path", "write_directions"]

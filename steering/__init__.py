@@ -1,10 +1,13 @@
 """Steering: add probe directions to the residual stream while the model continues a type-C prefix, and
 test whether the error stops propagating (``python -m steering.sweep RUN_DIR --directions PROBES_DIR``).
 
-Modules: ``hooks`` (residual-stream hooks), ``generate`` (steered fast-path generation), ``config``
-(``SweepConfig``), ``cases`` (the case sample), ``grid`` (settings and vectors), ``analysis`` (statistics,
-verdict, tables), ``plot`` (figure), ``sweep`` (``run_sweep``, the CLI). Importing this package loads no model
-and imports no torch.
+Modules: ``hooks`` (residual-stream hooks), ``positions`` (which positions are steered), ``vectors``
+(dose-matched combination of directions), ``generate`` (steered fast-path generation), ``config``
+(``SweepConfig``), ``cases`` (the case sample), ``grid`` (settings, vectors, the directions' checks), ``plan``
+(what a sweep steers), ``runner`` (``run_sweep``), ``summary`` and ``analysis`` (statistics, verdict,
+tables), ``plot`` (figure), ``sweep`` (the CLI); ``patch`` and ``patching`` (activation patching). The
+directions are :class:`probes.directions.Directions`. Importing this package loads no model and imports no
+torch.
 """
 from steering.hooks import (  # noqa: F401
     POSITIONS,

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.runs import question_key_of
+from loadbearing.tables import render_table
 from steering.grid import Setting
 
 VERDICTS = ("effect", "null", "inconclusive", "insufficient_data")
@@ -126,7 +128,7 @@ def _moved(r: dict[str, Any]) -> float:
 
 
 def _q(r: dict[str, Any]) -> str:
-    return r.get("question_key") or r["question_id"]
+    return question_key_of(r)
 
 
 def _setting_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -321,9 +323,7 @@ def format_table(summary: dict[str, Any], style: str = "text") -> str:
     """The grid as a text or markdown table."""
     rows = _rows(summary)
     if style == "md":
-        lines = ["| " + " | ".join(HEAD) + " |", "|" + "|".join("---" for _ in HEAD) + "|"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-        return "\n".join(lines + ["", FOOT])
+        return "\n".join([render_table(HEAD, rows, style="md"), "", FOOT])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEAD)]
     fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     lines = [fmt(HEAD), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [fmt(r) for r in rows]

@@ -10,13 +10,12 @@ A *case* is one perturbed continuation of the run, re-generated under each setti
   ``per_question`` C cases from each, until ``max_cases`` - so a small sample spans as many questions as
   it can, and no question dominates.
 
-Questions are identified by their key (the record's ``question_key``, else a hash of the normalised
-question text, else its ``question_id``); the sample records both.
+Questions are identified by their key, :func:`loadbearing.runs.question_key_of` (the record's
+``question_key``, else its ``question_id``); a record written before runs recorded ``question_key`` gets the
+key of its question text (:func:`loadbearing.questions.data.question_key`) first. The sample records both.
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,33 +24,25 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.questions.data import question_key
+from loadbearing.runs import question_key_of
 from steering.config import SweepError
 
 CASE_FIELDS = ("id", "question_id", "question_key", "label", "input_text", "dataset", "task", "gold", "strategy",
                "position")
 
 
-def _norm_text(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().lower())
-
-
 def text_key(text: str) -> str:
-    """The question key of a question text: the shared ``loadbearing.questions.data.question_key`` when it exists."""
-    try:
-        from loadbearing.questions.data import question_key  # type: ignore[attr-defined]
-    except ImportError:
-        return hashlib.sha256(_norm_text(text).encode("utf-8")).hexdigest()[:16]
-    return str(question_key(text))
+    """The question key of a question text (:func:`loadbearing.questions.data.question_key`)."""
+    return question_key(text)
 
 
 def case_dict(rec: Any, question_texts: dict[str, str]) -> dict[str, Any]:
     """A continuation record (dataclass or dict) as the sweep's case dict (see ``CASE_FIELDS``)."""
     d = rec if isinstance(rec, dict) else rec.to_dict()
-    key = d.get("question_key")
-    if not key:
-        text = question_texts.get(d["question_id"])
-        key = text_key(text) if text else str(d["question_id"])
-    return {"id": d["id"], "question_id": d["question_id"], "question_key": str(key), "label": d.get("label"),
+    if not d.get("question_key") and question_texts.get(d["question_id"]):  # a record from before question_key
+        d = dict(d, question_key=question_key(question_texts[d["question_id"]]))
+    return {"id": d["id"], "question_id": d["question_id"], "question_key": question_key_of(d), "label": d.get("label"),
             "input_text": d["input_text"], "dataset": d.get("dataset"), "task": d.get("task"), "gold": d["gold"],
             "strategy": d.get("strategy"), "position": d.get("position")}
 

@@ -13,15 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from steering.positions import POSITIONS
+from steering.vectors import DOSES
 
 SCHEMA_VERSION = 2
 DEFAULT_KS = (1, 2, 4, 8)
 DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
 CONTROLS = ("random", "none")
 CASE_KINDS = ("C", "all")
-POSITIONS = ("continuation", "generated", "all")
-DOSES = ("matched", "sum")
 DEFAULT_SESOI = 0.10
+
+# the sweep's output directory
+CONFIG_FILE = "config.json"
+GENERATIONS = "generations.jsonl"
+SUMMARY = "summary.json"
+PLOT = "sweep.png"
 
 
 class SweepError(LoadBearingError, RuntimeError):
@@ -131,4 +137,4 @@ def parse_list(s: str | None, typ: type, name: str) -> list | None:
 
 
 __all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS", "CONTROLS",
-           "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI"]
+           "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI", "CONFIG_FILE", "GENERATIONS", "SUMMARY", "PLOT"]

@@ -9,12 +9,13 @@ over with different vectors. The rows run on the unsteered fast path itself
 with refilled slots, the same decode kernels); a forward hook reads each pass's
 :class:`loadbearing.engine.batching.Pass` and adds ``alpha_i * v_i`` to the residual stream at ``layers`` (hook
 points as in :mod:`steering.hooks`: layer ``L`` = output of block ``L-1``) for the rows in that pass, at
-exactly the positions :mod:`steering.hooks` steers for ``positions``:
+exactly the positions :mod:`steering.hooks` steers for ``positions`` (the one rule,
+:func:`steering.positions.prompt_steering`): every generated token, and of a row's own input tokens
 
-* ``"continuation"``: each row's last input token and every generated token (a shared prefix never
-  includes a row's last token, so it is computed once, unsteered, and shared);
-* ``"generated"``: generated tokens only;
-* ``"all"``: every non-pad position, prefix included (no prefix sharing then: the prefix is steered per row).
+* ``"continuation"``: the last one (a shared prefix never includes a row's last token, so it is computed
+  once, unsteered, and shared);
+* ``"generated"``: none;
+* ``"all"``: every non-pad one, prefix included (no prefix sharing then: the prefix is steered per row).
 
 The stop rule is the fast path's own (``loadbearing.engine.generation``'s row stepper, the rule of
 :func:`loadbearing.engine.generation.finish` that every backend uses), so a steered record with alpha 0 is the
@@ -29,19 +30,21 @@ from typing import Any
 import numpy as np
 
 from loadbearing.engine.batching import Pass
-from steering.hooks import POSITIONS, SteeringError, d_model, hook_module
+from steering.errors import SteeringError
+from steering.hooks import d_model, hook_module
+from steering.positions import check_positions, prompt_steering
 
 
 class _RowSteer:
     """Forward hook state: which rows and positions the current pass steers."""
 
     def __init__(self) -> None:
-        self.delta = None  # [b, 1, d_model] float32, rows in current batch order
+        self.delta: Any = None  # [b, 1, d_model] float32 tensor, rows in current batch order
         self.mode = "off"  # off | last | mask | all
-        self.mask = None  # [b, cur] bool, mode "mask"
+        self.mask: Any = None  # [b, cur] bool tensor, mode "mask"
         self._cast: dict = {}
 
-    def set(self, mode: str, delta=None, mask=None) -> None:
+    def set(self, mode: str, delta: Any = None, mask: Any = None) -> None:
         self.mode = mode
         if delta is not None:
             self.delta = delta
@@ -85,8 +88,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
 
     from loadbearing.engine.generation import generate
 
-    if positions not in POSITIONS:
-        raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
+    prompt_mode = prompt_steering(check_positions(positions))  # last | none | all
     if batch_size < 1:
         raise SteeringError(f"batch_size must be >= 1, got {batch_size}")
     if max_new_tokens < 1:
@@ -119,13 +121,13 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
             state.set("off")
             return
         delta = deltas[p.rows][:, None, :]  # [b, 1, d_model]
-        if p.kind == "decode":
+        if p.kind == "decode":  # every generated token is steered
             state.set("all", delta)
-        elif positions == "continuation":
+        elif prompt_mode == "last":
             state.set("last", delta)
-        elif positions == "generated":
+        elif prompt_mode == "none":
             state.set("off", delta)
-        else:
+        else:  # all: every non-pad input token
             state.set("mask", delta, p.mask)
 
     handles = [m.register_forward_hook(state) for m in mods]

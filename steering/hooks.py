@@ -13,27 +13,19 @@ names the same point as ``hidden_states[L]`` of a Hugging Face forward with ``ou
 it, at the block's output; for models that rescale embeddings inside the model's forward, e.g. Gemma's
 sqrt(d_model), ``L = 0`` is before that scaling).
 
-What: ``alpha * v`` where ``v`` is the *dose-matched* combination of the directions: for a basis of k
-directions ``d_1..d_k``, ``v = (sum_i d_i) * mean_i ||d_i|| / ||sum_i d_i||``, i.e. the sum rescaled to the norm
-of one direction (for orthonormal rows, ``||v|| = 1`` whatever k), so k = 8 is not a sqrt(8)-times bigger push
-than k = 1 (``dose="sum"`` reproduces the paper's unmatched ``sum_i d_i``). ``alpha`` is in residual-stream
-units; :func:`mean_resid_norm` measures the layer's mean residual norm so callers can state alpha relative to
-it (``alpha = rel * mean_resid_norm``; the sweep does this).
+What: ``alpha * v`` where ``v`` is the *dose-matched* combination of the directions
+(:func:`steering.vectors.combine_directions`: the sum rescaled to the norm of one direction; ``dose="sum"``
+reproduces the paper's unmatched sum). ``alpha`` is in residual-stream units; :func:`mean_resid_norm`
+measures the layer's mean residual norm so callers can state alpha relative to it
+(``alpha = rel * mean_resid_norm``; the sweep does this).
 
 Per row: ``alpha`` may be a float or a sequence/tensor ``[batch]``; ``directions`` may be one basis shared by
 all rows (``[d_model]`` or ``[k, d_model]``), or one basis per row (a ``[batch, k, d_model]`` array, or a list of
 ``batch`` arrays each ``[d_model]`` or ``[k_i, d_model]``, so rows can have different k). The lower-level
 :func:`steer_vectors` takes the already-combined per-row vectors ``[batch, d_model]`` (or ``[d_model]``).
 
-Which positions (``positions=``), in the coordinates of the padded sequence ``model.generate`` builds:
-
-* ``"continuation"`` (default): every position whose output predicts a generated token, i.e. the LAST prefix
-  token and every generated token. Earlier prefix tokens are never steered, so the prefix the model "read" is
-  the unsteered one, while the first generated token is already under steering. (Steering starts at the last
-  prefix token because its residual is what produces the first generated token.)
-* ``"generated"``: only positions of generated tokens (the first generated token onwards); the first
-  generated token itself is then produced unsteered.
-* ``"all"``: every position, prefix included.
+Which positions (``positions=``: ``"continuation"``, the default, ``"generated"`` or ``"all"``): the rule of
+:mod:`steering.positions`, in the coordinates of the padded sequence ``model.generate`` builds.
 
 The prefix length is learned from the first forward pass in the context (the prefill); it is the same with
 and without the KV cache: with the cache, later passes carry ``past_key_values`` and their absolute positions
@@ -54,14 +46,16 @@ from typing import Any
 
 import numpy as np
 
-from loadbearing.errors import LoadBearingError
+from steering.errors import SteeringError
+from steering.positions import POSITIONS, check_positions, first_steered
+from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
 
 __all__ = [
+    "DOSES",
     "POSITIONS",
     "SteeringError",
     "SteeringHandle",
     "combine_directions",
-    "decoder_layers",
     "hook_module",
     "mean_resid_norm",
     "n_layers",
@@ -71,14 +65,6 @@ __all__ = [
     "steer_vectors",
     "d_model",
 ]
-
-POSITIONS = ("continuation", "generated", "all")
-DOSES = ("matched", "sum")
-
-
-class SteeringError(LoadBearingError, ValueError):
-    """Bad steering input (wrong width, unknown layer, mismatched batch); the message names the fix."""
-
 
 # ------------------------------------------------------------------------------------------------ model parts
 
@@ -90,21 +76,16 @@ def _unwrap(model: Any) -> Any:
     return unwrap_model(model)
 
 
-def decoder_layers(model: Any) -> Any:
-    """The decoder blocks' ModuleList (resolved by :func:`loadbearing.engine.layers.decoder_layers`, the one home of
-    the layer convention)."""
+def n_layers(model: Any) -> int:
+    """Number of decoder blocks (hidden-states layers run 0..n_layers), by
+    :func:`loadbearing.engine.layers.n_layers` (the one home of the layer convention)."""
     from loadbearing.engine.layers import LayerError
-    from loadbearing.engine.layers import decoder_layers as _decoder_layers
+    from loadbearing.engine.layers import n_layers as _n_layers
 
     try:
-        return _decoder_layers(model)[1]
+        return _n_layers(model)
     except LayerError as e:
         raise SteeringError(str(e)) from None
-
-
-def n_layers(model: Any) -> int:
-    """Number of decoder blocks (hidden-states layers run 0..n_layers)."""
-    return len(decoder_layers(model))
 
 
 def d_model(model: Any) -> int:
@@ -131,59 +112,6 @@ def hook_module(model: Any, layer: int) -> Any:
         raise SteeringError(str(e)) from None
 
 
-# ------------------------------------------------------------------------------------------------ vectors
-
-
-def _as_tensor(x: Any, dtype: Any = None) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-    else:
-        t = torch.as_tensor(np.asarray(x))
-    return t.to(dtype or torch.float32)
-
-
-def combine_directions(directions: Any, dose: str = "matched") -> Any:
-    """Combine a basis ``[k, d_model]`` (or one ``[d_model]`` direction) into one vector ``[d_model]``.
-
-    ``dose="matched"``: the sum rescaled to the mean norm of one direction (unit for orthonormal rows);
-    ``dose="sum"``: the plain sum (norm sqrt(k) for orthonormal rows; the paper's choice).
-    """
-    import torch
-
-    if dose not in DOSES:
-        raise SteeringError(f"unknown dose {dose!r}; choose one of {', '.join(DOSES)}")
-    d = _as_tensor(directions, torch.float64)
-    if d.ndim == 1:
-        d = d[None]
-    if d.ndim != 2 or d.shape[0] == 0:
-        raise SteeringError(f"a basis must be [k, d_model] with k >= 1, got shape {tuple(d.shape)}")
-    total = d.sum(0)
-    if dose == "sum":
-        return total.float()
-    norm = total.norm()
-    if norm == 0:
-        raise SteeringError("the directions sum to the zero vector; dose matching is undefined")
-    return (total * (d.norm(dim=1).mean() / norm)).float()
-
-
-def _row_vectors(directions: Any, dose: str) -> Any:
-    """directions -> [d_model] (shared) or [batch, d_model] (per row)."""
-    import torch
-
-    if isinstance(directions, (list, tuple)) and directions and not np.isscalar(directions[0]):
-        rows = [combine_directions(d, dose) for d in directions]
-        return torch.stack(rows)
-    d = _as_tensor(directions)
-    if d.ndim == 3:
-        return torch.stack([combine_directions(b, dose) for b in d])
-    if d.ndim in (1, 2):
-        return combine_directions(d, dose)
-    raise SteeringError(f"directions must be [d_model], [k, d_model], [batch, k, d_model] or a list of bases; "
-                        f"got shape {tuple(d.shape)}")
-
-
 # ------------------------------------------------------------------------------------------------ handle
 
 
@@ -206,7 +134,7 @@ class SteeringHandle:
         if isinstance(alpha, (int, float, np.floating, np.integer)):
             self.alpha = float(alpha)
         else:
-            a = _as_tensor(alpha)
+            a = as_tensor(alpha)
             if a.ndim == 0:
                 self.alpha = float(a)
             elif a.ndim == 1:
@@ -312,12 +240,7 @@ class SteeringHandle:
         else:
             valid = torch.ones(batch, cur, dtype=torch.bool, device=device)
         plen = self.prompt_len if self.prompt_len is not None else cur
-        if self.positions == "all":
-            sel = torch.ones(cur, dtype=torch.bool, device=device)
-        elif self.positions == "continuation":
-            sel = pos >= plen - 1
-        else:  # generated
-            sel = pos >= plen
+        sel = pos >= first_steered(self.positions, plen)  # [cur]
         self._mask = valid & sel[None, :]  # [batch, cur]
         return None
 
@@ -355,13 +278,12 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
     Returns the :class:`SteeringHandle`; call ``remove()`` (or use it as a context manager) to undo.
     """
     model = _unwrap(model)
-    if positions not in POSITIONS:
-        raise SteeringError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
+    check_positions(positions)
     layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
     if not layer_list:
         raise SteeringError("no layers to steer; pass layers=[L, ...]")
     mods = [hook_module(model, L) for L in layer_list]  # validates the layers
-    v = _as_tensor(vectors)
+    v = as_tensor(vectors)
     width = d_model(model)
     if v.ndim not in (1, 2) or v.shape[-1] != width:
         raise SteeringError(f"steering vectors have shape {tuple(v.shape)} but the model's d_model is {width}; "
@@ -380,7 +302,7 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
 def patch(model: Any, directions: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
           dose: str = "matched", prompt_len: int | None = None) -> SteeringHandle:
     """Like :func:`steer` but returns the handle directly (call ``handle.remove()``)."""
-    return patch_vectors(model, _row_vectors(directions, dose), layers=layers, alpha=alpha, positions=positions,
+    return patch_vectors(model, row_vectors(directions, dose), layers=layers, alpha=alpha, positions=positions,
                          prompt_len=prompt_len)
 
 

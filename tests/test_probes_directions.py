@@ -46,7 +46,7 @@ def test_read_directions_returns_all_layers_and_metadata(tmp_path):
     assert np.array_equal(load_directions(p, 1), ds.bases[1])
     info = load_direction_info(tmp_path, 3)
     assert info["resid_norm"] == 13.0 and info["layer"] == 3 and info["target"] == "propagation"
-    assert not list(tmp_path.glob(".*partial*"))  # atomic write left no temp file
+    assert not [q for q in tmp_path.iterdir() if q.name.startswith(".")]  # atomic write left no temp file
 
 
 def test_missing_truncated_corrupt_and_wrong_kind(tmp_path):
@@ -75,4 +75,25 @@ def test_nan_basis_is_refused(tmp_path):
     pl[3]["basis"] = np.full((3, 6), np.nan)
     _write(tmp_path, pl)
     with pytest.raises(ProbeError, match="layer 3 basis is all NaN"):
+        read_directions(tmp_path)
+
+
+def test_directions_is_the_one_type_and_carries_the_question_split(tmp_path):
+    import dataclasses
+
+    from probes import Directions
+
+    assert DirectionSet is Directions  # the deprecated name is the same class
+    ds = read_directions(_write(tmp_path))
+    assert isinstance(ds, Directions) and ds.question_split is None and ds.fit_split() is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ds.sha256 = "x"  # type: ignore[misc]
+    split = {"held_out": ["k1", "k2"], "fit": ["k3"], "key": "question_key", "fraction": 0.5}
+    ds = read_directions(_write(tmp_path, question_split=split))
+    assert ds.question_split == split and ds.fit_split() == {"fit": ["k3"], "held_out": ["k1", "k2"]}
+    import h5py
+
+    with h5py.File(tmp_path / "directions.h5", "r+") as f:
+        f.attrs["question_split"] = "[1, 2]"
+    with pytest.raises(ProbeError, match="question_split .* not a JSON object"):
         read_directions(tmp_path)

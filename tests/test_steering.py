@@ -444,7 +444,7 @@ def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path
     # 12 C cases over 4 questions (3 each) + 2 C records repeating an earlier input under another id
     run = _make_run(tmp_path, tokenizer, n_c=12, n_non=0, per_q=3, dup=2)
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])},
-                       attrs={"fit_question_ids": json.dumps(["q0"])})
+                       attrs={"question_split": json.dumps({"fit": ["q0"]})})
     s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5),
                   lm=lm, echo=lambda m: None)
     cfg = json.loads((run / "steering" / "config.json").read_text())
@@ -472,7 +472,7 @@ def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path
                         output=str(tmp_path / "ex")), lm=lm, echo=lambda m: None)
     assert s3["n_c_questions"] == 2 and "--exclude-questions" in s3["split"]["source"]
     held = _write_dirs(tmp_path / "held", {2: np.stack([_unit(PLANT)])},
-                       attrs={"held_out_question_ids": json.dumps(["q3"])})
+                       attrs={"question_split": json.dumps({"held_out": ["q3"]})})
     s4 = run_sweep(_cfg(run, held, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, output=str(tmp_path / "held_out")),
                    lm=lm, echo=lambda m: None)
     assert s4["n_c_questions"] == 1
@@ -547,7 +547,7 @@ def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
         run_sweep(_cfg(run, ok, layers=[7], **kw), lm=lm)
     with pytest.raises(SweepError, match="k must be between 1 and 1"):
         run_sweep(_cfg(run, ok, layers=[2], **dict(kw, ks=[2])), lm=lm)
-    with pytest.raises(SweepError, match="no directions file"):
+    with pytest.raises(SweepError, match="no probe directions at"):
         run_sweep(_cfg(run, tmp_path / "nowhere", layers=[2], **kw), lm=lm)
     assert not (run / "steering").exists()
 
@@ -670,3 +670,12 @@ def test_fitting_questions_read_from_the_directions_store(tokenizer, tmp_path):
     assert s["n_c_questions"] == 2 and s["split"]["disjoint"] is True and "activation store" in s["split"]["source"]
     recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
     assert {r["question_id"] for r in recs} == {"q2", "q3"}
+
+
+def test_positions_rule_has_one_home():
+    from steering.positions import POSITIONS, first_steered, prompt_steering
+
+    assert [first_steered(p, 5) for p in POSITIONS] == [4, 5, 0]
+    assert [prompt_steering(p) for p in POSITIONS] == ["last", "none", "all"]
+    with pytest.raises(SteeringError, match="unknown positions"):
+        first_steered("prefix", 5)
