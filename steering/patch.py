@@ -144,8 +144,7 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
     questions = run.questions()
     rng = np.random.default_rng(config.seed)
     rows, skipped = [], []
-    per_case = 2 * (len(layers) * len(GROUPS) * 2 + len(GROUPS))
-    bar = tqdm(total=per_case * len(cases), desc="patch", unit="row", disable=not config.progress, dynamic_ncols=True)
+    bar = tqdm(total=0, desc=f"patch {len(cases)} cases", unit="row", disable=not config.progress, dynamic_ncols=True)
     try:
         for case in cases:
             try:
@@ -198,7 +197,11 @@ def config_from_args(args: argparse.Namespace, argv: list[str] | None) -> PatchC
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: run_patching(config_from_args(args, argv)) and None, errors=(PatchingError,))
+
+    def body() -> None:
+        run_patching(config_from_args(args, argv))
+
+    return run_cli(body, errors=(PatchingError,))
 
 
 if __name__ == "__main__":

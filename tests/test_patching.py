@@ -204,14 +204,23 @@ def test_run_patching_writes_json_heatmap_and_markdown(tmp_path, tokenizer, lm3)
             assert c["excluded"] or abs(r0["restored"] - 1) < 1e-3
     cells = saved["summary"]["cells"]
     assert len(cells) == 12 and all(set(c) >= {"layer", "group", "mean", "ci", "n_questions"} for c in cells)
-    assert "## Activation patching" in (out / "patching.md").read_text()
+    assert len(saved["summary"]["flips"]) == 12 and all("rate" in f for f in saved["summary"]["flips"])
+    md = (out / "patching.md").read_text()
+    assert "## Activation patching" in md and "Greedy answer flips" in md and "random-layer control" in md
     assert obj["summary"] == saved["summary"]
     err = io.StringIO()
-    assert run_cli(lambda: run_patching(cfg, lm3) and None, stderr=err) == 2  # exists: refused without --force
+    assert _cli(cfg, lm3, err) == 2  # exists: refused without --force
     assert err.getvalue().count("\n") == 1 and "--force" in err.getvalue()
     cfg.force, cfg.flip = True, False
     run_patching(cfg, lm3, echo=lambda s: None)
     assert "flips" not in json.loads((out / "patching.json").read_text())["cases"][0]
+
+
+def _cli(cfg: PatchConfig, lm, err: io.StringIO) -> int:
+    def body() -> None:
+        run_patching(cfg, lm, echo=lambda s: None)
+
+    return run_cli(body, stderr=err)
 
 
 def _one_error(capsys, rc, *words):
@@ -230,7 +239,7 @@ def test_bad_input_gives_one_error_line_and_writes_nothing(tmp_path, tokenizer, 
     good = _make_run(tmp_path / "c", tokenizer)
     _one_error(capsys, main([str(good), "--layers", "1,x"]), "--layers")
     err = io.StringIO()
-    rc = run_cli(lambda: run_patching(PatchConfig(str(good), layers="0,99", progress=False), lm3) and None, stderr=err)
+    rc = _cli(PatchConfig(str(good), layers="0,99", progress=False), lm3, err)
     assert rc == 2 and err.getvalue().count("\n") == 1 and "out of range" in err.getvalue() and "0..3" in err.getvalue()
     for d in (no_ctl, no_c, good):
         assert not (d / "patching").exists() and not any(p.name.startswith(".patching") for p in d.iterdir())

@@ -25,6 +25,7 @@ Tokenisation: each prefix is tokenised ONCE with ``add_special_tokens=False`` (t
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from steering.patching.errors import PatchingError
@@ -112,15 +113,16 @@ def tokenize(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
 
-def align_texts(tokenizer, edited_text: str, edited_span: tuple[int, int], clean_text: str,
-                clean_span: tuple[int, int]) -> tuple[list[int], list[int], Alignment]:
+def align_texts(tokenizer, edited_text: str, edited_span: Sequence[int], clean_text: str,
+                clean_span: Sequence[int]) -> tuple[list[int], list[int], Alignment]:
     """Tokenise both prefixes once and align them: ``(edited_ids, clean_ids, alignment)``."""
     if edited_text[:edited_span[0]] != clean_text[:clean_span[0]] or \
             edited_text[edited_span[1]:] != clean_text[clean_span[1]:]:
         raise PatchingError("the edited and clean texts differ outside the edited line; they are not one cut")
     e_ids, e_off = tokenize(tokenizer, edited_text)
     c_ids, c_off = tokenize(tokenizer, clean_text)
-    return e_ids, c_ids, align_tokens(e_ids, e_off, tuple(edited_span), c_ids, c_off, tuple(clean_span))
+    es, cs = (int(edited_span[0]), int(edited_span[1])), (int(clean_span[0]), int(clean_span[1]))
+    return e_ids, c_ids, align_tokens(e_ids, e_off, es, c_ids, c_off, cs)
 
 
 def answer_tokens(tokenizer, answer: str) -> tuple[list[int], list[int]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from loadbearing.stats import cluster_bootstrap_ci
+from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
 from loadbearing.tables import render_table
 from steering.patching.align import GROUPS
 
@@ -45,12 +45,15 @@ def summarise(rows: list[dict[str, Any]], layers: list[int], *, seed: int = 0, n
                            "n_cases": len(rows), "n_excluded": sum(bool(r["excluded"]) for r in rows),
                            "n_questions": len({r["question_key"] for r in rows})}
     flips = [(r["question_key"], f) for r in rows for f in r.get("flips", []) if f["group"] != "none"]
-    if flips:
-        fl: dict[tuple[int, str], list[tuple[str, float]]] = defaultdict(list)
+    if flips:  # a rate: loadbearing.stats.clustered_rate (Wilson over questions when every case agrees)
+        fl: dict[tuple[int, str], list[tuple[str, bool]]] = defaultdict(list)
         for q, f in flips:
-            if f["correct"] is not None:
-                fl[(f["layer"], f["group"])].append((q, float(f["correct"])))
-        out["flips"] = [{"layer": lay, "group": g} | _cell(fl[(lay, g)], seed, n_boot) for lay in layers for g in GROUPS]
+            if f["correct"] is not None:  # unparseable greedy answers stay unscored
+                fl[(f["layer"], f["group"])].append((q, bool(f["correct"])))
+        out["flips"] = [{"layer": lay, "group": g, "rate": clustered_rate([v for _, v in fl[(lay, g)]],
+                                                                          [q for q, _ in fl[(lay, g)]],
+                                                                          seed=seed, n_boot=n_boot).to_dict()}
+                        for lay in layers for g in GROUPS]
     return out
 
 
@@ -86,8 +89,9 @@ def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, tit
     ax.set_ylabel("layer (hidden_states index)")
     for i in range(len(layers)):
         for j in range(len(GROUPS)):
-            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=7)
-    fig.colorbar(im, ax=ax, label="restored fraction of log P(correct) - log P(propagated)")
+            dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6
+            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    fig.colorbar(im, ax=ax, label="restored fraction (0 edited, 1 clean)")
     ax.set_title(title or f"activation patching ({summary['n_cases']} cases, {summary['n_questions']} questions)",
                  fontsize=9)
     fig.tight_layout()
@@ -118,9 +122,9 @@ def markdown(summary: dict[str, Any], layers: list[int], settings: dict[str, Any
         lines += [render_table(["random-position control", "layer", "mean [95% CI]", "n"],
                                [[c["group"], c["layer"], _fmt(c), c["n_cases"]] for c in rp], style="md"), ""]
     if summary.get("flips"):
-        lines += ["Greedy answer flips to correct with the patch held (fraction of cases):", "",
-                  render_table(["layer", *GROUPS], [[lay] + [_fmt(c) for c in summary["flips"] if c["layer"] == lay]
-                                                    for lay in layers], style="md"), ""]
+        lines += ["Greedy answer flips to correct with the patch held (parseable cases; interval over questions):", "",
+                  render_table(["layer", *GROUPS], [[lay] + [format_rate(c["rate"], style="md") for c in summary["flips"]
+                                                             if c["layer"] == lay] for lay in layers], style="md"), ""]
     lines.append("![patching heat map](patching.png)")
     return "\n".join(lines) + "\n"
 

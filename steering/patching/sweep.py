@@ -14,6 +14,11 @@ Metric: ``ld = log P(correct) - log P(propagated)``, each the sum of the answer 
 teacher-forced after the answer-line prefix. ``restored = (ld_patched - ld_edited) / (ld_clean - ld_edited)``,
 null where ``|ld_clean - ld_edited| < min_gap`` (the case is then excluded from the means, and counted).
 
+The ``before`` group is a built-in null: its tokens are the same in both prefixes and attention is causal, so
+its residuals are already the clean run's at every layer and patching them restores 0 (up to float noise);
+likewise the random-position controls mostly draw such positions. What moves the answer sits at the edited
+line and after it (``edit``, ``last``; ``all`` = their union plus the no-op ``before``).
+
 Controls, per case: *random-position* - for each (layer, group), as many aligned positions drawn at random from
 outside the group (null when fewer are left); *random-layer* - for each group, the same positions patched at a
 layer drawn uniformly from all the model's hidden-state layers.
@@ -74,7 +79,7 @@ def patch_case(lm: Any, case: Case, question: Any, *, layers: list[int], n_hidde
     tok, model = lm.tokenizer, lm.model
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
     e, c = case.edited, case.clean
-    e_ids, c_ids, al = align_texts(tok, e.input_text, tuple(e.edit_span), c.input_text, tuple(c.edit_span))
+    e_ids, c_ids, al = align_texts(tok, e.input_text, e.edit_span, c.input_text, c.edit_span)
     head, ans_ok = answer_tokens(tok, str(e.gold))
     _, ans_bad = answer_tokens(tok, str(e.parsed_answer))
     answers = [ans_ok, ans_bad]
@@ -101,6 +106,9 @@ def patch_case(lm: Any, case: Case, question: Any, *, layers: list[int], n_hidde
         patches += [patch, patch]
     rows = [e_rows[j] for _ in plan for j in (0, 1)]
     row_answers = [answers[j] for _ in plan for j in (0, 1)]
+    if progress is not None:  # the bar grows case by case (the controls' count depends on the case)
+        progress.total = (progress.total or 0) + len(rows)
+        progress.refresh()
     lp = score_rows(model, rows, row_answers, offset, patches=patches, batch_size=batch_size, pad_id=pad_id,
                     progress=progress)
     results = []
