@@ -10,12 +10,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from probes.data import ProbeError, store_dir
+from probes.data import TARGETS, ProbeError, store_dir
 from probes.estimators import DEFAULT_CS
 
 SCHEMA_VERSION = 2
 PROBES = ("logistic", "mass_mean")
-TARGETS = ("propagation", "three_class")
 TRANSFER_BY = ("strategy", "edit_position")
 SOLVERS = ("torch", "sklearn")
 RESULTS = "results.json"

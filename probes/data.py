@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.runs import question_key_of
 
 TARGETS = ("propagation", "three_class")
 CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"]}
@@ -134,13 +135,8 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
                          f"needs at least two classes ({' and '.join(names)}); cache a study that produces both "
                          f"(mix strategies/positions){'' if conditions == 'all' else ', or pass --conditions all'}")
     yc = np.where(lab[idx] != "", (lab[idx] == "C").astype(np.int64), (lab3[idx] == "C").astype(np.int64))
-    group_key = "question_id"
-    if "question_key" in rows.columns:
-        qk = rows["question_key"].to_numpy(dtype=object)[idx]
-        if all(v is not None and v != "" for v in qk):
-            group_key = "question_key"  # stable hash of the normalised question text: twins are one question
-    q = rows[group_key].to_numpy(dtype=object)[idx]
-    if any(v is None or v == "" for v in q):
+    q, group_key = _question_keys(rows, idx)
+    if any(v == "" for v in q):
         raise ProbeError(f"{store.path}: some labelled rows have no question_id; grouped CV needs one per row "
                          f"(re-cache the activations)")
     meta = rows.iloc[idx].reset_index(drop=True)
@@ -155,6 +151,21 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
     return ProbeData(store=store, target=target, position=position, layers=layer_list, idx=idx, y=y,
                      class_names=list(names), y_c=yc, questions=q, meta=meta, conditions=conditions, notes=notes,
                      group_key=group_key)
+
+
+def _question_keys(rows: Any, idx: np.ndarray) -> tuple[np.ndarray, str]:
+    """Each selected row's question (:func:`loadbearing.runs.question_key_of`: ``question_key``, the stable hash
+    of the normalised question text, so twins are one question; else ``question_id``) and the column used."""
+    def column(c: str) -> list[Any]:  # missing (None, NaN, "") -> None
+        vals = rows[c].to_numpy(dtype=object)[idx] if c in rows.columns else [None] * len(idx)
+        return [None if v is None or v != v or v == "" else v for v in vals]
+
+    keys, ids = column("question_key"), column("question_id")
+    q = np.array([question_key_of({"question_key": k, "question_id": i}) for k, i in zip(keys, ids)], dtype=object)
+    with_key = sum(k is not None for k in keys)
+    group_key = ("question_key" if with_key == len(idx) else "question_id" if with_key == 0
+                 else "question_key, else question_id")
+    return q, group_key
 
 
 def check_folds(y, groups, folds: int, class_names, *, flag: str = "--folds") -> None:

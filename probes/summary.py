@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.stats import format_rate
+from loadbearing.tables import render_table
 
 
 def _pp(v: float | None, signed: bool = True) -> str:
@@ -62,19 +63,15 @@ def format_summary(results: dict[str, Any], style: str = "text") -> str:
         lines.append("")
         hdr = ["layer", "accuracy (question-clustered 95% CI)", "metadata", "majority", "gain over metadata (pp)",
                "control (mean of perms)", "p"]
-        if md:
-            lines.append(f"**{pk}** per layer")
-            lines.append("")
-            lines.append("| " + " | ".join(hdr) + " |")
-            lines.append("|" + "---|" * len(hdr))
-        else:
-            lines.append(f"{pk}: " + " | ".join(hdr))
         maj = results["majority_baseline"]["accuracy"].get("rate")
-        for e in res["layers"]:
-            cells = [str(e["layer"]), _acc(e["accuracy"], style), _pp(meta_rate, False), _pp(maj, False),
-                     _gain(e.get("gain_over_metadata")).split(" (")[0], _pp(e["control"]["accuracy"].get("rate"), False),
-                     _p(e.get("control_p_value"))]
-            lines.append(("| " + " | ".join(cells) + " |") if md else "  " + " | ".join(cells))
+        rows = [[str(e["layer"]), _acc(e["accuracy"], "text"), _pp(meta_rate, False), _pp(maj, False),
+                 _gain(e.get("gain_over_metadata")).split(" (")[0], _pp(e["control"]["accuracy"].get("rate"), False),
+                 _p(e.get("control_p_value"))] for e in res["layers"]]
+        if md:  # the one markdown renderer escapes the cells
+            lines += [f"**{pk}** per layer", "", render_table(hdr, rows, style="md")]
+        else:  # the compact one-line-per-layer form of the console summary
+            lines.append(f"{pk}: " + " | ".join(hdr))
+            lines += ["  " + " | ".join(cells) for cells in rows]
         wc = res.get("within_cell")
         if wc:
             pooled = wc["pooled"]

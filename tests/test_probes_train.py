@@ -143,3 +143,29 @@ def test_second_writer_refused_and_no_lock_left(tmp_path, capsys):
     assert rc == 2 and err.startswith("error: ") and "\n" not in err and not out.exists()
     assert main([str(p), "--output", str(out), "--quiet", "--permutations", "2", "--no-transfer", "--folds", "3"]) == 0
     assert is_complete(out) and not list(tmp_path.glob("*.lock"))
+
+
+def test_rows_without_question_key_fall_back_to_question_id():
+    """The one rule (loadbearing.runs.question_key_of), per row: question_key, else question_id."""
+    import pandas as pd
+
+    from probes.data import load_probe_data
+
+    class Store:
+        path = "mem"
+        positions = ["prefix_last"]
+        layers = [0]
+        n_rows = 8
+        attrs = {}
+
+        @property
+        def rows(self):
+            return pd.DataFrame({"condition": ["perturbed"] * 8, "label": lab(np.arange(8) % 2), "label3": [""] * 8,
+                                 "question_id": [f"q{i}" for i in range(8)],
+                                 "question_key": ["k0", "k0", "k1", "k1", None, None, "", ""],
+                                 "strategy": ["s"] * 8, "edit_position": ["early"] * 8})
+
+    data = load_probe_data(Store())
+    assert list(data.questions) == ["k0", "k0", "k1", "k1", "q4", "q5", "q6", "q7"]
+    assert data.group_key == "question_key, else question_id"
+    assert len(np.unique(data.groups("question"))) == 6

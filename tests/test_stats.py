@@ -109,3 +109,23 @@ def test_clustered_rate_edge_cases():
     assert z.method == "cluster-wilson" and z.lo == 0.0 and round(100 * z.hi, 1) == 11.4
     with pytest.raises(ValueError, match="length"):
         clustered_rate([True], [], n_boot=10, seed=0)
+
+
+def test_cluster_sums_bootstrap_resamples_whole_questions():
+    import numpy as np
+
+    from loadbearing.stats import cluster_resample_weights, cluster_sums_bootstrap
+
+    W = cluster_resample_weights(5, 200, seed=3)
+    assert W.shape == (200, 5) and (W.sum(1) == 5).all()
+    sizes = [1, 2, 3, 4, 5, 6]
+    g = np.repeat(np.arange(6), sizes)
+    correct = np.repeat([1, 0, 1, 0, 1, 1], sizes).astype(float)
+    ci = cluster_sums_bootstrap(g, np.stack([correct, np.ones_like(correct)], axis=1),
+                                lambda s: [s[:, 0] / s[:, 1]], n_boot=500, seed=1)
+    W = cluster_resample_weights(6, 500, seed=1)  # the same stream: question j drawn W[b, j] times
+    ref = (W @ np.array([1, 0, 3, 0, 5, 6])) / (W @ np.array(sizes))
+    a = (1 - 0.95) / 2
+    assert ci == [[float(np.quantile(ref, a)), float(np.quantile(ref, 1 - a))]]
+    assert cluster_sums_bootstrap([0, 0], np.ones(2), lambda s: [s], n_boot=100) is None  # one question
+    assert cluster_sums_bootstrap([0, 1], np.ones(2), lambda s: [s], n_boot=0) is None
