@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -47,7 +48,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[IO[bytes
     a reader sees the old file or the new one, never half of one. Returns ``path``.
     """
     p = Path(path)
-    tmp = p.with_name("." + p.name + ".tmp")
+    # a temp name of this process's own, so two writers of the same file never share a temp file
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "wb") as f:
             if callable(data):
