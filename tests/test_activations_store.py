@@ -67,9 +67,8 @@ def assert_same_store(a_path, b_path, exact=False):
                 assert np.array_equal(x, y)
             else:
                 np.testing.assert_allclose(x, y, atol=1e-5)
-    a_path = Path(a_path)
-    for p in (Path(str(a_path) + ".parts"), Path(str(a_path) + ".lock"), Path(str(a_path) + ".tmp"),
-              a_path.with_name("." + a_path.name + ".tmp")):
+    a = Path(a_path)
+    for p in (Path(str(a) + ".parts"), Path(str(a) + ".lock"), Path(str(a) + ".tmp"), a.with_name(f".{a.name}.tmp")):
         assert not p.exists(), p
 
 
