@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,9 @@ class StoreWriter:
         self._diff(meta, attrs)
         self.header["attrs"] = {**meta["attrs"], **{k: v for k, v in attrs.items() if k not in IDENTITY_KEYS}}
         for stray in self.parts.glob(".*.tmp"):  # a part whose write was cut off: never committed
+            stray.unlink(missing_ok=True)
+        # a store (or its sidecar) whose assembly was cut off: the temp files of a dead writer (one writer per store)
+        for stray in self.path.parent.glob(f".{glob_escape(self.path.name)}.*tmp"):
             stray.unlink(missing_ok=True)
         files = list_parts(self.parts)
         for f in files:

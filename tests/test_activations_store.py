@@ -68,8 +68,9 @@ def assert_same_store(a_path, b_path, exact=False):
             else:
                 np.testing.assert_allclose(x, y, atol=1e-5)
     a = Path(a_path)
-    for p in (Path(str(a) + ".parts"), Path(str(a) + ".lock"), Path(str(a) + ".tmp"), a.with_name(f".{a.name}.tmp")):
+    for p in (Path(str(a) + ".parts"), Path(str(a) + ".lock"), Path(str(a) + ".tmp")):
         assert not p.exists(), p
+    assert not list(a.parent.glob(f".{a.name}*tmp"))  # no temp file of an assembly cut off by a kill
 
 
 # -- crash safety ----------------------------------------------------------------------------------------------
