@@ -13,7 +13,7 @@ associated with the label. 1/8 of the paper's scale = half its rows, half its la
 
 What it times (CPU seconds = process time, all threads):
 
-* torch: :func:`probes.train.train_probes` with today's defaults of ``python -m probes.train`` (both probes,
+* torch: :func:`probes.experiment.train_probes` with today's defaults of ``python -m probes.train`` (both probes,
   5 grouped folds, inner 3-fold C search over 7 Cs, 100 question-level permutations, metadata baseline,
   directions, transfer) on ``--torch-layers`` of the layers, extrapolated linearly to all layers;
 * sklearn (today's path before this change: the same nested CV with ONE shuffled-label repeat, i.e.
@@ -31,7 +31,6 @@ at d_model = 3,584.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -91,7 +90,7 @@ def timed(fn, *a, **k):
 
 
 def time_torch(store: SyntheticStore, layers: list[int], permutations: int, device: str) -> dict:
-    from probes.train import train_probes
+    from probes.experiment import train_probes
 
     data = probe_data(store, layers)
     (res, _), cpu, wall = timed(train_probes, data, permutations=permutations, solver="torch", device=device)
@@ -175,12 +174,13 @@ def time_eigh(n: int, d: int) -> tuple[float, float]:
 
 def check_accuracy(n: int, d: int, layers: int) -> float:
     """Max |accuracy(torch) - accuracy(sklearn)| in points over layers and probes, full sweeps, small size."""
-    from probes.train import train_probes
+    from probes.experiment import train_probes
 
     st = SyntheticStore(n, d, layers, seed=1)
-    kw = dict(permutations=0, transfer=False, directions=False)
-    rs, _ = train_probes(probe_data(st, list(range(layers))), solver="sklearn", **kw)
-    rt, _ = train_probes(probe_data(st, list(range(layers))), solver="torch", **kw)
+    rs, _ = train_probes(probe_data(st, list(range(layers))), solver="sklearn", permutations=0, transfer=False,
+                         directions=False)
+    rt, _ = train_probes(probe_data(st, list(range(layers))), solver="torch", permutations=0, transfer=False,
+                         directions=False)
     diffs = [abs(a["accuracy"]["rate"] - b["accuracy"]["rate"]) for pk in rs["probes"]
              for a, b in zip(rs["probes"][pk]["layers"], rt["probes"][pk]["layers"])]
     diffs.append(abs(rs["probes"]["logistic"]["nested"]["accuracy"]["rate"]
@@ -254,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                "torch_per_layer_wall_s": tt["per_layer_wall"], "sklearn_logisticprobe_fit_wall_s": fit_wall,
                "sklearn_lbfgs_iterations": sk["lbfgs_iterations"], "permutations": a.permutations,
                "load": os.getloadavg()[0]}
-        Path(a.json).write_text(json.dumps(out, indent=2))
+        from loadbearing.files import write_json
+
+        write_json(a.json, out)
         print(f"wrote {a.json}")
     return 0
 

@@ -145,7 +145,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         return self.estimator_.predict(np.asarray(X, dtype=np.float64))
 
 
-def _best_threshold(s: np.ndarray, y01: np.ndarray) -> float:
+def best_threshold(s: np.ndarray, y01: np.ndarray) -> float:
     """Threshold t on projections s maximising training accuracy of ``s > t -> 1`` (ties -> nearest the
     midpoint of the projected class means)."""
     order = np.argsort(s, kind="stable")
@@ -195,7 +195,7 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
             if self.threshold == "midpoint":
                 t = float((s[y01 == 1].mean() + s[y01 == 0].mean()) / 2.0)
             elif self.threshold == "accuracy":
-                t = _best_threshold(s, y01)
+                t = best_threshold(s, y01)
             else:
                 raise ValueError(f"threshold must be 'accuracy' or 'midpoint', got {self.threshold!r}")
             return classes, d[None, :], np.array([t])

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from probes.estimators import _best_threshold, inner_splits
+from probes.estimators import best_threshold, inner_splits
 from probes.solver import Design, solve, thread_limit
 
 DEFAULT_C = 1.0
@@ -210,7 +210,7 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
         for j, b in enumerate(binary):
             classes, W, c0 = out[b]
             tr = Mk[b]
-            t = _best_threshold(S[tr, j] + c0[0], (Y[b][tr] == classes[1]).astype(np.int8))
+            t = best_threshold(S[tr, j] + c0[0], (Y[b][tr] == classes[1]).astype(np.int8))
             out[b][2] = c0 - t
     return [None if r is None else (r[0], r[1], r[2] - r[1] @ shift) for r in out]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loadbearing.files import atomic_write_bytes
+
 COLORS = {"logistic": "tab:blue", "mass_mean": "tab:orange"}
 
 
@@ -51,6 +53,8 @@ def plot_accuracy_vs_layer(results: dict, path) -> Path:
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120), fsync=False)
+    finally:
+        plt.close(fig)
     return path
