@@ -15,8 +15,10 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
+from loadbearing.commands import COMMANDS
 from loadbearing.errors import LoadBearingError
 
 EXIT_USAGE = 2
@@ -24,7 +26,17 @@ EXIT_INTERRUPTED = 130
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line: ``error: <message> (see <prog> --help)``, exit 2."""
+    """An ``ArgumentParser`` whose usage errors are one line: ``error: <message> (see <prog> --help)``, exit 2.
+
+    Run as a console script (``cot-run``...), its ``prog`` is the script's name, so usage and error lines name
+    what the user typed (``loadbearing.commands``); run with ``python -m``, the given ``prog``.
+    """
+
+    def __init__(self, *args: Any, prog: str | None = None, **kwargs: Any) -> None:
+        script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+        if prog is not None and script in COMMANDS:
+            prog = script
+        super().__init__(*args, prog=prog, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)

@@ -18,7 +18,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(
-        prog="python -m behavioural.labels.stage",
+        prog="python -m behavioural.label",
         description="Label a run's continuations A/B/C (new labels/<name>/ per run, never overwritten; --resume continues "
                     "an interrupted one), or export/import blind human annotation sheets and report Cohen's kappa.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
