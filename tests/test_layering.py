@@ -115,7 +115,8 @@ CONCEPTS = {
     # reading directions.h5
     "directions.h5 reader": (re.compile(r"h5py\.File\([^)]*direction"), {"probes/directions.py"}),
     # "question_key, else question_id"
-    "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*[\w.\[\]\"'()]*question_id"), {"loadbearing/runs.py"}),
+    "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*\w+(?:\.get\([\"']question_id|\[[\"']question_id|\.question_id)"),
+                          {"loadbearing/runs.py"}),
     # partitioning shards
     "shard partition": (re.compile(r"def shard_of\(|% *count\b|sha\w*\([^)]*\)\.\w+\(\)[^\n]*% "), {"loadbearing/shards.py"}),
 }
@@ -143,6 +144,6 @@ def test_final_answer_line_pattern_has_one_home():
         if rel.startswith("loadbearing/answers"):
             continue
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if pat.search(line):
+            if pat.search(line) and "verdict" not in line:  # a judge's reply lead is not a final-answer line
                 found.append(f"{rel}:{i}: {line.strip()[:90]}")
     assert not found, "final-answer line patterns outside loadbearing.answers:\n" + "\n".join(found)
