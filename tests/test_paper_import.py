@@ -117,7 +117,7 @@ def test_annotation_sheet_is_scored_shaped_and_left_for_the_labeller(tmp_path, c
     out = tmp_path / "sheet"
     assert main([str(FIX / "paper_annotation_sheet.csv"), "--model", "paper-8-9b", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.labels.stage" in printed
+    assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.label" in printed
     run = Run(out)
     conts = {c.id: c for c in run.continuations("perturbed")}
     assert [conts[f"annotation-{i}"].correct for i in range(7, 12)] == [True, True, True, False, None]

@@ -170,7 +170,7 @@ def taxonomy(rows: Sequence[dict]) -> dict:
     """A/B/C counts and shares by position, strategy and dataset (the paper's Table 4) from the labelling."""
     lab = [r for r in rows if r.get("abc") in ("A", "B", "C")]
     if not lab:
-        return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.labels.stage)"}
+        return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.label)"}
     out: dict[str, Any] = {"status": "ok", "n": len(lab)}
     for key in ("position", "strategy", "dataset"):
         groups: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "C": 0})

@@ -1,4 +1,4 @@
-"""The labelling command's parser and ``main`` (run as ``python -m behavioural.labels.stage``; see that module)."""
+"""The labelling command's parser and ``main`` (run as ``python -m behavioural.label``; see that module)."""
 from __future__ import annotations
 
 import argparse
@@ -94,4 +94,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     return run_cli(body, errors=(LabelError, SheetError, ValueError),
-                   interrupted_hint=f"continue with: python -m behavioural.labels.stage {rd} --resume")
+                   interrupted_hint=f"continue with: python -m behavioural.label {rd} --resume")

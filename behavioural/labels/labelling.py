@@ -27,7 +27,7 @@ __all__ = ["LabelConfig", "build_labellers", "check_tail", "is_complete",
 
 @dataclass(frozen=True)
 class LabelConfig:
-    """The labelling stage's configuration (what ``python -m behavioural.labels.stage RUN_DIR ...`` parses into)."""
+    """The labelling stage's configuration (what ``python -m behavioural.label RUN_DIR ...`` parses into)."""
 
     run_dir: str | Path
     labellers: tuple[str, ...] = ("rule",)  # specs: "rule", "judge:<model>"
@@ -132,7 +132,7 @@ def _find_resumable(root: Path, name: str | None, run_dir: Path) -> Path:
         _check_name(name)
         d = root / name
         if not (d / LABEL_SETTINGS).is_file():
-            raise RunDirError(f"--resume: labelling {str(d)!r} not found; start it with python -m behavioural.labels.stage "
+            raise RunDirError(f"--resume: labelling {str(d)!r} not found; start it with python -m behavioural.label "
                               f"{run_dir} --name {name}")
         return d
     cands = [p.parent for p in sorted(root.glob(f"*/{LABEL_SETTINGS}"))] if root.is_dir() else []
@@ -140,7 +140,7 @@ def _find_resumable(root: Path, name: str | None, run_dir: Path) -> Path:
     if len(unfinished) == 1:
         return unfinished[0]
     if not unfinished:
-        raise RunDirError(f"--resume: no unfinished labelling in {root}; start one with python -m behavioural.labels.stage "
+        raise RunDirError(f"--resume: no unfinished labelling in {root}; start one with python -m behavioural.label "
                           f"{run_dir}")
     raise RunDirError(f"--resume: several unfinished labellings in {root} ({', '.join(d.name for d in unfinished)}); "
                       "pick one with --name")

@@ -1,9 +1,9 @@
 """Label a run's continuations A/B/C (resumable), and measure agreement with blind human annotators.
 
-    python -m behavioural.labels.stage RUN_DIR [--labeller rule] [--labeller judge:<model>] [--final rule|judge|...] [--name NAME]
-    python -m behavioural.labels.stage RUN_DIR --resume [--name NAME]       # continue an interrupted labelling
-    python -m behavioural.labels.stage RUN_DIR --export-sheet N --seed S     # blind annotation (behavioural.labels.sheets)
-    python -m behavioural.labels.stage RUN_DIR --import-sheet FILE [FILE ...] [--key KEY] [--name LABELLING]
+    python -m behavioural.label RUN_DIR [--labeller rule] [--labeller judge:<model>] [--final rule|judge|...] [--name NAME]
+    python -m behavioural.label RUN_DIR --resume [--name NAME]       # continue an interrupted labelling
+    python -m behavioural.label RUN_DIR --export-sheet N --seed S     # blind annotation (behavioural.labels.sheets)
+    python -m behavioural.label RUN_DIR --import-sheet FILE [FILE ...] [--key KEY] [--name LABELLING]
 
 Labelling never touches the generation records: it reads the run through :class:`loadbearing.runs.Run`
 (refusing a run whose manifest is not finished, unless ``--allow-incomplete``, or whose

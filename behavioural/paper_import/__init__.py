@@ -31,11 +31,11 @@ of ``data/annotations/study_n500`` that two annotators labelled A/B/C). Those ro
 position, prefix or label: each continuation is scored with this toolkit's scorer (gold: the reference
 answer, MMLU's ``correct_letter``), its strategy is the edit's shape (``paper:arithmetic`` - only numbers
 or operators changed, ``paper:appended`` - the original step kept with text added, ``paper:replaced``), no labelling is
-written, and ``python -m behavioural.labels.stage RUN_DIR --labeller rule`` labels them, so the rule's B count can be
+written, and ``python -m behavioural.label RUN_DIR --labeller rule`` labels them, so the rule's B count can be
 set beside the annotators' (their counts are in the study's ``analysis/results_n500.json``)::
 
     python -m behavioural.paper_import data_to_label_annotator2.csv --model paper-8-9b --output runs/paper-n500 \
-        && python -m behavioural.labels.stage runs/paper-n500 --labeller rule
+        && python -m behavioural.label runs/paper-n500 --labeller rule
 
 BBH rows carry no task name; ``--bbh-task-map FILE`` (JSON id -> task, the paper's
 ``data/processed/bbh_task_mapping.json``) or ``--data-dir`` (the BBH files, concatenated in task order as the

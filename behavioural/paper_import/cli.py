@@ -46,7 +46,7 @@ def _main(args: argparse.Namespace) -> int:
     for n in res["notes"]:
         print(f"note: {n}")
     if lab["A"] + lab["B"] + lab["C"] == 0:
-        print(f"\nnext: python -m behavioural.labels.stage {res['output']} --labeller rule")
+        print(f"\nnext: python -m behavioural.label {res['output']} --labeller rule")
         return 0
     print("\nTable 4 (A/B/C by position, strategy, source):")
     print(table4(res["output"]))

@@ -132,7 +132,7 @@ def convert_annotations(rows: list[dict[str, Any]], *, model: str | None = None,
             continuation=str(r["continuation"]), new_tokens=0, finish_reason="imported", parsed_answer=sc.parsed,
             gold=gold, correct=sc.correct, label=label_for(sc.correct), question_key=qkey)))
     notes = ["annotation sheet: no prefix before the edited step (input_text = prompt + edited step); "
-             "correctness from this toolkit's scorer; no labels (run python -m behavioural.labels.stage)"]
+             "correctness from this toolkit's scorer; no labels (run python -m behavioural.label)"]
     if unparsed:
         notes.append(f"{unparsed} continuation(s) have no parseable answer and stay unscored")
     return model, list(baselines.values()), conts, [(c.id, None, None, None) for c in conts], notes
