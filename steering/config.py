@@ -16,10 +16,10 @@ from loadbearing.errors import LoadBearingError
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: every random generation draws its own direction (steering.controls)
 DEFAULT_KS = (1, 2, 4, 8)
 DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
-CONTROLS = ("random", "none")
+CONTROLS = ("random", "random_cov", "none")
 CASE_KINDS = ("C", "all")
 DEFAULT_SESOI = 0.10
 
@@ -114,6 +114,9 @@ class SweepConfig:
             raise SweepError(f"--positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
         if self.dose not in DOSES:
             raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
+        if math.isfinite(self.sesoi) and self.sesoi > 1:
+            raise SweepError(f"--sesoi is a fraction (0.10 = 10 points), got {self.sesoi:g}; give a fraction, e.g. "
+                             f"--sesoi {self.sesoi / 100:g}")
         if not (math.isfinite(self.sesoi) and 0 < self.sesoi < 1):
             raise SweepError(f"--sesoi must be a fraction in (0, 1) (0.10 = 10 points), got {self.sesoi}")
         if not (math.isfinite(self.level) and 0 < self.level < 1):

@@ -1,8 +1,9 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes  (this module: the grid of settings)
 
-The sweep's grid: one :class:`Setting` per (layer, k, alpha, basis) - the probe basis, norm-matched random
-orthonormal bases (one per seed), and an unsteered alpha-0 rerun - and the per-setting steering vector
-(:func:`setting_vector`, dose-matched through :func:`steering.vectors.combine_directions`).
+The sweep's grid: one :class:`Setting` per (layer, k, alpha, basis) - the probe basis, ``seeds`` random
+settings (isotropic, and for k > 1 covariance-matched when the activations are available; each draws a fresh
+direction per case, see :mod:`steering.controls`), and an unsteered alpha-0 rerun - and the probe setting's
+steering vector (:func:`setting_vector`, dose-matched through :func:`steering.vectors.combine_directions`).
 
 Directions are read through their one home, :func:`probes.directions.read_directions`, as a
 :class:`probes.directions.Directions`; :func:`load_directions` adds the sweep's own checks (no all-zero
@@ -49,7 +50,7 @@ def random_basis(k: int, d: int, seed: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Setting:
     key: str
-    basis: str  # probe | random | none
+    basis: str  # probe | random | random_cov | none
     layer: int | None
     k: int
     alpha_rel: float
@@ -58,9 +59,10 @@ class Setting:
 
 
 def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float], controls: Sequence[str],
-              seeds: int, resid_norm: dict[int, float]) -> list[Setting]:
-    """Every setting: the alpha-0 rerun (control ``none``), then per layer x k x alpha the probe basis and
-    ``seeds`` random bases (control ``random``)."""
+              seeds: int, resid_norm: dict[int, float], *, covariance: bool = False) -> list[Setting]:
+    """Every setting: the alpha-0 rerun (control ``none``), then per layer x k x alpha the probe basis,
+    ``seeds`` isotropic random settings (control ``random``) and, for k > 1 with ``covariance`` (the
+    activations' covariance is available) and control ``random_cov``, ``seeds`` covariance-matched ones."""
     grid = []
     if "none" in controls:
         grid.append(Setting("none|alpha0", "none", None, 0, 0.0, 0.0))
@@ -72,21 +74,20 @@ def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float],
                 if "random" in controls:
                     for s in range(seeds):
                         grid.append(Setting(f"L{L}|k{k}|a{a:g}|random{s}", "random", L, k, float(a), aa, s))
+                if "random_cov" in controls and covariance and k > 1:
+                    for s in range(seeds):
+                        grid.append(Setting(f"L{L}|k{k}|a{a:g}|randcov{s}", "random_cov", L, k, float(a), aa, s))
     return grid
 
 
 def setting_vector(s: Setting, dirs: Directions, dose: str, d: int) -> np.ndarray:
-    """The combined steering vector [d_model] of a setting (zeros for the alpha-0 rerun)."""
+    """The combined steering vector [d_model] of a probe setting (zeros for the alpha-0 rerun); a random
+    setting's vector depends on the case (:func:`steering.controls.control_vector`)."""
     if s.basis == "none":
         return np.zeros(d, dtype=np.float32)
-    assert s.layer is not None
-    if s.basis == "probe":
-        basis = dirs.bases[s.layer][: s.k]
-    else:
-        basis = random_basis(s.k, d, seed=1_000_003 * ((s.seed or 0) + 1) + 1009 * s.layer + s.k)
-        # norm-matched: same row norms as the probe basis (unit rows for orthonormal probes)
-        basis = basis * np.linalg.norm(dirs.bases[s.layer][: s.k], axis=1)[:, None]
-    return combine_directions(basis, dose).numpy()
+    if s.basis != "probe" or s.layer is None:
+        raise SweepError(f"setting {s.key}: a random control's vector is drawn per case (steering.controls)")
+    return combine_directions(dirs.bases[s.layer][: s.k], dose).numpy()
 
 
 __all__ = ["Setting", "load_directions", "make_grid", "random_basis", "setting_vector"]

@@ -91,12 +91,18 @@ def check_width(dirs: Directions, layers: list[int], width: int, nl: int) -> Non
 # ------------------------------------------------------------------------------------------------ questions
 
 
+def store_path(dirs: Directions) -> str | None:
+    """The path of the activation store the directions name, None when they name none or it is missing."""
+    store = _store(dirs)
+    path = store.get("path") if isinstance(store, dict) else None
+    return str(path) if path and Path(path).is_file() else None
+
+
 def store_questions(dirs: Directions) -> tuple[set[str] | None, str, int]:
     """Question keys and ids of the activation store the directions were fitted from (the probes fit the
     directions on its labelled rows), or None when the file names no readable store."""
-    store = _store(dirs)
-    path = store.get("path") if isinstance(store, dict) else None
-    if not path or not Path(path).is_file():
+    path = store_path(dirs)
+    if path is None:
         return None, "", 0
     try:
         from activations.store import open_store
@@ -185,7 +191,7 @@ def residual_norms(lm: Any, dirs: Directions, layers: list[int], cases: list[dic
 
 def sweep_record(config: SweepConfig, run: Run, dirs: Directions, model_info: dict[str, Any], axes: tuple,
                  sample: CaseSample, split: dict[str, Any], norms: tuple[dict[int, float], dict[int, str]],
-                 grid: list[Setting]) -> dict[str, Any]:
+                 grid: list[Setting], controls_note: str = "") -> dict[str, Any]:
     """The content of ``config.json`` (``status: "running"`` until the sweep finishes)."""
     layers, ks, alphas = axes
     resid_norm, norm_source = norms
@@ -207,6 +213,8 @@ def sweep_record(config: SweepConfig, run: Run, dirs: Directions, model_info: di
         "alphas": alphas,
         "controls": list(config.controls),
         "random_seeds": config.random_seeds,
+        "random_directions": "per case: each random generation draws its own direction (steering.controls)",
+        "controls_note": controls_note,
         "cases": config.cases,
         "sesoi": config.sesoi,
         "level": config.level,
@@ -225,6 +233,10 @@ def check_resume_settings(old: dict[str, Any] | None, config: SweepConfig, dirs:
     """Refuse to resume an output made with other directions or generation settings (no model needed)."""
     if old is None:
         return
+    if old.get("schema_version") != SCHEMA_VERSION:
+        raise SweepError(f"cannot resume {str(config.out_dir)!r}: it was written by schema {old.get('schema_version')} "
+                         f"(random directions shared across cases), this sweep writes schema {SCHEMA_VERSION}; use a new "
+                         "--output")
     for key, new in (("directions_sha256", dirs.sha256), ("max_new_tokens", config.max_new_tokens),
                      ("positions", config.positions), ("dose", config.dose), ("seed", config.seed),
                      ("per_question", config.per_question)):
@@ -247,4 +259,4 @@ def check_resume(old: dict[str, Any] | None, cfg: dict[str, Any], out_dir: Path)
 
 
 __all__ = ["check_directions_model", "check_resume", "check_resume_settings", "check_width",
-           "grid_axes", "question_split", "residual_norms", "store_questions", "sweep_record"]
+           "grid_axes", "question_split", "residual_norms", "store_path", "store_questions", "sweep_record"]

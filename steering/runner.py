@@ -24,6 +24,7 @@ from probes.directions import Directions
 from steering.analysis import format_summary
 from steering.cases import case_dict, select_cases
 from steering.config import CONFIG_FILE, GENERATIONS, SCHEMA_VERSION, SUMMARY, SweepConfig, SweepError
+from steering.controls import RANDOM_KINDS, control_vector, covariance_rows, direction_seed
 from steering.grid import Setting, load_directions, make_grid, setting_vector
 from steering.plan import (
     check_directions_model,
@@ -50,8 +51,10 @@ def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = No
     return s.parsed, s.correct
 
 
-def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str]) -> dict[str, Any]:
-    """One line of ``generations.jsonl``: the setting, the case, the generation and its score."""
+def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str],
+                      seed: int = 0) -> dict[str, Any]:
+    """One line of ``generations.jsonl``: the setting, the case, the generation and its score (a random
+    control's record names the seed of its own direction)."""
     pred, ok = score(g.text, case, questions)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -62,6 +65,7 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
         "alpha_rel": s.alpha_rel,
         "alpha": s.alpha,
         "seed": s.seed,
+        "direction_seed": direction_seed(seed, case["id"], s) if s.basis in RANDOM_KINDS else None,
         "case_id": case["id"],
         "question_id": case["question_id"],
         "question_key": case["question_key"],
@@ -79,8 +83,9 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
 
 def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dict], dirs: Directions, width: int,
                  layers: list[int], done: set, gen_path: Path, questions: dict[str, str], echo: Callable[[str], None],
-                 generate_fn: Callable[..., list] | None) -> None:
-    """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk."""
+                 generate_fn: Callable[..., list] | None, cov: dict[int, np.ndarray] | None = None) -> None:
+    """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk;
+    a random setting's vector is drawn per case (:func:`steering.controls.control_vector`)."""
     if generate_fn is None:
         from steering.generate import generate_steered
 
@@ -102,17 +107,22 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
             jobs = sorted(by_layer[L], key=lambda j: (j[1]["input_text"], j[1]["id"], j[0].key))
             for c0 in range(0, len(jobs), chunk):
                 part = jobs[c0 : c0 + chunk]
-                for s, _ in part:
+                rows = []
+                for s, case in part:
+                    if s.basis in RANDOM_KINDS:
+                        rows.append(control_vector(s, case["id"], dirs, config.dose, width, config.seed, cov))
+                        continue
                     if s.key not in vec_cache:
                         vec_cache[s.key] = setting_vector(s, dirs, config.dose, width)
-                vecs = np.stack([vec_cache[s.key] for s, _ in part])  # [n, d_model]
+                    rows.append(vec_cache[s.key])
+                vecs = np.stack(rows)  # [n, d_model]
                 alph = np.array([s.alpha for s, _ in part], dtype=np.float32)  # [n]
                 outs = generate_fn(lm, [c["input_text"] for _, c in part], vecs, alph, layers=[L],
                                    positions=config.positions, max_new_tokens=config.max_new_tokens,
                                    batch_size=config.batch_size, progress=config.progress,
                                    desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}")
                 for (s, case), g in zip(part, outs):
-                    writer.write(generation_record(s, case, g, questions))
+                    writer.write(generation_record(s, case, g, questions, config.seed))
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -165,6 +175,20 @@ def _locked_output(out_dir: Path) -> Iterator[None]:
         lock.__exit__(None, None, None)
 
 
+def _covariance(config: SweepConfig, dirs: Directions, layers: list[int],
+                ks: list[int]) -> tuple[dict[int, np.ndarray] | None, str]:
+    """The activations behind the covariance-matched controls (k > 1), and a note saying what was drawn."""
+    if "random" not in config.controls and "random_cov" not in config.controls:
+        return None, ""
+    if "random_cov" not in config.controls or max(ks) < 2:
+        return None, "random controls: isotropic, a fresh direction per case"
+    cov, why = covariance_rows(dirs, layers, max(ks))
+    if cov is None:
+        return None, (f"random controls: isotropic only, a fresh direction per case (covariance-matched bases for "
+                      f"k > 1 unavailable: {why})")
+    return cov, f"random controls: isotropic, and for k > 1 covariance-matched ({why}), a fresh direction per case"
+
+
 def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None] = print,
               generate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
     """Run (or resume) a sweep and return the summary dict (also written to ``OUTPUT/summary.json``).
@@ -191,6 +215,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     sample = select_cases(pert, which=config.cases, max_cases=config.max_cases, per_question=config.per_question,
                           n_non_c=config.n_non_c, seed=config.seed, exclude=exclude, include=include)
     check_resume_settings(old, config, dirs)
+    cov, controls_note = _covariance(config, dirs, layers, ks)
 
     # the model (loaded only now, after every check that does not need it)
     if lm is None:
@@ -202,10 +227,11 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     width = d_model(lm.model)
     check_width(dirs, layers, width, n_layers(lm.model))
     norms = residual_norms(lm, dirs, layers, sample.all, config.batch_size)
-    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0])
+    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=cov is not None)
     provenance = getattr(lm, "provenance", None)
     model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
-    cfg = sweep_record(config, run, dirs, model_info, (layers, ks, alphas), sample, split, norms, grid)
+    cfg = sweep_record(config, run, dirs, model_info, (layers, ks, alphas), sample, split, norms, grid,
+                       controls_note)
     check_resume(old, cfg, out_dir)
 
     if split["disjoint"] is None:
@@ -221,7 +247,8 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
             echo(summary["verdict"])
             return summary
         done = {(r["setting"], r["case_id"]) for r in read_jsonl(gen_path, repair=True)}
-        generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo, generate_fn)
+        generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo, generate_fn,
+                     cov)
         summary = summarize(out_dir, config=cfg)
         write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete"))
     echo(format_summary(summary))

@@ -46,6 +46,7 @@ def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> d
         "positions": config.get("positions"),
         "dose": config.get("dose"),
         "resid_norm": config.get("resid_norm"),
+        "controls_note": config.get("controls_note"),
     })
     write_json(out_dir / SUMMARY, summary)
     try:

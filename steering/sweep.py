@@ -1,14 +1,17 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,2,4,8] [--alphas 0.25,0.5,1]
+python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
 
 Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
 (and, with ``--cases all``, of non-C ones, for side effects) from their exact ``input_text`` while adding the
 probe directions to the residual stream, for each (layer, k, alpha), next to norm-matched random-direction
-controls (several seeds: random orthonormal bases of the same k, combined with the same dose) and an
-unsteered alpha-0 rerun (which checks that the C cases reproduce). Steered cases come from questions the
-directions were not fitted on (the split the probes record in ``directions.h5``, or ``--exclude-questions
-FILE``). Generation runs on the shared-prefix fast path with one vector and alpha per row
-(:mod:`steering.generate`); every generation is scored with the foundation's strict parser and appended
-(flushed) to ``OUTPUT/generations.jsonl``; ``--resume`` skips the (setting, case) pairs already there.
+controls (several per case: random orthonormal bases of the same k, combined with the same dose; every random
+generation of a case draws its own direction, isotropic and, for k > 1, also matched to the activations'
+covariance: :mod:`steering.controls`) and an unsteered alpha-0 rerun (which checks that the C cases
+reproduce). Steered cases come from questions the directions were not fitted on (the split the probes record
+in ``directions.h5``, or ``--exclude-questions FILE``). Generation runs on the shared-prefix fast path with
+one vector and alpha per row (:mod:`steering.generate`); every generation is scored with the foundation's
+strict parser and appended (flushed) to ``OUTPUT/generations.jsonl``; ``--resume`` skips the (setting, case)
+pairs already there.
 
 Alphas are relative to the layer's mean residual-stream norm (the ``resid_norm`` the probes wrote, else
 measured on the cases' inputs): ``--alphas 1`` adds a vector as long as the average residual. The k-direction
@@ -17,10 +20,15 @@ vector is dose-matched (rescaled to the norm of one direction; see :mod:`steerin
 Outputs (``OUTPUT`` defaults to ``RUN_DIR/steering``): ``config.json`` (settings, the case sample, the
 question split, provenance), ``generations.jsonl``, ``summary.json`` (see :mod:`steering.analysis`: per
 setting moved-of-all with coverage, the question-level difference from the matched control with its
-interval and permutation test, Holm/BH across the grid, the strongest setting, a verdict that is one of
-effect / null / inconclusive, the minimum detectable effect and the sample a null would need),
+interval, the exact randomisation test (:mod:`steering.exact`), Holm/BH across the grid, the strongest
+setting, a verdict that is one of effect / harm / null / inconclusive (:mod:`steering.verdict`), and the
+minimum detectable effect and the cases a null would need, simulated (:mod:`steering.power`)),
 ``sweep.png`` and a printed table. No C case to steer: ``status = "insufficient_data"`` (exit 0). Bad input
 exits 2 with a one-line error, before any model is loaded where it can be, and writes nothing.
+
+``--plan`` (:mod:`steering.planner`) sizes a sweep before it runs: the held-out C cases a null at ``--sesoi``
+or an effect of ``--effect`` needs, from ``--pilot`` (a finished sweep) or ``--base-rate``; it prints one
+block, writes nothing and loads no model.
 
 Modules: :mod:`steering.config` (settings), :mod:`steering.cases` (the sample), :mod:`steering.grid`
 (settings grid, vectors and the directions' checks), :mod:`steering.plan` (what a sweep steers),
@@ -31,7 +39,6 @@ this module is the command line, and keeps every name callers import from ``stee
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -40,6 +47,7 @@ from loadbearing.commands import prog
 from loadbearing.files import check_jsonl_tail
 from steering.analysis import format_summary, format_table
 from steering.config import CASE_KINDS, DEFAULT_ALPHAS, DEFAULT_SESOI, DOSES, POSITIONS, SweepConfig, SweepError, parse_list
+from steering.planner import check_fraction, format_plan, pilot_design, plan, stated_design
 from steering.runner import run_sweep, score
 from steering.summary import is_complete, summarize
 
@@ -47,9 +55,16 @@ from steering.summary import is_complete, summarize
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog=prog("steering.sweep"), description=__doc__.split("\n\n")[1],
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="run directory written by python -m behavioural.run")
-    p.add_argument("--directions", required=True,
-                   help="probes output directory holding directions.h5 (or the .h5 file itself)")
+    p.add_argument("run_dir", nargs="?", default=None, help="run directory written by python -m behavioural.run")
+    p.add_argument("--directions", default=None,
+                   help="probes output directory holding directions.h5 (or the .h5 file itself; required unless --plan)")
+    pl = p.add_argument_group("planning (--plan: print the sample a definitive verdict needs; nothing is run)")
+    pl.add_argument("--plan", action="store_true", help="size a sweep before generating (no model, nothing written)")
+    pl.add_argument("--pilot", default=None, metavar="SWEEP_DIR",
+                    help="a finished sweep (RUN_DIR/steering): its settings, random-move rate and strongest difference")
+    pl.add_argument("--base-rate", type=float, default=None,
+                    help="fraction of C cases a random direction moves (without --pilot)")
+    pl.add_argument("--effect", type=float, default=None, help="effect to detect, a fraction (0.20 = 20 points)")
     g = p.add_argument_group("grid")
     g.add_argument("--layers", default=None,
                    help="comma-separated hidden_states layers to steer (default: the file's selected_layer, else the "
@@ -57,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--k", default=None, help="comma-separated numbers of directions (default 1,2,4,8, capped at the basis)")
     g.add_argument("--alphas", default=",".join(str(a) for a in DEFAULT_ALPHAS),
                    help="comma-separated steering strengths, relative to the layer's mean residual norm (default %(default)s)")
-    g.add_argument("--controls", default="random,none",
-                   help="comma-separated controls: random (norm-matched random orthonormal bases), none (alpha-0 rerun)")
-    g.add_argument("--random-seeds", type=int, default=3, help="random-direction seeds per setting (default %(default)s)")
+    g.add_argument("--controls", default="random,random_cov,none",
+                   help="comma-separated controls: random (norm-matched isotropic random bases), random_cov (k > 1: "
+                        "bases matched to the activations' covariance), none (alpha-0 rerun) (default %(default)s)")
+    g.add_argument("--random-seeds", type=int, default=3,
+                   help="random generations per case and setting, each with its own direction (default %(default)s)")
     g.add_argument("--positions", choices=POSITIONS, default="continuation",
                    help="which positions are steered (see steering.positions; default %(default)s)")
     g.add_argument("--dose", choices=DOSES, default="matched",
@@ -78,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "steered (directions.h5's own recorded split is always applied)")
     c.add_argument("--allow-overlap", action="store_true",
                    help="also steer questions the directions were fitted on (recorded; not a held-out test)")
-    c.add_argument("--sesoi", type=float, default=100 * DEFAULT_SESOI,
-                   help="smallest effect of interest in percentage points: a null verdict must exclude it (default %(default)g)")
+    c.add_argument("--sesoi", type=float, default=DEFAULT_SESOI,
+                   help="smallest effect of interest, a fraction (0.10 = 10 points): a null verdict's interval must lie "
+                        "within +/- it (default %(default)g)")
     m = p.add_argument_group("model and generation")
     m.add_argument("--max-new-tokens", type=int, default=128, help="generation budget per continuation (default %(default)s)")
     m.add_argument("--batch-size", type=int, default=32, help="rows per steered batch (default %(default)s)")
@@ -96,22 +114,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    if not math.isfinite(args.sesoi):
-        raise SweepError(f"--sesoi must be a finite number of percentage points, got {args.sesoi}")
+    check_fraction(args.sesoi, "--sesoi")
+    if args.run_dir is None or args.directions is None:
+        raise SweepError("give RUN_DIR and --directions PROBES_DIR to run a sweep (or --plan to size one)")
     return SweepConfig(
         run_dir=args.run_dir, directions=args.directions, output=args.output, model=args.model,
         layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
         alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
         random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
         n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
-        allow_overlap=args.allow_overlap, sesoi=args.sesoi / 100.0,
+        allow_overlap=args.allow_overlap, sesoi=args.sesoi,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
         device=args.device, resume=args.resume, allow_incomplete=args.allow_incomplete, allow_other_model=args.allow_other_model,
         progress=not args.no_progress,
     ).validate()
 
 
+def run_plan(args: argparse.Namespace, echo=print) -> int:
+    """``--plan``: print the planner's block (:mod:`steering.planner`); writes nothing, loads no model."""
+    check_fraction(args.sesoi, "--sesoi")
+    check_fraction(args.effect, "--effect")
+    check_fraction(args.base_rate, "--base-rate", allow_zero=True)
+    if args.pilot is not None:
+        design = pilot_design(args.pilot, args.effect)
+    elif args.base_rate is not None:
+        n_settings = (len(parse_list(args.k, int, "k") or [1, 2, 4, 8]) * len(parse_list(args.alphas, float, "alphas") or [])
+                      * len(parse_list(args.layers, int, "layers") or [0]))
+        if args.random_seeds < 1:
+            raise SweepError(f"--random-seeds must be >= 1, got {args.random_seeds}")
+        design = stated_design(args.base_rate, args.effect, n_settings, args.random_seeds)
+    else:
+        raise SweepError("--plan needs --pilot SWEEP_DIR or --base-rate R (the fraction of C cases a random "
+                         "direction moves)")
+    echo(format_plan(design, plan(design, sesoi=args.sesoi, seed=args.seed)))
+    return 0
+
+
 def _main(args: argparse.Namespace) -> int:
+    if args.plan:
+        return run_plan(args)
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
         check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
@@ -127,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["SweepConfig", "SweepError", "build_parser", "config_from_args", "format_summary", "format_table",
-           "is_complete", "main", "run_sweep", "score", "summarize"]
+           "is_complete", "main", "run_plan", "run_sweep", "score", "summarize"]
 
 
 if __name__ == "__main__":

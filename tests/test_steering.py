@@ -363,7 +363,9 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
     assert top["moved_of_all"]["k"] == 8 and top["moved_of_all"]["n"] == 8 and top["coverage_c"]["rate"] == 1.0
     assert top["control"]["kind"] == "random" and top["control"]["moved_of_all"]["k"] == 0
     assert top["difference"]["n_questions"] == 8 and top["difference"]["estimate"] == 1.0
-    assert top["p_value"] == pytest.approx(2 / 256)
+    assert top["p_value"] == pytest.approx(2 / 3 ** 8)  # exact test: the probe's is the moved one of 3, 8 times
+    assert top["p_greater"] == pytest.approx(3.0 ** -8) and top["exact"]["n_informative"] == 8
+    assert top["difference"]["n_dropped"] == 0 and s["n_random_directions"] == 10 * 4 * 2
     assert top["beats_control"] and top["p_holm"] < 0.05
     assert top["broken"]["k"] == 2  # side effect: the non-C cases (gold 3) now say 7
     assert by["L2|k1|a0.5|probe"]["moved_of_all"]["k"] == 8
@@ -395,8 +397,9 @@ def test_few_questions_are_inconclusive_not_null(tokenizer, tmp_path):
     assert d["difference"]["estimate"] == 0.0 and d["difference"]["ci"][1] > 0.10
 
 
-def test_analysis_three_outcomes_and_moved_of_all_ranking():
-    from steering.analysis import adjusted_interval, sign_flip_p, summarize_records
+def test_analysis_outcomes_and_moved_of_all_ranking():
+    from steering.analysis import adjusted_interval, summarize_records
+    from steering.exact import randomisation_test
     from steering.grid import make_grid
 
     grid = make_grid([2], [1, 2], [1.0], ("random", "none"), 1, {2: 1.0})
@@ -432,9 +435,9 @@ def test_analysis_three_outcomes_and_moved_of_all_ranking():
     # intervals and tests at the question level
     iv = adjusted_interval([0.0] * 20)
     assert iv["estimate"] == 0.0 and iv["ci"][1] == pytest.approx(0.137, abs=0.003)
-    assert sign_flip_p([1.0] * 8) == pytest.approx(2 / 256)
-    assert sign_flip_p([0.0, 0.0]) == 1.0
-    assert 0 < sign_flip_p([1.0] * 30 + [-1.0] * 5) < 0.001
+    assert randomisation_test([[1, 0]] * 8)["p_two"] == pytest.approx(2 / 256)
+    assert randomisation_test([[0, 0], [1, 1]])["p_two"] == 1.0
+    assert 0 < randomisation_test([[1, 0]] * 30 + [[0, 1]] * 5)["p_two"] < 0.001
 
 
 def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path):
@@ -679,3 +682,48 @@ def test_positions_rule_has_one_home():
     assert [prompt_steering(p) for p in POSITIONS] == ["last", "none", "all"]
     with pytest.raises(SteeringError, match="unknown positions"):
         first_steered("prefix", 5)
+
+
+def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_path):
+    """Each random generation draws its own direction; for k > 1 covariance-matched controls are drawn from the
+    fitting rows' within-class covariance (read from the store the directions name) beside isotropic ones."""
+    from activations.store import StoreWriter
+    from steering.controls import covariance_basis
+    from steering.sweep import run_sweep
+
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((200, 64)) * 0.01
+    rows[:, 5] *= 1000.0  # one high-variance axis
+    b = covariance_basis(2, rows, seed=1)
+    assert np.allclose(b @ b.T, np.eye(2), atol=1e-5) and abs(b[0, 5]) > 0.9
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3, steered
+    store = tmp_path / "activations.h5"
+    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
+    n = 40
+    X = rng.standard_normal((n, 1, 64)) * 0.01
+    X[:, 0, 5] *= 1000.0
+    meta = [{"continuation_id": f"f{i}", "question_id": f"fit{i // 2}", "label": "C" if i % 2 else "non-C",
+             "condition": "perturbed", "input_tokens": 5} for i in range(n)]
+    w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((n, 2), np.int32)})
+    w.finish()
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])},
+                       attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
+    assert s["n_c_questions"] == 4
+    by = {d["key"]: d for d in s["settings"]}
+    assert by["L2|k1|a1|probe"]["control"]["kind"] == "random" and "isotropic" not in by["L2|k1|a1|probe"]
+    k2 = by["L2|k2|a1|probe"]
+    assert k2["control"]["kind"] == "random_cov" and k2["control"]["m"] == 2
+    assert k2["isotropic"]["keys"] == ["L2|k2|a1|random0", "L2|k2|a1|random1"]
+    assert "covariance-matched" in s["controls_note"] and "40 fitting rows" in s["controls_note"]
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    seeds = [r["direction_seed"] for r in recs if r["basis"] in ("random", "random_cov")]
+    assert len(seeds) == len(set(seeds)) == 4 * (2 + 2 + 2) == s["n_random_directions"]
+    assert all(r["direction_seed"] is None for r in recs if r["basis"] in ("probe", "none"))
+    # without a readable store: isotropic only, and said so
+    plain = _write_dirs(tmp_path / "plain", {2: np.stack([_unit(PLANT), _unit(62)])})
+    s2 = run_sweep(_cfg(run, plain, layers=[2], ks=[2], alphas=[1.0], random_seeds=2, output=str(tmp_path / "o2")),
+                   lm=lm, echo=lambda m: None)
+    assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]

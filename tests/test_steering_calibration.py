@@ -1,0 +1,164 @@
+"""Calibration of the steering statistics: the exact randomisation test, the power simulation, the four-outcome
+verdict and the planner (seeded, deterministic, a few seconds; no model)."""
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+from steering.exact import randomisation_test
+from steering.grid import make_grid
+
+
+def _brute(cases):
+    m = [len(c) - 1 for c in cases]
+    obs = np.mean([c[0] - (sum(c) - c[0]) / mi for c, mi in zip(cases, m)])
+    ts = np.array([np.mean([c[p] - (sum(c) - c[p]) / mi for c, p, mi in zip(cases, perm, m)])
+                   for perm in itertools.product(*[range(len(c)) for c in cases])])
+    return float(np.mean(ts >= obs - 1e-12)), float(np.mean(ts <= obs + 1e-12))
+
+
+def test_exact_test_equals_full_enumeration():
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        n = int(rng.integers(1, 6))
+        cases = [rng.integers(0, 2, size=int(rng.integers(2, 5))).tolist() for _ in range(n)]  # m varies by case
+        t = randomisation_test(cases)
+        ge, le = _brute(cases)
+        assert t["p_greater"] == pytest.approx(ge, abs=1e-9) and t["p_less"] == pytest.approx(le, abs=1e-9)
+        assert t["p_two"] == pytest.approx(min(1.0, 2 * min(ge, le)), abs=1e-9)
+    # non-integer scores: enumerated when small, else Monte Carlo with the +1 correction (stated)
+    small = randomisation_test([[0.5, 0.2, 0.1], [0.3, 0.3, 0.9]])
+    assert "enumerated" in small["method"]
+    big = randomisation_test([[0.5, 0.25, 0.1]] * 12, n_draws=2000)
+    assert "Monte Carlo (2000" in big["method"] and "+1" in big["method"] and big["p_greater"] >= 1 / 2001
+
+
+def test_attainable_level_with_five_informative_cases():
+    one = randomisation_test([[1, 0]] * 5 + [[0, 0]] * 7)  # m = 1: the old sign-flip floor
+    assert one["n_informative"] == 5 and one["min_p_two"] == pytest.approx(2 / 32) and one["min_p_two"] > 0.05
+    two = randomisation_test([[1, 0, 0]] * 5)  # m = 2: each case's probe is the moved one of three
+    assert two["min_p_two"] == pytest.approx(2 / 3 ** 5) and two["p_two"] == two["min_p_two"] < 0.01
+    none = randomisation_test([[0, 0, 0]] * 4)
+    assert none["p_two"] == 1.0 and none["n_informative"] == 0
+
+
+def test_size_under_the_null_and_power_rises_with_effect():
+    from steering.power import simulate
+
+    for n in (24, 57):
+        s = simulate(n, 2, 1, 0.2, 0.0, n_sims=1500, seed=1)
+        assert s["size_any_rejection"] <= 0.08, s
+    powers = [simulate(24, 2, 4, 0.05, e, n_sims=400, seed=2)["power"] for e in (0.0, 0.15, 0.3, 0.45)]
+    assert powers == sorted(powers) and powers[0] <= 0.08 and powers[-1] >= 0.8, powers
+
+
+def test_vectorised_rule_matches_the_summary():
+    """The simulation's vectorised test, interval and rule give the verdict summarize_records gives."""
+    from steering.analysis import summarize_records
+    from steering.power import exact_p_binary, interval_binary
+    from steering.verdict import CODES, decide
+
+    grid = make_grid([2], [1, 2], [1.0], ("random",), 2, {2: 1.0})
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        n = 15 + 5 * trial
+        a = (rng.random((2, n)) < [[0.1], [0.1 + 0.15 * trial]]).astype(int)
+        b = (rng.random((2, n, 2)) < 0.1).astype(int)
+        recs = []
+        for si, k in enumerate((1, 2)):
+            for i in range(n):
+                for key, v in [(f"L2|k{k}|a1|probe", a[si, i])] + [(f"L2|k{k}|a1|random{j}", b[si, i, j]) for j in (0, 1)]:
+                    recs.append({"setting": key, "case_id": f"c{i}", "question_key": f"q{i}", "case_label": "C",
+                                 "correct": bool(v), "basis": "random" if "random" in key else "probe"})
+        summ = summarize_records(recs, grid, power=False)
+        p2, _, _, st = exact_p_binary(a, b)
+        lo, hi = interval_binary(a - b.mean(-1))
+        code = CODES[int(decide(p2[None], st[None], lo[None], hi[None], level=0.05, sesoi=0.10)[0])]
+        assert code == summ["verdict_code"], (trial, code, summ["verdict"])
+        got = [d["p_value"] for d in summ["settings"]]
+        assert got == pytest.approx(list(p2))
+
+
+def _recs(grid, n, probe, rand):
+    """n cases (one per question); probe(i) / rand(i, j) -> correct (True/False/None)."""
+    out = []
+    for s in grid:
+        for i in range(n):
+            v = probe(i) if s.basis == "probe" else rand(i, s.seed)
+            out.append({"setting": s.key, "case_id": f"c{i}", "question_key": f"q{i}", "case_label": "C",
+                        "correct": v, "basis": s.basis})
+    return out
+
+
+def test_four_verdicts_on_constructed_data():
+    from steering.analysis import format_table, summarize_records
+
+    grid = make_grid([2], [1], [1.0], ("random",), 2, {2: 1.0})
+    eff = summarize_records(_recs(grid, 12, lambda i: True, lambda i, j: False), grid)
+    assert eff["verdict_code"] == "effect" and eff["verdict"].startswith("effect:")
+    harm = summarize_records(_recs(grid, 20, lambda i: False, lambda i, j: True), grid)
+    assert harm["verdict_code"] == "harm" and harm["settings"][0]["harms"], harm["verdict"]
+    null = summarize_records(_recs(grid, 150, lambda i: i % 10 == 0, lambda i, j: (i + j) % 10 == 0), grid)
+    assert null["verdict_code"] == "null", null["verdict"]
+    ci = null["settings"][0]["difference"]["ci"]
+    assert -0.10 < ci[0] and ci[1] < 0.10
+    inc = summarize_records(_recs(grid, 10, lambda i: i < 2, lambda i, j: False), grid)
+    assert inc["verdict_code"] == "inconclusive", inc["verdict"]
+    assert inc["power"]["mde"] is not None and inc["power"]["n_cases_for_null"] > 10
+    # unparsed pairs are counted in the table
+    unp = summarize_records(_recs(grid, 12, lambda i: None if i < 3 else True, lambda i, j: False), grid)
+    assert unp["settings"][0]["difference"]["n_unparsed_pairs"] == 3
+    assert "12 (3 unparsed)" in format_table(unp)
+    # one case per question: Wilson intervals
+    assert eff["settings"][0]["moved_of_all"]["method"] == "wilson"
+
+
+def test_sesoi_is_a_fraction():
+    from steering.config import SweepError
+    from steering.sweep import SweepConfig
+
+    with pytest.raises(SweepError, match="give a fraction"):
+        SweepConfig(run_dir="r", directions="d", sesoi=10).validate()
+    SweepConfig(run_dir="r", directions="d", sesoi=0.05).validate()
+
+
+def test_planner_prints_numbers_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    import loadbearing.engine.models as models
+    from steering.sweep import main
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no model")))
+    monkeypatch.chdir(tmp_path)
+    rc = main(["--plan", "--sesoi", "0.10", "--base-rate", "0.05", "--effect", "0.4", "--k", "1", "--alphas", "1",
+               "--random-seeds", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("steering plan") and "held-out C cases" in out
+    import re
+
+    assert re.search(r"null .*: \d+ held-out C cases", out) and re.search(r"effect of 40 pp .*: \d+ held-out", out)
+    assert os.listdir(tmp_path) == []
+    assert main(["--plan", "--sesoi", "10", "--base-rate", "0.05"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "give a fraction" in err and "\n" not in err
+    assert main(["--plan"]) == 2 and "--base-rate" in capsys.readouterr().err
+
+
+def test_planner_reads_a_pilot(tmp_path, capsys):
+    from loadbearing.files import write_json
+    from steering.analysis import summarize_records
+    from steering.sweep import main
+
+    grid = make_grid([2], [1], [1.0], ("random",), 2, {2: 1.0})
+    summ = summarize_records(_recs(grid, 10, lambda i: i < 4, lambda i, j: i == 9 and j == 0), grid)
+    pilot = tmp_path / "steering"
+    pilot.mkdir()
+    write_json(pilot / "summary.json", summ)
+    write_json(pilot / "config.json", {"random_seeds": 2, "per_question": 1})
+    before = sorted(os.listdir(pilot))
+    assert main(["--plan", "--pilot", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "pilot's random controls (1/20 moved)" in out and "the pilot's 10 cases detect" in out
+    assert "the pilot's strongest difference" in out
+    assert sorted(os.listdir(pilot)) == before
