@@ -1,6 +1,7 @@
 """python -m study --output-dir DIR  (this module: the study's settings, stored in ``DIR/study.json``)
 
-The CPU default is the ``arith`` ladder at the two levels where SmolLM2-135M-Instruct answers a useful
+The rules that fill the settings left unset (the model's budgets, the dataset's tasks and strategies) are in
+:mod:`study.settings`. The CPU default is the ``arith`` ladder at the two levels where SmolLM2-135M-Instruct answers a useful
 fraction correctly (s2_o3, s2_o5), with three edits that together give both outcomes: ``arithmetic`` (the
 original evaluator's edit of the first number, often an operand the model then ignores),
 ``arithmetic_change`` (the line's result, which the model copies forward) and ``contradiction``.
@@ -25,19 +26,30 @@ class StudyError(LoadBearingError, ValueError):
 
 @dataclass(frozen=True)
 class StudyConfig:
-    """Every setting of a study (``python -m study`` parses into this; tests build it directly)."""
+    """Every setting of a study (``python -m study`` and ``--config FILE`` parse into this; tests build it
+    directly). A None below is filled by :func:`study.settings.resolve` from the model and dataset (the rule
+    that applied is printed); the study stores the resolved settings in ``DIR/study.json``."""
 
     output_dir: str
     model: str = "smollm2-135m-instruct"
     dataset: str = "arith"
-    task: str | None = "s2_o3,s2_o5"
+    #: None: arith -> the two demo levels; gsm8k -> none; mmlu/bbh -> every subject/task. A comma list is accepted.
+    task: str | None = None
     data_dir: str | None = None
     max_examples: int = 160
     #: arith questions generated per level (the sample is drawn from them; 80 x 2 levels = every one)
-    n_per_level: int | None = 80
-    strategy: str = "arithmetic,arithmetic_change,contradiction"
-    max_new_tokens: int = 96
+    n_per_level: int | None = None
+    strategy: str | None = None
+    positions: str = "early,middle,late"
+    #: None: the embedded model's CPU budget (96), else the paper's 4,096
+    max_new_tokens: int | None = None
+    #: None: the benchmark's own exemplars for the embedded model, the dataset's default otherwise
+    few_shot: bool | None = None
     batch_size: int = 16
+    dtype: str | None = None
+    quantize: str | None = None
+    labeller: str = "rule"
+    final: str | None = None
     folds: int = 5
     #: fraction of questions the steering directions are NOT fitted on; only those questions are steered
     steer_holdout: float = 0.5
@@ -47,16 +59,27 @@ class StudyConfig:
     max_cases: int = 24
     #: C cases steered per question (1: the cases spread over as many questions as possible)
     per_question: int = 1
-    steer_max_new_tokens: int = 64
+    #: None: the embedded model's CPU budget (64), else the paper's 4,096
+    steer_max_new_tokens: int | None = None
     #: smallest steering effect of interest (a fraction): a null must exclude it
     sesoi: float = 0.10
     random_seeds: int = 2
     seed: int = 42
     device: str | None = None
+    backend: str = "hf"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.85
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    distributed_executor_backend: str | None = None
+    #: the stages to run (comma list of study.stages names, or None / "all" for every one)
+    stages: str | None = None
     quiet: bool = False
 
     #: settings that may differ on --resume (they do not change results)
-    FREE = ("output_dir", "batch_size", "device", "quiet")
+    FREE = ("output_dir", "batch_size", "device", "quiet", "backend", "tensor_parallel_size",
+            "gpu_memory_utilization", "pipeline_parallel_size", "data_parallel_size", "distributed_executor_backend",
+            "stages")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -65,13 +88,16 @@ class StudyConfig:
         return {k: v for k, v in self.to_dict().items() if k not in self.FREE}
 
     def validate(self) -> None:
+        """Refuse settings that cannot run (offline: loads nothing). :func:`study.plan.check` goes further."""
         from loadbearing.cli import check_number, parse_float_list
 
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
-                     "per_question", "steer_max_new_tokens"):
+                     "per_question", "steer_max_new_tokens", "tensor_parallel_size", "pipeline_parallel_size",
+                     "data_parallel_size"):
             check_number(getattr(self, name), "--" + name.replace("_", "-"), minimum=1)
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
         check_number(self.sesoi, "--sesoi", minimum=0.001, maximum=0.999)
+        check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
         check_number(self.folds, "--folds", minimum=2)
         parse_float_list(self.alphas, "--alphas")
         ks = parse_float_list(self.k, "--k", minimum=1)

@@ -11,7 +11,6 @@ stage's own summary (:mod:`study.report`).
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import shutil
 import sys
@@ -19,91 +18,116 @@ import time
 from pathlib import Path
 
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, write_stored
+from study.options import COMMAND_OPTIONS, build_parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    d = StudyConfig(output_dir="")
-    from loadbearing.cli import OneLineParser
+def _file_errors(msg: str) -> str:
+    """An option name in a message about a study file becomes the file's key (``--max-examples`` -> max_examples)."""
+    import re
 
-    p = OneLineParser(prog="python -m study", description=(__doc__ or "").split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--output-dir", default=None, help="new study directory (the run directory of every stage); "
-                   "default runs/study-<time>")
-    p.add_argument("--resume", default=None, metavar="DIR", help="continue this study directory with its stored settings")
-    p.add_argument("--model", default=d.model, help="model for every stage")
-    p.add_argument("--dataset", default=d.dataset, help="question set (see python -m behavioural.run --help)")
-    p.add_argument("--task", default=d.task, help="task / arith levels")
-    p.add_argument("--data-dir", default=d.data_dir, help="benchmark data directory (gsm8k/mmlu/bbh)")
-    p.add_argument("--max-examples", type=int, default=d.max_examples, help="questions")
-    p.add_argument("--strategy", default=d.strategy, help="perturbation strategies (mixed, so both outcomes occur)")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="generation budget (behaviour and steering)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="generation batch size")
-    p.add_argument("--folds", type=int, default=d.folds, help="probes: outer cross-validation folds (grouped by question)")
-    p.add_argument("--k", default=d.k, help="steering: numbers of directions")
-    p.add_argument("--alphas", default=d.alphas,
-                   help="steering: strengths relative to the mean residual norm (>= 1 turns SmolLM2 into noise)")
-    p.add_argument("--steer-layers", default=d.steer_layers, help="steering layers (default: the probes' nested-CV selection)")
-    p.add_argument("--max-cases", type=int, default=d.max_cases, help="steering: C cases to steer")
-    p.add_argument("--per-question", type=int, default=d.per_question, help="steering: at most this many C cases a question")
-    p.add_argument("--steer-holdout", type=float, default=d.steer_holdout,
-                   help="fraction of questions kept out of the direction fit; steering uses only those")
-    p.add_argument("--sesoi", type=float, default=d.sesoi,
-                   help="steering: smallest effect of interest (0.10 = 10 points) that a null must exclude")
-    p.add_argument("--steer-max-new-tokens", type=int, default=d.steer_max_new_tokens, help="steering: generation budget")
-    p.add_argument("--n-per-level", type=int, default=d.n_per_level, help="arith: questions generated per level")
-    p.add_argument("--random-seeds", type=int, default=d.random_seeds, help="steering: random-direction control seeds")
-    p.add_argument("--seed", type=int, default=d.seed, help="sampling and perturbation seed")
-    p.add_argument("--device", default=d.device, help="cpu | cuda | auto")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    return p
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: "key " + m.group(1).replace("-", "_"), msg)
 
 
-def config_from_argv(argv: list[str] | None) -> tuple[StudyConfig, bool]:
-    """(config, resume) from the command line; on --resume, the stored settings with explicit options compared."""
+def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, bool, str | None]:
+    """(configs, resume, dry_run, the study file's name) from the command line. One config, or one per run of
+    a several-run study file. On --resume, the stored settings with explicit options compared."""
     from loadbearing.cli import UsageError, explicit_options
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.resume and args.output_dir and Path(args.output_dir) != Path(args.resume):
+    explicit = explicit_options(parser, argv) - set(COMMAND_OPTIONS)
+    if args.resume and args.output_dir and Path(args.resume) != Path(args.output_dir):
         raise UsageError("--resume and --output-dir name different directories; pass only --resume DIR")
-    given = {k: v for k, v in vars(args).items() if k not in ("resume", "output_dir")}
+    if args.resume and args.config:
+        raise UsageError("--resume continues with the stored settings; drop --config")
+    given = {k: v for k, v in vars(args).items() if k not in COMMAND_OPTIONS}
+    if args.config:
+        from study.files import read_config_file
+
+        try:
+            runs = read_config_file(args.config)
+        except StudyError as e:
+            raise StudyError(_file_errors(str(e))) from None
+        cli = {k: given[k] for k in explicit}
+        stamp = f"runs/study-{time.strftime('%Y%m%d-%H%M%S')}"
+        if len(runs) == 1:
+            run = {"output_dir": stamp} | runs[0] | cli | ({"output_dir": args.output_dir} if args.output_dir else {})
+            return [StudyConfig(**run)], False, args.dry_run, args.config
+        from study.files import run_dir_of
+
+        root = args.output_dir or _file_root(args.config) or stamp
+        configs = []
+        for r in runs:
+            r = r | cli
+            if args.output_dir or "output_dir" not in r:
+                r["output_dir"] = run_dir_of(root, r.get("model", StudyConfig.model), r.get("dataset", StudyConfig.dataset))
+            configs.append(StudyConfig(**r))
+        return configs, False, args.dry_run, args.config
     if not args.resume:
         out = args.output_dir or f"runs/study-{time.strftime('%Y%m%d-%H%M%S')}"
-        return StudyConfig(output_dir=out, **given), False
+        return [StudyConfig(output_dir=out, **given)], False, args.dry_run, None
     out = Path(args.resume)
     if not out.is_dir():
         raise StudyError(f"--resume {out}: no such study directory; check the path, or start a new study with "
                          f"--output-dir {out}")
     stored = read_stored(out)
     if stored is None:  # killed before the study stored its settings: the given options (the run's are compared)
-        return StudyConfig(output_dir=str(out), **given), True
+        return [StudyConfig(output_dir=str(out), **given)], True, args.dry_run, None
     fields = set(StudyConfig.__dataclass_fields__)
     base = StudyConfig(**{k: v for k, v in stored.items() if k in fields} | {"output_dir": str(out)})
-    explicit = explicit_options(parser, argv) - {"resume", "output_dir"}
     diffs = [f"--{k.replace('_', '-')} {given[k]!r} differs from the study's {getattr(base, k)!r}"
              for k in sorted(explicit) if k not in StudyConfig.FREE and given[k] != getattr(base, k)]
     if diffs:
         raise StudyError(f"cannot resume {out}: {'; '.join(diffs)}; omit those options to continue with the study's "
                          "own settings, or start a new --output-dir")
     free = {k: given[k] for k in explicit if k in StudyConfig.FREE}
-    return StudyConfig(**(base.to_dict() | free)), True
+    return [StudyConfig(**(base.to_dict() | free))], True, args.dry_run, None
+
+
+def _file_root(spec: str) -> str | None:
+    from study.files import _toml, resolve_path
+
+    root = _toml().loads(resolve_path(spec)[0]).get("output_dir")
+    return str(root) if isinstance(root, str) else None
+
+
+def config_from_argv(argv: list[str] | None) -> tuple[StudyConfig, bool]:
+    """(config, resume) of a one-run command line (the old entry point; see :func:`configs_from_argv`)."""
+    configs, resume, _, _ = configs_from_argv(argv)
+    if len(configs) != 1:
+        raise StudyError("this study file holds several runs; use configs_from_argv")
+    return configs[0], resume
 
 
 def describe(c: StudyConfig) -> str:
     return " ".join(f"{k}={v}" for k, v in c.to_dict().items() if k != "output_dir" and v is not None)
 
 
-def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
-    """Run (or resume) every stage on ``config.output_dir``; returns the report's path.
+def prepare(config: StudyConfig, *, dry_run: bool = False) -> tuple[StudyConfig, dict[str, str], list[str]]:
+    """(the resolved config, the rule that filled each unset setting, what the offline check found); refuses
+    a setting that cannot run, before anything is loaded or written. A real run also checks the device here."""
+    from study.plan import check
+    from study.settings import resolve
+
+    config, rules = resolve(config)
+    notes = check(config)
+    if not dry_run:
+        from loadbearing.cli import check_device
+
+        check_device(config.device)
+    return config, rules, notes
+
+
+def run_study(config: StudyConfig, *, resume: bool = False, log=print, rules: dict[str, str] | None = None,
+              config_file: bool = True) -> Path:
+    """Run (or resume) every selected stage on ``config.output_dir``; returns the report's path.
 
     Resuming a study whose every stage is complete and whose report is written logs one line and writes
     nothing (no file's bytes or modification time change)."""
-    from loadbearing.cli import check_device, check_model_file
     from loadbearing.files import RunDirError
 
-    config.validate()
-    check_device(config.device)
-    check_model_file(config.model)
+    if rules is None:
+        config, rules, _ = prepare(config)
     out = Path(config.output_dir)
     if resume:
         if not out.is_dir():
@@ -111,12 +135,12 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
                              f"--output-dir {out}")
         if read_stored(out) is None:  # killed before it was stored: store it now (a refused resume writes nothing)
             write_stored(out, config)
-        if is_complete(out):
+        if is_complete(out, config):
             log(f"{out}: the study is complete (every stage finished, report written); nothing to do. "
                 f"Report: {out / 'report.md'}")
             return out / "report.md"
         log(f"resuming {out} with: {describe(config)}")
-        return _stages(out, config, log)
+        return _stages(out, config, log, rules=rules if config_file else None)
     if out.exists():
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                           f"with --resume {out}")
@@ -127,60 +151,138 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print) -> Path:
     out.mkdir(parents=True)
     try:
         write_stored(out, config)
-        return _stages(out, config, log)
+        return _stages(out, config, log, rules=rules if config_file else None)
     except BaseException:
         if is_fresh_dir(out):  # refused before any stage wrote anything: leave nothing behind
             shutil.rmtree(out, ignore_errors=True)
         raise
 
 
-def _insufficient(out: Path) -> bool:
-    """Whether the behavioural stage found no eligible baseline (nothing after it can run)."""
-    from loadbearing.runs import Run
-
-    return (Run(out).summary() or {}).get("status") == "insufficient_data"
-
-
-def is_complete(out: str | Path) -> bool:
-    """Whether every stage the study runs is complete (each asked by its own ``is_complete``) and the report
-    is written: resuming such a study has nothing to do."""
+def is_complete(out: str | Path, config: StudyConfig | None = None) -> bool:
+    """Whether every selected stage is complete (each asked by its own ``is_complete``) or recorded as skipped
+    for too little data, and the report is written: resuming such a study has nothing to do."""
+    from study.checks import read_skipped
+    from study.plan import select_stages
     from study.report import is_written
-    from study.stages import STAGES
+    from study.stages import REGISTRY
 
     out = Path(out)
-    for st in STAGES:
-        if not st.is_complete(st.output(out)):
+    if config is None:
+        stored = read_stored(out) or {}
+        config = StudyConfig(output_dir=str(out), stages=stored.get("stages"))
+    skipped = read_skipped(out)
+    for name in select_stages(config.stages):
+        st = REGISTRY[name]
+        if name not in skipped and not st.is_complete(st.output(out)):
             return False
-        if st.name == "behaviour" and _insufficient(out):
-            break
     return is_written(out)
 
 
-def _stages(out: Path, config: StudyConfig, log) -> Path:
+def _skip_reason(out: Path, name: str, config: StudyConfig, skipped: dict[str, str], selected: list[str]) -> str | None:
+    """Why a stage cannot run: a stage it needs was skipped (that reason), or is neither selected nor done,
+    or the stage's own data check says so."""
+    from study.stages import REGISTRY
+
+    st = REGISTRY[name]
+    for dep in st.needs:
+        if dep in skipped:
+            why = skipped[dep]
+            return why if why.startswith("needs ") else f"needs {dep}, which was skipped: {why}"
+        d = REGISTRY[dep]
+        if dep not in selected and not d.is_complete(d.output(out)):
+            raise StudyError(f"stage {name!r} needs the output of {dep!r}, which is not selected and not there; add "
+                             f"{dep} to --stages (e.g. --stages {dep},{name})")
+    return st.check(out, config) if st.check else None
+
+
+def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = None) -> Path:
+    """Every selected stage in order; ``rules`` given: the resolved ``study.toml`` is written once the
+    behavioural stage has claimed the directory (it takes only a directory holding nothing but study.json)."""
+    from study.checks import behaviour_reason, read_skipped, write_skipped
+    from study.plan import select_stages
     from study.report import write_report
-    from study.stages import STAGES
+    from study.stages import REGISTRY
 
     t0 = time.perf_counter()
     bar = "=" * 8
-    for st in STAGES:
+    selected = select_stages(config.stages)
+    skipped = {k: v for k, v in read_skipped(out).items() if k in REGISTRY}
+    def write_file() -> None:  # once, after a stage finished (a refused resume writes nothing)
+        if rules is not None and not (out / "study.toml").is_file():
+            from study.files import write_config
+
+            write_config(out, [(config, rules)])
+
+    for name in selected:
+        st = REGISTRY[name]
         target = st.output(out)
+        if name in skipped:
+            log(f"\n{bar} {name}: skipped: {skipped[name]} {bar}")
+            continue
         if st.is_complete(target):
-            log(f"\n{bar} {st.name}: already complete, skipped {bar}")
+            log(f"\n{bar} {name}: already complete, skipped {bar}")
         else:
-            log(f"\n{bar} {st.name} {bar}")
+            reason = _skip_reason(out, name, config, skipped, selected)
+            if reason:
+                skipped[name] = reason
+                write_skipped(out, skipped)
+                log(f"\n{bar} {name}: skipped: {reason} {bar}")
+                continue
+            log(f"\n{bar} {name} {bar}")
             t = time.perf_counter()
             st.run(out, config)
             if not st.is_complete(target):
-                raise StudyError(f"stage {st.name!r} did not complete its output {target}; fix the error above and rerun "
+                raise StudyError(f"stage {name!r} did not complete its output {target}; fix the error above and rerun "
                                  f"with python -m study --resume {out}")
-            log(f"{bar} {st.name} done in {time.perf_counter() - t:.0f} s {bar}")
-        if st.name == "behaviour" and _insufficient(out):
-            path = write_report(out, seconds=time.perf_counter() - t0)
-            log(f"\nno eligible baselines: nothing to label, probe or steer. Report: {path}")
-            return path
+            log(f"{bar} {name} done in {time.perf_counter() - t:.0f} s {bar}")
+            write_file()
+        if name == "behaviour":
+            why = behaviour_reason(out)
+            if why:  # nothing after it can run: each later stage that needs it is skipped with this reason
+                for later in selected[selected.index(name) + 1:]:
+                    if "behaviour" in _closure(later):
+                        skipped[later] = f"needs behaviour, which found too little data: {why}"
+                write_skipped(out, skipped)
+                for later in selected[selected.index(name) + 1:]:
+                    log(f"\n{bar} {later}: skipped: {skipped[later]} {bar}")
+                write_file()
+                path = write_report(out, seconds=time.perf_counter() - t0)
+                log(f"\nno eligible baselines: nothing to label, probe or steer. Report: {path}")
+                return path
+    write_file()
     path = write_report(out, seconds=time.perf_counter() - t0)
     log(f"\nreport: {path}")
     return path
+
+
+def _closure(name: str) -> set[str]:
+    """Every stage ``name`` needs, directly or through another."""
+    from study.stages import REGISTRY
+
+    seen: set[str] = set()
+    todo = list(REGISTRY[name].needs)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += REGISTRY[n].needs
+    return seen
+
+
+def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], say) -> None:
+    from study.plan import plan_text
+    from study.settings import settings_block
+
+    for i, (c, rules, notes) in enumerate(configs, 1):
+        title = "study settings" if len(configs) == 1 else f"run {i}/{len(configs)}: {c.model} on {c.dataset}"
+        say(settings_block(c, rules, title=title))
+        say("checked offline:\n" + "\n".join(f"  - {n}" for n in notes))
+        say(plan_text(c))
+    if len(configs) > 1:
+        from study.plan import generation_bound
+
+        total = sum(generation_bound(c) for c, _, _ in configs)
+        say(f"all {len(configs)} runs: <= {total:,} generations in total")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,15 +290,48 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict[str, str] = {}
+    say = functools.partial(print, flush=True)
 
     def body() -> int:
-        config, resume = config_from_argv(argv)
-        where["out"] = config.output_dir
-        run_study(config, resume=resume, log=functools.partial(print, flush=True))
-        return 0
+        configs, resume, dry_run, config_file = configs_from_argv(argv)
+        where["out"] = configs[0].output_dir
+        prepared = [prepare(c, dry_run=dry_run) for c in configs]
+        if len({c.output_dir for c, _, _ in prepared}) < len(prepared):
+            raise StudyError("two runs of the study file write the same output_dir; give each [[run]] its own")
+        if dry_run:
+            _print_plan(prepared, say)
+            say("dry run: every setting above checked offline; no model loaded, nothing written")
+            return 0
+        if not resume or not is_complete(prepared[0][0].output_dir, prepared[0][0]):
+            from study.settings import settings_block
+
+            for i, (c, rules, _) in enumerate(prepared, 1):
+                say(settings_block(c, rules, title="study settings" if len(prepared) == 1 else
+                                   f"run {i}/{len(prepared)}: {c.model} on {c.dataset}"))
+        if len(prepared) == 1:
+            c, rules, _ = prepared[0]
+            run_study(c, resume=resume, log=say, rules=rules)
+            return 0
+        return _run_several(prepared, config_file, say)
 
     # every stage's error derives from LoadBearingError, which run_cli reports as one line
     return run_cli(body, interrupted_hint=lambda: f"continue with: python -m study --resume {where.get('out', 'DIR')}")
 
 
-__all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "is_complete", "main", "run_study"]
+def _run_several(prepared, config_file: str | None, say) -> int:
+    """A several-run study file: each run in turn (a finished one is resumed, i.e. skipped), the resolved
+    file written at the root once, before the first run."""
+    from study.files import write_config
+
+    root = Path(prepared[0][0].output_dir).parents[1]
+    root.mkdir(parents=True, exist_ok=True)
+    write_config(root, [(c, r) for c, r, _ in prepared])
+    for i, (c, rules, _) in enumerate(prepared, 1):
+        say(f"\n#### run {i}/{len(prepared)}: {c.model} on {c.dataset} -> {c.output_dir}")
+        run_study(c, resume=Path(c.output_dir).is_dir(), log=say, rules=rules, config_file=False)
+    say(f"\nall {len(prepared)} runs done; the resolved study file: {root / 'study.toml'}")
+    return 0
+
+
+__all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "configs_from_argv", "is_complete", "main", "prepare",
+           "run_study"]

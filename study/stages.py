@@ -3,6 +3,12 @@
 A :class:`Stage` names its output inside the study directory, asks the stage's own ``is_complete`` whether
 that output is finished, runs the stage's library function with a config dataclass (never an argv list),
 and renders the stage's own summary (``format_summary(summary, style="text"|"md")``) for the report.
+
+The stages are a registry (:data:`REGISTRY`, in run order; :data:`STAGES` is the same as a tuple): a later
+stage (another causal test, patching) is added with :func:`register` and is then selectable by its name in
+``--stages`` like every other. ``needs`` names the stages whose output a stage reads; ``check`` says in one
+line why there is not enough data for it (the driver then skips it and every stage that needs it, with that
+reason). The checks and the skip record live in :mod:`study.checks`.
 """
 from __future__ import annotations
 
@@ -23,6 +29,11 @@ class Stage:
     is_complete: Callable[[Path], bool]
     run: Callable[[Path, StudyConfig], Any]
     render: Callable[[Path, str], str | None]  # (study dir, style) -> the stage's own summary, or None if absent
+    needs: tuple[str, ...] = ()
+    #: (study dir, config) -> why there is too little data to run this stage (one line), or None
+    check: Callable[[Path, StudyConfig], str | None] | None = None
+    #: upper bound on the model generations the stage makes, from the config alone (None: makes none)
+    bound: Callable[[StudyConfig], str | None] | None = None
 
 
 def _mod(name: str):
@@ -32,11 +43,14 @@ def _mod(name: str):
 # ------------------------------------------------------------------------------------------ behaviour
 def _behaviour_settings(c: StudyConfig):
     from behavioural.protocol import Settings
+    from behavioural.run import parse_positions
     from behavioural.strategies import parse_strategies
 
+    assert c.max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
-                    task=c.task, seed=c.seed, max_examples=c.max_examples, max_new_tokens=c.max_new_tokens,
-                    data_dir=c.data_dir, batch_size=c.batch_size,
+                    positions=parse_positions(c.positions), task=c.task, seed=c.seed, max_examples=c.max_examples,
+                    max_new_tokens=c.max_new_tokens, few_shot=c.few_shot, dtype=c.dtype, quantize=c.quantize,
+                    data_dir=c.data_dir, batch_size=c.batch_size, backend=c.backend,
                     n_per_level=c.n_per_level if c.dataset == "arith" else None)
 
 
@@ -46,6 +60,11 @@ def _run_behaviour(out: Path, c: StudyConfig) -> Any:
 
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
+                               tensor_parallel_size=c.tensor_parallel_size,
+                               gpu_memory_utilization=c.gpu_memory_utilization,
+                               pipeline_parallel_size=c.pipeline_parallel_size,
+                               data_parallel_size=c.data_parallel_size,
+                               distributed_executor_backend=c.distributed_executor_backend,
                                progress=not c.quiet), echo=None if c.quiet else print)
 
 
@@ -57,18 +76,33 @@ def _render_behaviour(out: Path, style: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------ labels
-LABELLING = "rule"
+LABELLING = "rule"  # the labelling's name with the rule labeller alone (the default); with a judge: "judged"
 
 
-def _labels_dir(out: Path) -> Path:
-    return out / "labels" / LABELLING
+def labellers(c: StudyConfig | None) -> tuple[str, ...]:
+    return tuple(s.strip() for s in (c.labeller if c else "rule").split(",") if s.strip())
+
+
+def labelling_name(c: StudyConfig | None) -> str:
+    return LABELLING if labellers(c) == ("rule",) else "judged"
+
+
+def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
+    if c is None:  # the report and the resume check: the study's stored settings say which labelling
+        from study.config import read_stored
+
+        stored = read_stored(out) if out.is_dir() else None
+        return out / "labels" / (LABELLING if not stored else labelling_name(StudyConfig(
+            output_dir=str(out), labeller=stored.get("labeller", "rule"))))
+    return out / "labels" / labelling_name(c)
 
 
 def _run_labels(out: Path, c: StudyConfig) -> Any:
     from behavioural.labels.stage import LabelConfig, label_stage
 
-    d = _labels_dir(out)
-    return label_stage(LabelConfig(run_dir=out, labellers=("rule",), name=LABELLING, resume=d.exists(),
+    d = _labels_dir(out, c)
+    return label_stage(LabelConfig(run_dir=out, labellers=labellers(c), final=c.final, name=labelling_name(c),
+                                   resume=d.exists(), device=c.device, dtype=c.dtype, quantize=c.quantize,
                                    progress=not c.quiet))
 
 
@@ -92,7 +126,7 @@ def _store(out: Path) -> Path:
 def _run_activations(out: Path, c: StudyConfig) -> Any:
     from activations.cache import CacheConfig, cache_activations
 
-    return cache_activations(CacheConfig(run_dir=out, layers="all", labels=LABELLING, conditions="perturbed",
+    return cache_activations(CacheConfig(run_dir=out, layers="all", labels=labelling_name(c), conditions="perturbed",
                                          resume=True, device=c.device, progress=not c.quiet))
 
 
@@ -226,17 +260,63 @@ def _lazy(mod: str, fn: str) -> Callable[[Path], bool]:
     return lambda p: bool(getattr(_mod(mod), fn)(p))
 
 
-STAGES: tuple[Stage, ...] = (
+def _behaviour_bound(c: StudyConfig) -> str:
+    from study.plan import behaviour_bound
+
+    return behaviour_bound(c)
+
+
+def _steering_bound(c: StudyConfig) -> str:
+    from study.plan import steering_bound
+
+    return steering_bound(c)
+
+
+def _labels_bound(c: StudyConfig) -> str | None:
+    judges = [s for s in labellers(c) if s.startswith("judge:")]
+    return f"<= {len(judges)} x the perturbed continuations (judge calls)" if judges else None
+
+
+def _check(fn: str) -> Callable[[Path, StudyConfig], str | None]:
+    return lambda out, c: getattr(_mod("study.checks"), fn)(out, c)
+
+
+REGISTRY: dict[str, Stage] = {}
+
+
+def register(stage: Stage, *, after: str | None = None) -> Stage:
+    """Add a stage to the registry (at the end, or right after ``after``); its name is then a --stages name."""
+    global STAGES
+    if stage.name in REGISTRY:
+        raise ValueError(f"a study stage named {stage.name!r} is already registered")
+    unknown = [n for n in stage.needs if n not in REGISTRY]
+    if unknown:
+        raise ValueError(f"stage {stage.name!r} needs unregistered stage(s) {unknown}; register those first")
+    items = list(REGISTRY.items())
+    at = len(items) if after is None else [n for n, _ in items].index(after) + 1
+    items.insert(at, (stage.name, stage))
+    REGISTRY.clear()
+    REGISTRY.update(items)
+    STAGES = tuple(REGISTRY.values())
+    return stage
+
+
+STAGES: tuple[Stage, ...] = ()
+for _st in (
     Stage("behaviour", "Behaviour: does the edit reach the answer?", lambda o: o,
-          _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour),
-    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.labels.stage", "is_complete"), _run_labels, _render_labels),
+          _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour, bound=_behaviour_bound),
+    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.labels.stage", "is_complete"), _run_labels,
+          _render_labels, needs=("behaviour",), check=_check("labels_check"), bound=_labels_bound),
     Stage("gradient", "Difficulty gradient across levels", _gradient_dir, _gradient_complete, _run_gradient,
-          _render_gradient),
+          _render_gradient, needs=("behaviour",)),
     Stage("activations", "Activations", _store, _lazy("activations.cache", "is_complete"), _run_activations,
-          _render_activations),
+          _render_activations, needs=("labels",), bound=lambda c: "none (one forward pass per perturbed continuation)"),
     Stage("probes", "Probes: can the hidden state predict propagation?", _probes_dir, _probes_complete, _run_probes,
-          _render_probes),
+          _render_probes, needs=("activations",), check=_check("probes_check")),
     Stage("steering", "Steering: do the probe directions change the outcome?", _steer_dir,
-          _lazy("steering.sweep", "is_complete"), _run_steering, _render_steering),
-    Stage("browser", "Trace browser", _browse_file, lambda p: p.is_file(), _run_browser, _render_browser),
-)
+          _lazy("steering.sweep", "is_complete"), _run_steering, _render_steering, needs=("probes",),
+          bound=_steering_bound),
+    Stage("browser", "Trace browser", _browse_file, lambda p: p.is_file(), _run_browser, _render_browser,
+          needs=("behaviour",)),
+):
+    register(_st)

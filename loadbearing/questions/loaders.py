@@ -73,7 +73,8 @@ def load_local(dataset: str, tasks: tuple[str, ...], data_dir: str | Path, split
 
 
 def check_task(dataset: str, task: str | None) -> tuple[str, ...]:
-    """The tasks a request names: all of the dataset's (``task`` None), the one named, or () for gsm8k."""
+    """The tasks a request names: all of the dataset's (``task`` None), the ones named (one name or a comma
+    list, e.g. ``"navigate,date_understanding"``; repeats dropped, order kept), or () for gsm8k."""
     valid = MMLU_SUBJECTS if dataset == "mmlu" else BBH_TASKS if dataset == "bbh" else ()
     if dataset == "gsm8k":
         if task is not None:
@@ -81,9 +82,13 @@ def check_task(dataset: str, task: str | None) -> tuple[str, ...]:
         return ()
     if task is None:
         return valid
-    if task not in valid:
-        raise DataError(f"unknown {dataset} task {task!r}; choose one of {', '.join(valid)} (or none for all)")
-    return (task,)
+    names = tuple(dict.fromkeys(t.strip() for t in str(task).split(",") if t.strip()))
+    bad = [t for t in names if t not in valid]
+    if bad or not names:
+        what = f"task(s) {', '.join(map(repr, bad))}" if bad else f"task {task!r}"
+        raise DataError(f"unknown {dataset} {what}; choose from {', '.join(valid)} (one name or a comma list; "
+                        "none for all)")
+    return names
 
 
 def _dataset_dir(data_dir: Path, dataset: str) -> Path:

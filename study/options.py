@@ -1,0 +1,90 @@
+"""The options of ``python -m study`` (argument groups; each default said once, in its help).
+
+    python -m study --help
+"""
+from __future__ import annotations
+
+import argparse
+
+from study.config import StudyConfig
+
+DESCRIPTION = ("The whole study on one model (or several), end to end: behaviour -> labels -> activations -> probes "
+               "-> steering -> report.")
+#: options that only steer the command (not settings of a study)
+COMMAND_OPTIONS = ("resume", "output_dir", "config", "dry_run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = StudyConfig(output_dir="")
+    from loadbearing.cli import OneLineParser
+
+    p = OneLineParser(prog="python -m study", description=DESCRIPTION,
+                      formatter_class=argparse.RawDescriptionHelpFormatter,
+                      epilog="A setting left unset follows the model and dataset (study.settings); the resolved "
+                             "settings are printed in one block before anything runs.")
+    o = p.add_argument_group("study")
+    o.add_argument("--output-dir", default=None, help="new study directory (the run directory of every stage); "
+                   "default runs/study-<time>")
+    o.add_argument("--resume", default=None, metavar="DIR", help="continue this study directory with its stored settings")
+    o.add_argument("--config", default=None, metavar="FILE", help="a study TOML file, or a preset: paper, embedded-cpu "
+                   "(options given beside it override the file)")
+    o.add_argument("--dry-run", action="store_true", help="check every setting offline, load no model, print the plan")
+    o.add_argument("--stages", default=d.stages, help="the stages to run, a comma list of "
+                   "behaviour,labels,gradient,activations,probes,steering,browser (and any registered later), or all")
+    m = p.add_argument_group("model")
+    m.add_argument("--model", default=d.model, help=f"model for every stage (default {d.model})")
+    m.add_argument("--dtype", default=d.dtype, help="float32 | float16 | bfloat16 | auto (default: float32 on CPU, "
+                   "bfloat16 on GPU)")
+    m.add_argument("--quantize", default=d.quantize, help="4bit | 8bit (bitsandbytes)")
+    m.add_argument("--device", default=d.device, help="cpu | cuda | cuda:N | auto (--dry-run checks only the syntax)")
+    q = p.add_argument_group("questions")
+    q.add_argument("--dataset", default=d.dataset, help=f"gsm8k | mmlu | bbh | arith (default {d.dataset})")
+    q.add_argument("--task", default=d.task, help="MMLU subjects, BBH tasks or arith levels, a comma list (default: "
+                   "arith's two demo levels; every subject/task of mmlu/bbh)")
+    q.add_argument("--data-dir", default=d.data_dir, help="benchmark data directory holding gsm8k/, mmlu/, bbh/ "
+                   "(default: the hub)")
+    q.add_argument("--max-examples", type=int, default=d.max_examples, help=f"questions (default {d.max_examples})")
+    q.add_argument("--n-per-level", type=int, default=d.n_per_level, help="arith: questions generated per level (80)")
+    q.add_argument("--seed", type=int, default=d.seed, help=f"sampling and perturbation seed (default {d.seed})")
+    e = p.add_argument_group("protocol")
+    e.add_argument("--strategy", default=d.strategy, help="perturbation strategies, a comma list (default: the "
+                   "dataset's, see study.settings)")
+    e.add_argument("--positions", default=d.positions, help=f"edited line positions (default {d.positions})")
+    e.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="generation budget (default: 96 for "
+                   "the embedded model, the paper's 4096 for any other)")
+    e.add_argument("--few-shot", dest="few_shot", action="store_true", default=d.few_shot,
+                   help="few-shot turns: the benchmark's own exemplars (default: on for the embedded model)")
+    e.add_argument("--no-few-shot", dest="few_shot", action="store_false", help="no few-shot turns")
+    g = p.add_argument_group("generation backend (does not change results)")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help=f"generation batch size (default {d.batch_size})")
+    g.add_argument("--backend", default=d.backend, help="hf | hf-plain | vllm (default hf)")
+    g.add_argument("--tensor-parallel-size", type=int, default=d.tensor_parallel_size, help="vLLM: GPUs to shard over")
+    g.add_argument("--gpu-memory-utilization", type=float, default=d.gpu_memory_utilization,
+                   help=f"vLLM: fraction of GPU memory (default {d.gpu_memory_utilization})")
+    g.add_argument("--pipeline-parallel-size", type=int, default=d.pipeline_parallel_size, help="vLLM: pipeline stages")
+    g.add_argument("--data-parallel-size", type=int, default=d.data_parallel_size, help="vLLM: engine replicas")
+    g.add_argument("--distributed-executor-backend", default=d.distributed_executor_backend,
+                   help="vLLM: mp | ray | uni | external_launcher")
+    lab = p.add_argument_group("labels")
+    lab.add_argument("--labeller", default=d.labeller, help="rule, judge:MODEL, or a comma list (default rule)")
+    lab.add_argument("--final", default=d.final, help="which labeller's label is final (default: the first)")
+    pr = p.add_argument_group("probes and steering")
+    pr.add_argument("--folds", type=int, default=d.folds, help=f"probes: grouped outer CV folds (default {d.folds})")
+    pr.add_argument("--k", default=d.k, help=f"steering: numbers of directions (default {d.k})")
+    pr.add_argument("--alphas", default=d.alphas, help=f"steering: strengths relative to the mean residual norm "
+                    f"(default {d.alphas}; >= 1 turns SmolLM2 into noise)")
+    pr.add_argument("--steer-layers", default=d.steer_layers, help="steering layers (default: the probes' selection)")
+    pr.add_argument("--max-cases", type=int, default=d.max_cases, help=f"steering: C cases (default {d.max_cases})")
+    pr.add_argument("--per-question", type=int, default=d.per_question, help="steering: C cases per question (1)")
+    pr.add_argument("--steer-holdout", type=float, default=d.steer_holdout,
+                    help="fraction of questions kept out of the direction fit; steering uses only those (0.5)")
+    pr.add_argument("--sesoi", type=float, default=d.sesoi,
+                    help="steering: smallest effect of interest, a fraction (0.10 = 10 points)")
+    pr.add_argument("--steer-max-new-tokens", type=int, default=d.steer_max_new_tokens,
+                    help="steering budget (default: 64 for the embedded model, 4096 for any other)")
+    pr.add_argument("--random-seeds", type=int, default=d.random_seeds, help="steering: random-direction seeds (2)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+__all__ = ["COMMAND_OPTIONS", "DESCRIPTION", "build_parser"]

@@ -1,0 +1,216 @@
+"""``python -m study --dry-run ...``: check every setting offline, load no model, print the plan.
+
+    python -m study --dry-run --model gemma-2-9b-it --dataset bbh --device cuda --backend vllm --tensor-parallel-size 2
+
+:func:`check` validates the dataset, tasks (and the data files when ``--data-dir`` is given), strategies
+(one that does not apply to the dataset is refused), positions, stages, labellers and every option; the
+model as far as it can offline (the embedded model's package, a known alias, a local path, a GGUF's magic
+bytes, the syntax of a hub id) and returns what it could not check. :func:`plan_text` gives, per selected
+stage, an upper bound on the model generations it makes (eligibility is known only after the baselines).
+A device is checked for its syntax here; only a real run asks whether this machine has it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from study.config import StudyConfig, StudyError
+
+BACKENDS = ("hf", "hf-plain", "vllm")
+EXECUTORS = ("mp", "ray", "uni", "external_launcher")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
+
+
+def select_stages(spec: str | None) -> list[str]:
+    """The stage names a ``--stages`` value selects, in run order (None or "all": every registered stage)."""
+    from study.stages import REGISTRY
+
+    if spec is None or spec.strip() == "all":
+        return list(REGISTRY)
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [n for n in names if n not in REGISTRY]
+    if bad or not names:
+        raise StudyError(f"--stages {spec!r}: unknown stage(s) {', '.join(bad) or '(none given)'}; choose from "
+                         f"{', '.join(REGISTRY)} (a comma list) or all")
+    return [n for n in REGISTRY if n in names]
+
+
+def check_model(name: str, option: str = "--model") -> str:
+    """What is known offline about a model name (one phrase); a name that cannot be a model is refused."""
+    from loadbearing.cli import check_model_file
+    from loadbearing.engine.models import ALIASES, ModelError, embedded_gguf_path, resolve_name
+
+    try:
+        kind, target = resolve_name(name)
+    except ModelError as e:
+        raise StudyError(f"{option}: {e}") from None
+    if kind == "embedded":
+        try:
+            path = embedded_gguf_path()
+        except ModelError as e:
+            raise StudyError(f"{option}: {e}") from None
+        return f"embedded model, weights at {path}"
+    if kind == "gguf":
+        check_model_file(name, option=option)
+        return f"GGUF file {target} (magic bytes checked)"
+    if kind == "local":
+        if not (Path(target) / "config.json").is_file():
+            raise StudyError(f"{option} {name!r}: the directory has no config.json; pass a Hugging Face model directory")
+        return f"local model directory {target} (config.json present; weights not read)"
+    if not _HUB_ID.match(target):
+        raise StudyError(f"{option} {name!r} is not a Hugging Face id (owner/name), a known alias ({', '.join(ALIASES)}), "
+                         "a local directory or a .gguf file")
+    alias = f"alias of {target}; " if name in ALIASES else ""
+    return f"{alias}hub id {target}: NOT checked offline (that it exists, that you have access, that it fits memory)"
+
+
+def _check_options(c: StudyConfig) -> None:
+    from loadbearing.engine.models import DTYPES, QUANTIZE_CHOICES
+
+    if c.dtype is not None and c.dtype not in DTYPES:
+        raise StudyError(f"--dtype {c.dtype!r}: choose one of {', '.join(DTYPES)}")
+    if c.quantize is not None and c.quantize not in QUANTIZE_CHOICES:
+        raise StudyError(f"--quantize {c.quantize!r}: choose one of {', '.join(QUANTIZE_CHOICES)}")
+    if c.backend not in BACKENDS:
+        raise StudyError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
+    if c.device is not None and not _DEVICE.match(c.device):
+        raise StudyError(f"--device {c.device!r}: choose cpu, cuda, cuda:N, mps or auto")
+    if c.distributed_executor_backend is not None and c.distributed_executor_backend not in EXECUTORS:
+        raise StudyError(f"--distributed-executor-backend {c.distributed_executor_backend!r}: choose one of "
+                         f"{', '.join(EXECUTORS)}")
+    if c.backend != "vllm":
+        for opt in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            if getattr(c, opt) != 1:
+                raise StudyError(f"--{opt.replace('_', '-')} {getattr(c, opt)} applies to --backend vllm only; add "
+                                 "--backend vllm or drop it")
+        if c.distributed_executor_backend is not None:
+            raise StudyError("--distributed-executor-backend applies to --backend vllm only; add --backend vllm or drop it")
+
+
+def _check_labellers(c: StudyConfig) -> list[str]:
+    from study.stages import labellers
+
+    specs = list(labellers(c))
+    if not specs or len(set(specs)) != len(specs):
+        raise StudyError(f"--labeller {c.labeller!r}: name each labeller once (rule, judge:MODEL; a comma list)")
+    notes = []
+    for s in specs:
+        if s != "rule" and not (s.startswith("judge:") and len(s) > len("judge:")):
+            raise StudyError(f"--labeller {s!r}: use rule or judge:MODEL (e.g. judge:smollm2-135m-instruct)")
+        if s.startswith("judge:"):
+            notes.append(f"judge {s[6:]}: {check_model(s[6:], option='--labeller judge:')}")
+    if c.final is not None:
+        judges = [s for s in specs if s.startswith("judge:")]
+        if c.final not in specs and not (c.final == "judge" and len(judges) == 1):
+            raise StudyError(f"--final {c.final!r} is not one of the labellers {', '.join(specs)}; name one of them "
+                             "(or 'judge' when there is one judge)")
+    return notes
+
+
+def count_questions(c: StudyConfig) -> tuple[int, str]:
+    """(questions the study will sample at most, where that count comes from); validates dataset and tasks."""
+    from loadbearing.questions.data import DATASETS, DataError, load_questions
+    from loadbearing.questions.loaders import check_task
+
+    if c.dataset not in DATASETS:
+        raise StudyError(f"--dataset {c.dataset!r}: choose one of {', '.join(DATASETS)}")
+    try:
+        if c.dataset == "arith":
+            qs = load_questions("arith", task=c.task, n_per_level=c.n_per_level, seed=c.seed)
+            return min(len(qs), c.max_examples), "generated"
+        check_task(c.dataset, c.task)
+        if c.data_dir is not None:
+            qs = load_questions(c.dataset, task=c.task, data_dir=c.data_dir)
+            return min(len(qs), c.max_examples), f"{len(qs)} questions in {c.data_dir}"
+    except DataError as e:
+        raise StudyError(f"--task/--data-dir: {e}") from None
+    return c.max_examples, "the hub (not checked offline; --data-dir checks the files)"
+
+
+def check(c: StudyConfig) -> list[str]:
+    """Validate everything offline (loads no model); returns what was checked and what could not be."""
+    from behavioural.run import parse_positions
+    from behavioural.strategies import StrategyError, parse_strategies
+
+    c.validate()
+    _check_options(c)
+    notes = [f"model: {check_model(c.model)}"]
+    n, where = count_questions(c)
+    notes.append(f"questions: <= {n} ({where})")
+    try:
+        parse_strategies(c.strategy, c.dataset)
+        parse_positions(c.positions)
+    except StrategyError as e:
+        raise StudyError(f"--strategy/--positions: {e}") from None
+    notes += _check_labellers(c)
+    selected = select_stages(c.stages)
+    from study.stages import REGISTRY
+
+    for name in selected:
+        missing = [d for d in REGISTRY[name].needs if d not in selected]
+        if missing:
+            notes.append(f"stage {name} reads the output of {', '.join(missing)} (not selected): it must be there "
+                         "already (a resumed study), else the stage is refused")
+    if c.device is not None and c.device != "cpu":
+        notes.append(f"device {c.device}: syntax checked; whether this machine has it is checked by a real run only")
+    return notes
+
+
+def _sizes(c: StudyConfig) -> tuple[int, int, int]:
+    from behavioural.run import parse_positions
+    from behavioural.strategies import parse_strategies
+
+    n, _ = count_questions(c)
+    return n, len(parse_strategies(c.strategy, c.dataset)), len(parse_positions(c.positions))
+
+
+def behaviour_bound(c: StudyConfig) -> str:
+    n, s, p = _sizes(c)
+    return (f"<= {n} baselines + {n * s * p} perturbed + {n * p} control continuations "
+            f"(= {n} x {s} strategies x {p} positions, the control shared by the strategies), "
+            f"each <= {c.max_new_tokens} new tokens")
+
+
+def generation_bound(c: StudyConfig) -> int:
+    """Upper bound on the model generations of the behaviour and steering stages together."""
+    from loadbearing.cli import parse_float_list
+
+    n, s, p = _sizes(c)
+    n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
+    per = 1 + n_l * len(parse_float_list(c.k, "--k")) * len(parse_float_list(c.alphas, "--alphas")) * (1 + c.random_seeds)
+    sel = select_stages(c.stages)
+    return (n + n * s * p + n * p) * ("behaviour" in sel) + c.max_cases * per * ("steering" in sel)
+
+
+def steering_bound(c: StudyConfig) -> str:
+    from loadbearing.cli import parse_float_list
+
+    n_k, n_a = len(parse_float_list(c.k, "--k")), len(parse_float_list(c.alphas, "--alphas"))
+    n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
+    per = 1 + n_l * n_k * n_a * (1 + c.random_seeds)
+    return (f"<= {c.max_cases} C cases x {per} (unsteered + {n_l} layer(s) x {n_k} k x {n_a} alphas x (probe + "
+            f"{c.random_seeds} random)) = {c.max_cases * per} generations, each <= {c.steer_max_new_tokens} new tokens")
+
+
+def plan_text(c: StudyConfig) -> str:
+    """The selected stages in run order, each with its upper bound on model generations."""
+    from study.stages import REGISTRY
+
+    selected = select_stages(c.stages)
+    lines = ["plan (upper bounds: eligibility is known only after the baselines run):"]
+    for i, name in enumerate(selected, 1):
+        st = REGISTRY[name]
+        bound = st.bound(c) if st.bound else None
+        lines.append(f"  {i}. {name:<12} {bound or 'no model generations'}")
+    lines.append(f"  total: <= {generation_bound(c):,} generations of <= "
+                 f"{max(c.max_new_tokens or 0, c.steer_max_new_tokens or 0):,} new tokens")
+    skipped = [n for n in REGISTRY if n not in selected]
+    if skipped:
+        lines.append(f"  not selected: {', '.join(skipped)}")
+    return "\n".join(lines)
+
+
+__all__ = ["BACKENDS", "behaviour_bound", "check", "check_model", "count_questions", "generation_bound", "plan_text",
+           "select_stages",
+           "steering_bound"]
