@@ -10,6 +10,7 @@ name::
     run.continuations("perturbed")       # list[Continuation], validated once (one clear error per bad line)
     run.questions()                      # question id -> Baseline (question text, gold, choices...)
     run.labels()                         # ("rule", {continuation id: "A"|"B"|"C"|None}) of the newest labelling
+    run.continuations_df()               # pandas: one row per (generation, cell), A/B/C joined (loadbearing.frames)
     lm = run.load_model()                # the run's model, weights hash checked against the manifest
 
 File names are constants here (``MANIFEST``, ``BASELINES``...). Writing stays with each stage.
@@ -20,10 +21,13 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loadbearing.files import RunDirError, read_json, read_jsonl
 from loadbearing.records import Baseline, Continuation, Skipped
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 BASELINES = "baselines.jsonl"
@@ -172,6 +176,19 @@ class Run:
 
     def continuation_dicts(self, condition: Condition = "all", *, required: bool = False) -> list[dict[str, Any]]:
         return [c.to_dict() for c in self.continuations(condition, required=required)]
+
+    def continuations_df(self, explode_memberships: bool = True, labels: str | None = "newest",
+                         condition: Condition = "all") -> pd.DataFrame:
+        """The continuations as a pandas DataFrame, A/B/C joined: :func:`loadbearing.frames.continuations_df`."""
+        from loadbearing.frames import continuations_df
+
+        return continuations_df(self, explode_memberships=explode_memberships, labels=labels, condition=condition)
+
+    def baselines_df(self) -> pd.DataFrame:
+        """The baselines as a pandas DataFrame: :func:`loadbearing.frames.baselines_df`."""
+        from loadbearing.frames import baselines_df
+
+        return baselines_df(self)
 
     def skipped(self) -> list[Skipped]:
         return _records(self.path / SKIPPED, Skipped, required=False)

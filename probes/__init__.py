@@ -21,6 +21,7 @@ _LAZY = {
     "train": "probes.stage",
     "is_complete": "probes.stage",
     "format_summary": "probes.summary",
+    "read_results": "probes.results",
 }
 
 

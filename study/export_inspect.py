@@ -1,0 +1,218 @@
+"""python -m study.export_inspect RUN_DIR [--output FILE.eval|FILE.json] [--labelling NAME] [--allow-incomplete]
+
+Write a run as an inspect_ai eval log, so ``inspect view`` shows its samples and ``inspect_ai.analysis.samples_df``
+reads them (default output ``RUN_DIR/inspect/continuations.eval``; then ``inspect view --log-dir RUN_DIR/inspect``).
+
+One sample per continuation record (one generation; see :mod:`loadbearing.records`):
+
+* ``id``: the continuation id; ``input``: ``input_text``, exactly what the model saw (chat-templated prompt +
+  assistant prefix); ``output``: the continuation; ``target``: the gold answer. ``messages`` repeat them as a
+  user turn (the templated text, as is) and an assistant turn, for the viewer's transcript.
+* ``scores``: ``outcome`` = ``"C"`` (the error propagated: parseable and wrong) or ``"non-C"``, with the parsed
+  answer; ``propagated`` = 1.0 / 0.0, so its mean is the propagation rate; ``abc`` = ``"A"``/``"B"``/``"C"`` of
+  the labelling (``--labelling``, default the newest). A score with no value (an unparseable answer; an
+  unlabelled or undecided case) is left out of that sample: unscored, never counted as 0.
+* ``metadata``: ``condition``, ``strategy`` (None for a control: it edits nothing), ``position``, ``cells`` (every
+  ``strategy/position`` cell the generation counts in), ``question_id``, ``question_key``, ``line_index``,
+  ``n_lines``, ``edit`` (``original_line -> edited_line``), ``original_line``, ``edited_line``, ``edit_span``,
+  ``dataset``, ``task``, ``difficulty``, ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``,
+  ``new_tokens``, ``labelling``.
+
+The log's results give the propagation rate of the perturbed and of the control samples (per generation) and
+the A/B/C shares of the perturbed ones. Built only with inspect_ai's public log API (``inspect_ai.log``,
+``inspect_ai.scorer.Score``, ``inspect_ai.model``); the eval and run ids are derived from the run's
+continuations file, so exporting the same run twice describes it the same way.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loadbearing.cli import OneLineParser, UsageError, run_cli
+from loadbearing.files import atomic_write_bytes, file_sha256
+from loadbearing.frames import NEWEST
+from loadbearing.records import Continuation
+from loadbearing.runs import CONTINUATIONS, Run, question_key_of
+
+DEFAULT_OUTPUT = Path("inspect") / "continuations.eval"
+FORMATS = {".eval": "eval", ".json": "json"}
+TASK = "loadbearing/edit_and_continue"
+
+
+def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
+    """The metadata of one continuation's sample (flat, so ``samples_df`` gives one column each)."""
+    perturbed = c.condition == "perturbed"
+    return {
+        "condition": c.condition,
+        "strategy": c.strategy if perturbed else None,
+        "position": c.position,
+        "cells": [f"{s}/{p}" for s, p in c.cells()],
+        "question_id": c.question_id,
+        "question_key": question_key_of(c),
+        "line_index": c.line_index,
+        "n_lines": c.n_lines,
+        "edit": f"{c.original_line} -> {c.edited_line}" if perturbed else None,
+        "original_line": c.original_line,
+        "edited_line": c.edited_line,
+        "edit_span": list(c.edit_span),
+        "dataset": c.dataset,
+        "task": c.task,
+        "difficulty": c.difficulty,
+        "parsed_answer": c.parsed_answer,
+        "correct": c.correct,
+        "finish_reason": c.finish_reason,
+        "input_tokens": c.input_tokens,
+        "new_tokens": c.new_tokens,
+        "labelling": labelling,
+    }
+
+
+def sample_scores(c: Continuation, abc: str | None, labelling: str | None) -> dict[str, Any]:
+    from inspect_ai.scorer import Score
+
+    out: dict[str, Any] = {}
+    if c.label is not None:
+        why = "wrong answer: the error propagated" if c.label == "C" else "correct answer"
+        out["outcome"] = Score(value=c.label, answer=c.parsed_answer, explanation=f"{why} (gold {c.gold})")
+        out["propagated"] = Score(value=1.0 if c.label == "C" else 0.0, answer=c.parsed_answer)
+    if abc is not None:
+        out["abc"] = Score(value=abc, answer=c.parsed_answer, explanation=f"labelling {labelling}",
+                           metadata={"labelling": labelling})
+    return out
+
+
+def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: str) -> Any:
+    from inspect_ai.log import EvalSample
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, ModelUsage
+
+    output = ModelOutput.from_content(model, c.continuation,
+                                      stop_reason="max_tokens" if c.finish_reason == "length" else "stop")
+    output.usage = ModelUsage(input_tokens=c.input_tokens, output_tokens=c.new_tokens,
+                              total_tokens=c.input_tokens + c.new_tokens)
+    return EvalSample(id=c.id, epoch=1, input=c.input_text, target=c.gold,
+                      messages=[ChatMessageUser(content=c.input_text), ChatMessageAssistant(content=c.continuation)],
+                      output=output, scores=sample_scores(c, abc, labelling) or None,
+                      metadata=sample_metadata(c, labelling))
+
+
+def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+
+    def share(flags: list[bool]) -> dict[str, Any]:
+        return {"value": sum(flags) / len(flags)} if flags else {}
+
+    prop: dict[str, EvalMetric] = {}
+    for cond in ("perturbed", "control"):
+        flags = [c.label == "C" for c in recs if c.condition == cond and c.label is not None]
+        if flags:  # a rate with no denominator is left out, never 0
+            prop[cond] = EvalMetric(name=cond, **share(flags))
+    abc: dict[str, EvalMetric] = {}
+    labelled = [labels.get(c.id) for c in recs if c.condition == "perturbed" and labels.get(c.id) is not None]
+    for lab in ("A", "B", "C"):
+        if labelled:
+            abc[f"perturbed_{lab}"] = EvalMetric(name=f"perturbed_{lab}", **share([x == lab for x in labelled]))
+    n_scored = sum(c.label is not None for c in recs)
+    n_lab = sum(labels.get(c.id) is not None for c in recs)
+    scores = [EvalScore(name="propagated", scorer="propagated", scored_samples=n_scored,
+                        unscored_samples=len(recs) - n_scored, metrics=prop,
+                        metadata={"unit": "generation", "denominator": "parseable answers"})]
+    if labels:
+        scores.append(EvalScore(name="abc", scorer="abc", scored_samples=n_lab, unscored_samples=len(recs) - n_lab,
+                                metrics=abc, metadata={"unit": "generation"}))
+    return EvalResults(total_samples=len(recs), completed_samples=len(recs), scores=scores)
+
+
+def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
+    """The run as an ``inspect_ai.log.EvalLog`` (samples, results, spec); nothing is written."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, EvalStats
+    from inspect_ai.model import GenerateConfig
+
+    from loadbearing.provenance import now, package_versions
+
+    recs = run.continuations(required=True)
+    name, labels = run.labels(None if labelling == NEWEST else labelling)
+    spec = run.model_spec
+    model = f"loadbearing/{spec.get('name') or 'unknown'}"
+    digest = file_sha256(run.file(CONTINUATIONS))
+    m = run.manifest
+    settings: dict[str, Any] = m["settings"] if isinstance(m.get("settings"), dict) else {}
+    created = m.get("created") or now()
+    datasets = sorted({c.dataset for c in recs})
+    eval_spec = EvalSpec(
+        eval_id=digest[:22], run_id=digest[:22], created=created, task=TASK, task_version=m.get("protocol_version", 0),
+        task_display_name=f"edit and continue ({', '.join(datasets)})",
+        dataset=EvalDataset(name=", ".join(datasets), location=str(run.file(CONTINUATIONS)), samples=len(recs),
+                            sample_ids=[c.id for c in recs]),
+        model=model, model_generate_config=GenerateConfig(max_tokens=settings.get("max_new_tokens"), temperature=0.0),
+        config=EvalConfig(), packages={k: str(v) for k, v in package_versions().items() if v},
+        metadata={"run_dir": str(run.path), "run_status": run.status, "labelling": name, "model": spec,
+                  "continuations_sha256": digest, "settings": settings, "git": m.get("git")},
+    )
+    return EvalLog(
+        status="success" if run.complete else "cancelled", eval=eval_spec,
+        results=_results(recs, labels), stats=EvalStats(started_at=created, completed_at=m.get("updated") or created),
+        samples=[to_sample(c, labels.get(c.id), name, model) for c in recs],
+    )
+
+
+def output_path(run: Run, output: str | None) -> Path:
+    out = Path(output) if output else run.path / DEFAULT_OUTPUT
+    if out.suffix not in FORMATS:
+        raise UsageError(f"--output {str(out)!r}: the log's format comes from its suffix; end it in .eval or .json")
+    return out
+
+
+def export_inspect(run_dir: str | Path, output: str | None = None, *, labelling: str | None = NEWEST,
+                   allow_incomplete: bool = False) -> Path:
+    """Write ``run_dir`` as an inspect eval log (atomically) and return its path.
+
+    >>> from inspect_ai.log import read_eval_log                                   # doctest: +SKIP
+    >>> log = read_eval_log(export_inspect("runs/demo"))                           # doctest: +SKIP
+    >>> len(log.samples) == len(Run("runs/demo").continuations())                  # doctest: +SKIP
+    True
+    """
+    from inspect_ai.log import write_eval_log
+
+    run = Run(run_dir)
+    run.require_complete(allow_incomplete=allow_incomplete)
+    out = output_path(run, output)
+    log = build_log(run, labelling=labelling)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".export_inspect.") as tmp:
+        part = Path(tmp) / out.name  # inspect writes the whole file; publish it in one rename
+        write_eval_log(log, str(part), format=FORMATS[out.suffix])  # type: ignore[arg-type]
+        atomic_write_bytes(out, part.read_bytes())
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m study.export_inspect",
+                      description="Write a run as an inspect_ai eval log (one sample per continuation).")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by python -m behavioural.run")
+    p.add_argument("--output", metavar="FILE", help=f"the log file, .eval or .json (default RUN_DIR/{DEFAULT_OUTPUT})")
+    p.add_argument("--labelling", default=NEWEST, metavar="NAME",
+                   help="the labelling whose A/B/C labels are scored (default: the newest complete one)")
+    p.add_argument("--allow-incomplete", action="store_true", help="export a run that has not finished")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        out = export_inspect(args.run_dir, args.output, labelling=args.labelling, allow_incomplete=args.allow_incomplete)
+        print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB); view it with: inspect view --log-dir {out.parent}")
+        return 0
+
+    return run_cli(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["build_log", "build_parser", "export_inspect", "main", "output_path", "sample_metadata", "sample_scores",
+           "to_sample", "DEFAULT_OUTPUT", "TASK"]
