@@ -23,6 +23,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m study --output-dir runs/study-$$(date +%Y%m%d-%H%M%S)
 
+# the paper's datasets (gsm8k, mmlu, bbh) on the embedded model at small n (docs/paper-datasets.md): each stage
+# finishes or says in one line why there is too little data for it
+.PHONY: demo-paper-datasets
+demo-paper-datasets: $(STAMP)
+	$(PY) -m study --config embedded-paper-datasets --data-dir $(DATA) --output-dir runs/paper-datasets-$$(date +%Y%m%d-%H%M%S)
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -12,6 +12,7 @@ reason). The checks and the skip record live in :mod:`study.checks`.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -284,6 +285,19 @@ def _check(fn: str) -> Callable[[Path, StudyConfig], str | None]:
 REGISTRY: dict[str, Stage] = {}
 
 
+def _with_skip_reason(name: str, render: Callable[[Path, str], str | None]) -> Callable[[Path, str], str | None]:
+    """The stage's own summary, or, where the study skipped it for too little data, that reason in one line."""
+    def wrapped(out: Path, style: str) -> str | None:
+        from study.checks import read_skipped
+
+        why = read_skipped(out).get(name)
+        if why:
+            return f"**Skipped:** {why}." if style == "md" else f"Skipped: {why}."
+        return render(out, style)
+
+    return wrapped
+
+
 def register(stage: Stage, *, after: str | None = None) -> Stage:
     """Add a stage to the registry (at the end, or right after ``after``); its name is then a --stages name."""
     global STAGES
@@ -292,6 +306,7 @@ def register(stage: Stage, *, after: str | None = None) -> Stage:
     unknown = [n for n in stage.needs if n not in REGISTRY]
     if unknown:
         raise ValueError(f"stage {stage.name!r} needs unregistered stage(s) {unknown}; register those first")
+    stage = dataclasses.replace(stage, render=_with_skip_reason(stage.name, stage.render))
     items = list(REGISTRY.items())
     at = len(items) if after is None else [n for n, _ in items].index(after) + 1
     items.insert(at, (stage.name, stage))

@@ -26,13 +26,20 @@ FORMAT_INSTRUCTIONS = {
            "End with a line 'Answer: X' with the final answer exactly as asked.",
     "custom": "Think step by step. Write one reasoning step per line. End with a line 'Answer: X'.",
 }
-#: datasets whose default prompt includes few-shot turns (measured: SmolLM2 needs them on arith)
+#: datasets whose default prompt includes few-shot turns (measured: SmolLM2 needs them on arith; the study
+#: also turns them on for the embedded model on the benchmarks, see study.settings)
 DEFAULT_FEW_SHOT = {"arith": True}
 
 
-def few_shot_turns(dataset: str) -> list[tuple[str, str]]:
+def few_shot_turns(dataset: str, task: str | None = None) -> list[tuple[str, str]]:
+    """The exemplar turns of a dataset: arith's own, the benchmarks' rewritten official ones
+    (:mod:`loadbearing.questions.exemplars`; BBH per task), none for custom question files."""
     if dataset == "arith":
         return arith_few_shot()
+    if dataset in ("gsm8k", "mmlu", "bbh"):
+        from loadbearing.questions.exemplars import few_shot_turns as benchmark_turns
+
+        return benchmark_turns(dataset, task)
     return []
 
 
@@ -40,7 +47,7 @@ def build_messages(question, *, few_shot: bool | None = None) -> list[dict]:
     ds = question.dataset if question.dataset in FORMAT_INSTRUCTIONS else "custom"
     use_shots = DEFAULT_FEW_SHOT.get(ds, False) if few_shot is None else few_shot
     msgs = [{"role": "system", "content": FORMAT_INSTRUCTIONS[ds]}]
-    for q, a in few_shot_turns(ds) if use_shots else []:
+    for q, a in few_shot_turns(ds, getattr(question, "task", None)) if use_shots else []:
         msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
     msgs.append({"role": "user", "content": question.question})
     return msgs
