@@ -26,6 +26,7 @@ from pathlib import Path
 
 from loadbearing.files import atomic_write_text
 from study.browse import FACETS, fragment
+from study.report_markdown import FOLD_CLOSE, FOLD_OPEN
 
 _ALIASES = {"difficulty": "level", "levels": "level", "strategies": "strategy", "positions": "position",
             "labels": "label", "tasks": "task", "models": "model", "conditions": "condition"}
@@ -74,7 +75,19 @@ def _inline(text: str) -> str:
     return "".join(out)
 
 
+_ESCAPES = {"\\*": "\x01", "\\_": "\x02", "\\`": "\x03"}
+
+
 def _emph(text: str) -> str:
+    for k, v in _ESCAPES.items():  # a backslash-escaped \\* \\_ \\` is that character, not markup
+        text = text.replace(k, v)
+    t = _emph_escaped(text)
+    for k, v in _ESCAPES.items():
+        t = t.replace(v, k[1])
+    return t
+
+
+def _emph_escaped(text: str) -> str:
     t = html.escape(text)
     t = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<b>\1</b>", t)
     t = re.sub(r"(?<![\w*])\*(\S(?:[^*]*?\S)?)\*(?![\w*])", r"<i>\1</i>", t)
@@ -126,6 +139,23 @@ def markdown_to_html(md: str, *, browse: str | None = None, base: str | os.PathL
 
     while i < len(lines):
         line = lines[i]
+        if line.startswith(FOLD_OPEN):
+            flush()
+            title, _, pointer = line[len(FOLD_OPEN):].rpartition(" | ")
+            j, depth = i + 1, 1
+            while j < len(lines):
+                if lines[j].startswith(FOLD_OPEN):
+                    depth += 1
+                elif lines[j].strip() == FOLD_CLOSE:
+                    depth -= 1
+                    if not depth:
+                        break
+                j += 1
+            inner = markdown_to_html("\n".join(lines[i + 1:j]), browse=browse, base=base)
+            out.append(f"<details><summary>{_inline(title.strip() or pointer)}</summary>{inner}"
+                       f'<p class="pointer">{_inline(pointer.strip())}</p></details>')
+            i = j + 1
+            continue
         if line.strip().startswith("```"):
             flush()
             j = i + 1
@@ -209,21 +239,32 @@ _CSS = """body{font:14px/1.5 system-ui,sans-serif;max-width:1100px;margin:20px a
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
 th{background:#f3f3f3}pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
 code{background:#f6f8fa;padding:0 3px}p,li,td{overflow-wrap:anywhere}img{max-width:100%;border:1px solid #eee}
-figure{margin:12px 0}figcaption{color:#666;font-size:12px}a.browse{font-size:12px}nav a{margin-right:10px}"""
+figure{margin:12px 0}figcaption{color:#666;font-size:12px}a.browse{font-size:12px}nav a{margin-right:10px}
+h1{font-size:22px;margin:8px 0}section.box{border:2px solid #3a6ea5;border-radius:6px;background:#f5f9ff;
+padding:4px 14px;margin:8px 0 12px}section.box h2{font-size:16px;margin:6px 0}section.box ul{margin:4px 0;
+padding-left:18px}section.box li{margin:4px 0}details{margin:8px 0}details>summary{cursor:pointer;color:#3a6ea5}
+p.pointer{color:#666;font-size:12px}"""
 
 
 def render_report_html(sections: Iterable[tuple[str, str]], figures: Iterable[str | os.PathLike[str]] = (), *,
                        title: str = "Load-bearing chain-of-thought study", browse: str | None = "browse.html",
-                       base: str | os.PathLike[str] | None = None) -> str:
-    """The report page as a string (see :func:`write_report_html`); ``base`` resolves markdown images."""
+                       base: str | os.PathLike[str] | None = None, box: str | None = None) -> str:
+    """The report page as a string (see :func:`write_report_html`); ``base`` resolves markdown images; the
+    section titled ``box`` (if any) comes first, right under the title, framed (``<section class="box">``)."""
     secs = list(sections)
     parts = [f"<h1>{html.escape(title)}</h1>"]
+    lead = [(k, t, md) for k, (t, md) in enumerate(secs) if box is not None and t == box][:1]
+    for k, t, md in lead:
+        parts.append(f'<section id="s{k}" class="box"><h2>{html.escape(t)}</h2>'
+                     f"{markdown_to_html(md, browse=browse, base=base)}</section>")
     if browse:
         parts.append(f'<p>Read the samples in the <a href="{html.escape(browse, quote=True)}">trace browser</a>; '
                      "each table row's <i>browse</i> link opens it filtered to that row.</p>")
     if len(secs) > 1:
         parts.append("<nav>" + "".join(f'<a href="#s{k}">{html.escape(t)}</a>' for k, (t, _) in enumerate(secs)) + "</nav>")
     for k, (t, md) in enumerate(secs):
+        if lead and k == lead[0][0]:
+            continue
         parts.append(f'<section id="s{k}"><h2>{html.escape(t)}</h2>{markdown_to_html(md, browse=browse, base=base)}</section>')
     figs = [Path(f) for f in figures]
     if figs:
@@ -238,19 +279,21 @@ def render_report_html(sections: Iterable[tuple[str, str]], figures: Iterable[st
 
 def write_report_html(out_dir: str | os.PathLike[str], sections: Iterable[tuple[str, str]],
                       figures: Iterable[str | os.PathLike[str]] = (), *, browse: str | None = "browse.html",
-                      title: str = "Load-bearing chain-of-thought study") -> Path:
+                      title: str = "Load-bearing chain-of-thought study", box: str | None = None) -> Path:
     """Write ``out_dir/report.html`` atomically and return its path.
 
     ``sections``: (title, markdown) pairs (a line ``![alt](path)`` relative to ``out_dir`` embeds that image
     in place); ``figures``: more PNG paths (relative ones are under ``out_dir``), embedded as base64 at the
     end (missing files are skipped); ``browse``: the trace browser's path relative to ``out_dir`` for the
-    per-row links (None: no links). From a whole markdown report:
+    per-row links (None: no links); ``box``: the title of the section shown first, framed (the report's
+    verdicts). A fold block (``::: details TITLE | POINTER`` ... ``:::``, :mod:`study.report_markdown`) becomes
+    ``<details>``. From a whole markdown report:
     ``write_report_html(out, sections_from_markdown(md))``. Write the browser next to it with
     ``study.browse.write_browser(out_dir)``.
     """
     out = Path(out_dir) / "report.html"
     figs = [Path(f) if Path(f).is_absolute() else Path(out_dir) / f for f in figures]
-    return atomic_write_text(out, render_report_html(sections, figs, title=title, browse=browse, base=out_dir))
+    return atomic_write_text(out, render_report_html(sections, figs, title=title, browse=browse, base=out_dir, box=box))
 
 
 def sections_from_markdown(md: str) -> list[tuple[str, str]]:

@@ -1,0 +1,76 @@
+"""The report's one counting convention, and the table that shows where the stages' counts differ.
+
+One **generation** is one distinct model input (greedy decoding: one output), recorded once even when it
+fills several (strategy, position) cells (two positions that cut at the same line, two strategies that make
+the same edit). The stages count three ways, and the report labels each table with its way:
+
+* **per generation** (the convention; behaviour section, verdicts): a group row counts a generation once in
+  every group whose cell it fills; a pooled row counts it once;
+* **per generation, by recorded cell** (the labels section's by-table): a generation counted once, under
+  the first cell it was recorded with, so a position that always shares another's line has no row;
+* **per cell** (the difficulty gradient, the paper's Table 4): one (generation, cell) pair per cell it fills.
+
+:func:`counting_table` computes, from the run's records, C / parseable (and A) in each group under the three
+ways, so a reader can see why, e.g., ``position=early`` is 154/187 in one section and 161/194 in another.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from loadbearing.files import RunDirError
+from loadbearing.runs import Run
+from loadbearing.tables import render_table
+
+CONVENTION = ("Counting: one *generation* is one distinct model input, recorded once even when it fills several "
+              "(strategy, position) cells. Counts and rates are **per generation** unless a table says otherwise: "
+              "a group row counts a generation once in every group whose cell it fills, a pooled row once. Tables "
+              "labelled *per cell* count (generation, cell) pairs; *by recorded cell* counts each generation once, "
+              "under the cell it was recorded with. The table \"Counting conventions\" shows both where they differ.")
+
+WAYS = ("per generation", "per generation, by recorded cell", "per cell")
+
+
+def _fmt(c: Counter) -> str:
+    return f"C {c['C']}/{c['n']}, A {c['A']}" if c["n"] else "-"
+
+
+def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
+    """The perturbed continuations' C / parseable and A per position and strategy under the three ways, or
+    None when the run has no perturbed continuation (or no records)."""
+    try:
+        run = Run(study_dir)
+        conts = run.continuations("perturbed")
+        _, labels = run.labels()
+    except (RunDirError, OSError, ValueError):
+        return None
+    if not conts:
+        return None
+    counts: dict[tuple[str, str], list[Counter]] = {}
+    for c in conts:
+        cells = list(c.cells())
+        if c.correct is None:
+            add = Counter()
+        else:
+            add = Counter(n=1, C=int(c.correct is False), A=int(labels.get(c.id) == "A"))
+        for axis, idx in (("position", 1), ("strategy", 0)):
+            per_gen = {cell[idx] for cell in cells}
+            first = cells[0][idx]
+            for g in sorted(per_gen | {first}):
+                row = counts.setdefault((axis, g), [Counter(), Counter(), Counter()])
+                if g in per_gen:
+                    row[0].update(add)
+                if g == first:
+                    row[1].update(add)
+                row[2].update(Counter({k: v * sum(1 for cell in cells if cell[idx] == g) for k, v in add.items()}))
+    order = {"position": {"early": 0, "middle": 1, "late": 2}}
+    keys = sorted(counts, key=lambda k: (k[0] != "position", order.get(k[0], {}).get(k[1], 9), k[1]))
+    rows = [[f"{a}={g}", *(_fmt(x) for x in counts[(a, g)])] for a, g in keys]
+    differ = [r for r in rows if len(set(r[1:])) > 1]
+    header = ["group (perturbed, parseable)", *WAYS]
+    note = (f"{len(differ)} of {len(rows)} groups differ between the ways; the behaviour section counts "
+            f"{WAYS[0]}, the labels by-table {WAYS[1]}, the difficulty gradient and Table 4 {WAYS[2]}.")
+    return render_table(header, rows, style="md" if style == "md" else "text") + "\n\n" + note
+
+
+__all__ = ["CONVENTION", "WAYS", "counting_table"]

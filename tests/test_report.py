@@ -1,0 +1,346 @@
+"""The study report: the verdict box (study.verdicts), the markdown edits, the optional sections, report.html.
+
+    flock /tmp/cpu.lock .venv/bin/python -m pytest -q -p no:cacheprovider -m "not integration" tests/test_report.py
+    flock /tmp/cpu.lock .venv/bin/python -m pytest -q -p no:cacheprovider -m integration tests/test_report.py
+
+Fast tier: each verdict line for each outcome and for a missing stage, from hand-made stage files; the
+markdown edits (fold, footnote, empty column, headings); the section registry; the counting table on a
+hand-made run; a whole report of a partial study, twice (deterministic). Integration tier: a real small
+study (scripted behaviour, tiny Llama for activations and steering) rendered in headless Chromium at
+1400x900, the three verdict lines visible without scrolling; and, where ``/work/demo-orig`` exists (a
+finished demo study; not in CI), the same on a copy of it.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from study import report_markdown as rm
+from study.html import markdown_to_html, render_report_html
+from study.verdicts import probe_verdict, propagation_verdict, read_verdicts, steering_verdict
+
+DEMO = Path(os.environ.get("LOADBEARING_DEMO_STUDY", "/work/demo-orig"))
+
+
+def _rate(k, n, lo=None, hi=None, nq=30):
+    return {"k": k, "n": n, "rate": k / n if n else None, "lo": lo, "hi": hi, "method": "cluster-bootstrap",
+            "n_questions": nq, "n_generations": None}
+
+
+def _behaviour(k=30, n=40, diff=(0.6, 0.9), ctrl_k=1):
+    return {"questions": 20, "eligible": 10, "eligible_questions": 30, "baseline_accuracy": _rate(10, 20, 0.3, 0.7),
+            "continuations": 4, "not_applicable": 0, "ineligible_reasons": {"eligible": 10, "wrong": 10},
+            "overall": {"propagation": _rate(k, n, 0.6, 0.85), "control_error": _rate(ctrl_k, 20, 0.0, 0.2),
+                        "paired_difference": {"estimate": 0.7, "ci": list(diff), "n_clusters": 30, "n_pairs": 40}}}
+
+
+# ------------------------------------------------------------------------------------------ (a) propagation
+def test_propagation_yes_not_shown_too_little_and_not_run():
+    v = propagation_verdict(_behaviour(), "runs/s")
+    assert v.answer == "yes" and v.n_questions == 30
+    line = v.line("md")
+    assert "75.0% [60.0, 85.0] (30/40; 30 q)" in line and "+70.0 pp [+60.0, +90.0]" in line
+    assert "30 questions" in line and "`python -m behavioural.summary runs/s`" in line and "\n" not in line
+    assert propagation_verdict(_behaviour(diff=(-0.1, 0.3))).answer == "not shown"
+    assert propagation_verdict(_behaviour(diff=(-0.4, -0.1))).answer == "no"
+    few = propagation_verdict(_behaviour(k=0, n=0))
+    assert few.answer == "too little data" and "no parseable perturbed continuation" in few.detail
+    assert "eligible 10 of 20" in few.detail
+    none = propagation_verdict(None, "runs/s")
+    assert none.answer == "not run" and "behavioural stage has not finished" in none.detail and not none.answered
+
+
+# ------------------------------------------------------------------------------------------ (b) probes
+def _probes(gains: dict[str, tuple[float, float, float]]):
+    return {"data": {"n_rows": 40, "n_questions": 30, "notes": []}, "settings": {"folds": 5},
+            "metadata_baseline": {"accuracy": _rate(30, 40, 0.6, 0.85)},
+            "headline": {k: {"accuracy": _rate(32, 40, 0.65, 0.9), "control_p_value": 0.0099,
+                             "gain_over_metadata": {"value": v, "lo": lo, "hi": hi, "n_rows": 40, "n_questions": 30}}
+                         for k, (v, lo, hi) in gains.items()}}
+
+
+def test_probe_yes_no_not_shown_and_missing():
+    v = probe_verdict(_probes({"logistic": (0.05, 0.01, 0.09)}), "runs/s")
+    assert v.answer == "yes" and v.n_questions == 30
+    line = v.line("md")
+    assert "gain +5.0 pp [+1.0, +9.0]" in line and "shuffled-label p = 0.010" in line and "30 questions" in line
+    assert "python -m probes.train runs/s/activations.h5 --output runs/s/probes --folds 5" in line
+    assert probe_verdict(_probes({"logistic": (-0.05, -0.09, -0.01)})).answer == "no"
+    two = probe_verdict(_probes({"logistic": (0.0, -0.03, 0.03), "mass_mean": (0.01, -0.02, 0.04)}))
+    assert two.answer == "not shown" and two.detail.startswith("mass_mean") and "of 2 probes" in two.detail
+    empty = probe_verdict({"data": {"n_questions": 3, "notes": ["only one class"]}, "headline": {}})
+    assert empty.answer == "too little data" and "only one class" in empty.detail
+    assert probe_verdict(None).answer == "not run"
+
+
+# ------------------------------------------------------------------------------------------ (c) steering
+def _steering(code: str, est=0.2, ci=(-0.05, 0.45), p_holm=0.25):
+    best = {"key": "L3|k1|a0.5|probe", "layer": 3, "k": 1, "alpha_rel": 0.5, "strongest": True,
+            "moved_of_all": _rate(5, 24, 0.08, 0.37, 24),
+            "control": {"kind": "random", "moved_of_all": _rate(0, 48, 0.0, 0.14, 24)},
+            "difference": {"estimate": est, "ci": list(ci), "n_questions": 24}, "p_value": 0.06, "p_holm": p_holm}
+    other = dict(best, key="L3|k2|a0.5|probe", k=2, strongest=False)
+    return {"verdict_code": code, "verdict": f"{code}: ...", "sesoi": 0.1, "n_c_questions": 24, "n_c_cases": 24,
+            "multiple_comparisons": {"n_tests": 2}, "power": {"n_cases_for_null": 190}, "settings": [best, other]}
+
+
+@pytest.mark.parametrize("code", ["effect", "harm", "null", "inconclusive"])
+def test_steering_each_code(code):
+    v = steering_verdict(_steering(code), "runs/s")
+    assert v.answer == code and v.n_questions == 24 and v.answered
+    line = v.line("md")
+    assert "strongest setting L3 k=1 alpha=0.5x|resid|" in line and "+20.0 pp [-5.0, +45.0]" in line
+    assert "Holm p = 0.25 over 2 settings" in line and "24 questions" in line
+    assert "python -m steering.sweep runs/s --directions runs/s/probes --layers 3 --k 1,2 --alphas 0.5" in line
+    if code == "inconclusive":
+        assert "a null would need about 190" in line
+    if code == "null":
+        assert "every interval within 10 pp" in line
+
+
+def test_steering_insufficient_missing_and_caution():
+    s = {"verdict_code": "insufficient_data", "verdict": "insufficient_data: no type-C case left; nothing to steer",
+         "n_c_questions": 0, "settings": []}
+    v = steering_verdict(s)
+    assert v.answer == "too little data" and v.detail == "no type-C case left; nothing to steer"
+    assert steering_verdict(None).answer == "not run"
+    c = _steering("inconclusive")
+    c["verdict"] += " [caution: the directions were fitted on steered questions; not a held-out test]"
+    assert "[caution: the directions were fitted on steered questions" in steering_verdict(c).detail
+
+
+def test_read_verdicts_of_an_empty_directory(tmp_path):
+    vs = read_verdicts(tmp_path)
+    assert [v.key for v in vs] == ["propagation", "probe", "steering"]
+    assert all(v.answer == "not run" for v in vs)
+    (tmp_path / "summary.json").write_text(json.dumps(_behaviour()))
+    (tmp_path / "steering").mkdir()
+    (tmp_path / "steering" / "summary.json").write_text("{cut off")
+    assert [v.answer for v in read_verdicts(tmp_path)] == ["yes", "not run", "not run"]
+
+
+# ------------------------------------------------------------------------------------------ markdown edits
+def _table(n: int, extra_empty: bool = False) -> str:
+    head = "| layer | acc |" + (" note |" if extra_empty else "")
+    rows = [f"| {i} | {50 + i}% |" + (" |" if extra_empty else "") for i in range(n)]
+    return "\n".join([head, "|---|---|" + ("---|" if extra_empty else ""), *rows])
+
+
+def test_fold_long_tables_and_unfold():
+    md = "intro\n\n**logistic** per layer\n\n" + _table(31) + "\n\nafter\n\n" + _table(3)
+    folded = rm.fold_long_tables(md, "full per-layer table: probes/results.json", min_rows=12)
+    assert folded.count(rm.FOLD_OPEN) == 1 and "**logistic** per layer (31 rows)" in folded
+    flat = rm.unfold(folded)
+    assert "| 30 |" not in flat and "| 2 | 52% |" in flat
+    assert "_**logistic** per layer (31 rows): folded; full per-layer table: probes/results.json_" in flat
+    html = markdown_to_html(folded)
+    assert html.count("<details>") == 1 and "<summary><b>logistic</b> per layer (31 rows)</summary>" in html
+    assert html.count("<tr>") == 1 + 31 + 1 + 3  # both tables' header and body rows, the long one inside <details>
+
+
+def test_empty_columns_footnotes_and_headings():
+    md = rm.drop_empty_columns(_table(2, extra_empty=True))
+    assert md.splitlines()[0] == "| layer | acc |" and "note" not in md
+    steer = "| setting | moved |\n|---|---|\n| a * | 1 |\n\n* strongest setting (ranked by moved-of-all)\n\n- a list\n- b"
+    esc = rm.escape_footnotes(steer)
+    assert "\\* strongest setting" in esc and "- a list" in esc
+    html = markdown_to_html(esc)
+    assert "<p>* strongest setting" in html and "<li>strongest" not in html and "<li>a list</li>" in html
+    assert rm.demote_headings("# A\n## B\n```\n# code\n```") == "### A\n#### B\n```\n# code\n```"
+
+
+# ------------------------------------------------------------------------------------------ sections, counting
+def test_patching_section_absent_then_included_with_its_figure(tmp_path):
+    from study.report_sections import SECTIONS
+
+    patching = next(s for s in SECTIONS if s.name == "patching")
+    assert patching.render(tmp_path) is None
+    d = tmp_path / "patching"
+    d.mkdir()
+    (d / "patching.md").write_text("## Activation patching: where is the error carried?\n\nCommand: `x`\n\n"
+                                   "![patching heat map](patching.png)\n")
+    (d / "patching.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    md = patching.render(tmp_path)
+    assert md is not None and not md.startswith("#") and "![patching heat map](patching/patching.png)" in md
+
+
+def test_register_places_a_section_before_the_counting_appendix(monkeypatch):
+    import study.report_sections as rs
+
+    monkeypatch.setattr(rs, "SECTIONS", list(rs.SECTIONS))
+    rs.register(rs.ReportSection("early", "Early answering", lambda out: None))
+    assert [s.name for s in rs.SECTIONS][-2:] == ["early", "counting"]
+    rs.register(rs.ReportSection("early", "Early answering (v2)", lambda out: "x"))
+    assert [s.title for s in rs.SECTIONS if s.name == "early"] == ["Early answering (v2)"]
+
+
+def _tiny_run(root: Path) -> Path:
+    """Two questions; one generation fills two cells (middle = late), another two strategies' early cells."""
+    from loadbearing.records import Continuation
+
+    root.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for q in ("q1", "q2"):
+        for cid, strat, pos, mem, ok in ((f"{q}|a|early", "a", "early", (("a", "early"), ("b", "early")), False),
+                                         (f"{q}|a|middle", "a", "middle", (("a", "middle"), ("a", "late")), q == "q1")):
+            rows.append(Continuation(id=cid + "|perturbed", question_id=q, dataset="arith", task="t", difficulty="t",
+                                     strategy=strat, position=pos, line_index=0, n_lines=3, original_line="x",
+                                     edited_line="y", condition="perturbed", prefix_text="y\n", input_text=cid,
+                                     input_tokens=3, edit_span=(0, 1), continuation="Answer: 1", new_tokens=2,
+                                     finish_reason="eos", parsed_answer="1", gold="1" if ok else "2", correct=ok, label=None,
+                                     memberships=mem).to_dict())
+    (root / "manifest.json").write_text(json.dumps({"status": "ok", "model": {"name": "scripted"}}))
+    (root / "continuations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def test_counting_table_shows_the_three_ways(tmp_path):
+    from study.report_counting import counting_table
+
+    assert counting_table(tmp_path) is None
+    md = counting_table(_tiny_run(tmp_path / "run"))
+    assert md is not None
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if line.startswith("| ")}
+    assert rows["position=late"].endswith("| C 1/2, A 0 | - | C 1/2, A 0 |")
+    assert rows["strategy=a"].endswith("| C 3/4, A 0 | C 3/4, A 0 | C 4/6, A 0 |")  # middle+late counted twice per cell
+    assert rows["strategy=b"].endswith("| C 2/2, A 0 | - | C 2/2, A 0 |")
+
+
+# ------------------------------------------------------------------------------------------ the whole report
+def test_report_of_a_partial_study_is_deterministic_and_says_what_is_missing(tmp_path):
+    from study.report import render, write_report
+
+    out = _tiny_run(tmp_path / "study")
+    (out / "summary.json").write_text(json.dumps(_behaviour()))
+    md = render(out)
+    assert md == render(out)
+    head = md.split("## Study")[0]
+    assert head.count("\n- **Does") == 3 and "**not run**: no probes/results.json" in head
+    assert "**Does the error propagate?** **yes**" in head
+    assert "Counting conventions\n\n| group" in md and "could not render" not in md
+    write_report(out)
+    first = {n: (out / n).read_bytes() for n in ("report.md", "report.txt", "report.html")}
+    write_report(out)
+    assert first == {n: (out / n).read_bytes() for n in ("report.md", "report.txt", "report.html")}
+    txt = first["report.txt"].decode()
+    assert txt.splitlines()[3] == "Verdicts" and "Does the error propagate? YES:" in txt
+    html = first["report.html"].decode()
+    assert html.index('class="box"') < html.index("<nav>")
+
+
+def test_html_box_comes_first():
+    page = render_report_html([("Study", "meta"), ("Verdicts", "- **Q?** **yes**: 1"), ("1. X", "body")], box="Verdicts",
+                              browse=None)
+    assert page.index('<section id="s1" class="box">') < page.index("<nav>") < page.index('id="s0"')
+
+
+# ------------------------------------------------------------------------------------------ headless Chromium
+def _driver(width: int = 1400, height: int = 900):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, drv = "/usr/bin/chromium", "/usr/bin/chromedriver"
+    if not (Path(binary).exists() and Path(drv).exists()):
+        binary, drv = shutil.which("chromium") or "", shutil.which("chromedriver") or ""
+    if not (binary and drv):
+        pytest.fail("chromium and chromedriver are needed: apt-get install -y chromium chromium-driver")
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--hide-scrollbars",
+              "--force-device-scale-factor=1"):
+        opts.add_argument(a)
+    opts.binary_location = binary
+    d = webdriver.Chrome(service=Service(drv), options=opts)
+    d.set_window_size(width, height)
+    # the window's outer size includes no chrome in headless mode; make the viewport exactly width x height
+    inner = d.execute_script("return [window.innerWidth, window.innerHeight]")
+    d.set_window_size(width + (width - inner[0]), height + (height - inner[1]))
+    return d
+
+
+def verdicts_on_first_screen(driver, report: Path) -> list[dict]:
+    """Open ``report`` and return each verdict line's text and box; asserts they are in the first screen."""
+    driver.get(report.resolve().as_uri())
+    for _ in range(100):
+        if driver.execute_script("return document.readyState") == "complete":
+            break
+        time.sleep(0.05)
+    vh, vw = driver.execute_script("return [window.innerHeight, window.innerWidth]")
+    assert (vw, vh) == (1400, 900)
+    lines = driver.execute_script(
+        "return [...document.querySelectorAll('section.box li')].map(e => {const r = e.getBoundingClientRect();"
+        " return {text: e.innerText, top: r.top, bottom: r.bottom, w: r.width, h: r.height}})")
+    assert len(lines) == 3, lines
+    for q, ln in zip(("Does the error propagate?", "Does the probe beat the metadata?",
+                      "Does steering move the outcome?"), lines):
+        assert ln["text"].startswith(q), ln
+        assert ln["w"] > 0 and ln["h"] > 0 and 0 <= ln["top"] and ln["bottom"] <= vh, (ln, vh)
+    assert driver.execute_script("return window.scrollY") == 0
+    return lines
+
+
+def screenshot_first_screen(report: Path, png: Path) -> None:
+    """Save the first screen (1400x900) of ``report`` to ``png`` (how docs/report.png is made)."""
+    d = _driver()
+    try:
+        verdicts_on_first_screen(d, report)
+        d.save_screenshot(str(png))
+    finally:
+        d.quit()
+
+
+@pytest.fixture
+def fake_models(monkeypatch, tiny_lm):
+    """Every stage loads the tiny Llama; the behavioural stage generates with the scripted model (as test_study)."""
+    from fakes import scripted_generate
+
+    import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
+    monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))
+    return tiny_lm
+
+
+FAST = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
+        "--random-seeds", "1", "--max-new-tokens", "16", "--quiet"]
+
+
+@pytest.mark.integration
+def test_small_study_report_first_screen_in_chromium(tmp_path, fake_models):
+    from study.driver import main
+
+    out = tmp_path / "study"
+    assert main(["--output-dir", str(out), *FAST]) == 0
+    html = (out / "report.html").read_text()
+    assert html.index('class="box"') < html.index("<nav>")
+    d = _driver()
+    try:
+        lines = verdicts_on_first_screen(d, out / "report.html")
+    finally:
+        d.quit()
+    assert all("questions" in ln["text"] or "not run" in ln["text"] for ln in lines)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not (DEMO / "report.md").is_file(), reason=f"no finished demo study at {DEMO}")
+def test_demo_report_first_screen_in_chromium(tmp_path):
+    from study.report import write_report
+
+    demo = tmp_path / "demo"
+    shutil.copytree(DEMO, demo, ignore=shutil.ignore_patterns("activations.h5", "report*", "browse.html"))
+    shutil.copy(DEMO / "activations.h5", demo / "activations.h5")
+    write_report(demo)
+    md = (demo / "report.md").read_text()
+    assert "| 30 |" not in md and "full per-layer table: probes/results.json" in md
+    d = _driver()
+    try:
+        lines = verdicts_on_first_screen(d, demo / "report.html")
+    finally:
+        d.quit()
+    assert [ln["text"].split(":")[0].rsplit(" ", 1)[1] for ln in lines] == ["yes", "shown", "inconclusive"]
