@@ -1,0 +1,332 @@
+"""What every causal test shares: the eligible chains of a run, forcing the answer, and the stage driver.
+
+* :func:`eligible_chains` - the run's eligible baselines (``Run(dir).baselines()``) re-split into reasoning
+  lines (:class:`Chain`), optionally one shard of them (:mod:`loadbearing.shards`, by question key).
+* :data:`ANSWER_PREFIX` / :func:`forced_input` / :func:`score_forced` - the answer forced after a (cut,
+  replaced or paraphrased) chain: the assistant text, then ``Answer:`` (the line every prompt's format
+  instruction asks for, :data:`loadbearing.questions.prompts.FORMAT_INSTRUCTIONS`); the model's first line
+  after it is the answer, scored by the one scorer (:func:`loadbearing.answers.score`).
+* :func:`drive` - one stage on a run directory: refuse bad input before anything is written, write
+  ``RUN_DIR/<stage>/`` (``manifest.json``, ``records.jsonl`` one row per generation, ``summary.json``,
+  ``summary.md``), resume (rows already written are skipped; a complete stage writes nothing), take a shard
+  (``RUN_DIR/<stage>/shard-I-of-N/``; an unsharded run afterwards takes the shards' rows instead of
+  generating them again, which merges them).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadbearing import provenance
+from loadbearing.answers import PARSER_VERSION, score
+from loadbearing.errors import LoadBearingError
+from loadbearing.files import JsonlWriter, RunDirError, atomic_write_text, read_json, read_jsonl, write_json
+from loadbearing.questions.prompts import Trace, assistant_prefix, split_trace
+from loadbearing.records import Baseline
+from loadbearing.runs import MANIFEST, SUMMARY, Run, question_key_of
+
+#: the answer-line label every dataset's format instruction asks for ("End with a line 'Answer: X'")
+ANSWER_PREFIX = "Answer:"
+RECORDS = "records.jsonl"
+SUMMARY_MD = "summary.md"
+
+
+class CausalError(LoadBearingError, RuntimeError):
+    """A causal test cannot run on this input; the message names the problem and the fix."""
+
+
+# ------------------------------------------------------------------------------------------------ chains
+@dataclass(frozen=True)
+class Chain:
+    """An eligible baseline and its reasoning lines (the chain a causal test cuts, replaces or rewrites)."""
+
+    baseline: Baseline
+    trace: Trace
+
+    @property
+    def n(self) -> int:
+        return len(self.trace.lines)
+
+    @property
+    def key(self) -> str:
+        return question_key_of(self.baseline)
+
+    def prefix(self, k: int) -> str:
+        """The trace text through its first ``k`` reasoning lines, newline-terminated ("" for k = 0)."""
+        if not 0 <= k <= self.n:
+            raise ValueError(f"cut {k} outside 0..{self.n}")
+        return "" if k == 0 else assistant_prefix(self.baseline.trace, self.trace, k - 1)[0]
+
+    def lead(self) -> str:
+        """What the trace holds before its first reasoning line (a ``<think>`` tag, blank lines)."""
+        return self.baseline.trace[: self.trace.spans[0][0]] if self.trace.spans else ""
+
+    def meta(self) -> dict[str, Any]:
+        b = self.baseline
+        return {"question_id": b.question_id, "question_key": self.key, "dataset": b.dataset, "task": b.task,
+                "difficulty": b.difficulty, "n_lines": self.n}
+
+
+def eligible_chains(run: Run, shard: str | None = None) -> list[Chain]:
+    """The run's eligible baselines as chains (one shard of them with ``shard="I/N"``); refuses none."""
+    from loadbearing.shards import parse_shard, select
+
+    eligible = [b for b in run.baselines() if b.eligible]
+    if not eligible:
+        raise CausalError(f"run {str(run.path)!r} has no eligible baselines (correct, with enough reasoning lines), so "
+                          "there is no chain to test; rerun python -m behavioural.run with more --max-examples or an "
+                          "easier --task")
+    chains = []
+    for b in select(eligible, parse_shard(shard), key=question_key_of):
+        tr = split_trace(b.trace, b.dataset, b.task)
+        if tuple(tr.lines) != tuple(b.lines):
+            raise CausalError(f"baseline {b.question_id}: its trace re-splits into other lines than recorded (written by "
+                              "another protocol version?); rerun python -m behavioural.run")
+        chains.append(Chain(b, tr))
+    return chains
+
+
+def forced_input(chain: Chain, assistant: str) -> str:
+    """The model input that forces the answer after ``assistant`` (the chain text, cut, replaced or rewritten)."""
+    return chain.baseline.prompt + assistant + ANSWER_PREFIX
+
+
+def score_forced(generation: str, baseline: Baseline) -> tuple[str, str | None, bool | None]:
+    """``(answer_text, parsed, correct)``: the forced answer is ``Answer:`` and the first generated line."""
+    text = ANSWER_PREFIX + generation.split("\n", 1)[0]
+    parsed, correct = score(text, baseline)
+    return text, parsed, correct
+
+
+# ------------------------------------------------------------------------------------------------ engine
+@dataclass
+class Engine:
+    """Generation for a stage: the model, the generate function (the batched greedy fast path by default)."""
+
+    lm: Any
+    generate_fn: Callable[..., list] | None = None
+    batch_size: int = 16
+    progress: bool = True
+    extras: dict = dataclasses.field(default_factory=dict)  # what the stage's ``prepare`` loaded (a paraphraser)
+
+    def generate(self, texts: Sequence[str], *, max_new_tokens: int, desc: str, lm: Any = None) -> list:
+        from loadbearing.engine.generation import generate
+
+        fn = self.generate_fn or generate
+        return fn(lm or self.lm, list(texts), max_new_tokens=max_new_tokens, batch_size=self.batch_size,
+                  progress=self.progress, desc=desc)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One generation a stage plans (``id`` names its row; ``data`` is what the stage needs to run it)."""
+
+    id: str
+    chain: Chain
+    data: dict
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A causal test as the driver sees it."""
+
+    name: str  # the directory under the run, and the command: python -m behavioural.<name>
+    version: str
+    plan: Callable[[Any, list[Chain], Run], list[Job]]
+    execute: Callable[[Any, list[Job], Engine], list[dict]]  # one row per job, in order
+    summarise: Callable[[Any, list[dict], list[Chain], Run], dict]
+    format_summary: Callable[[dict, str], str]
+    prepare: Callable[[Any, Run], dict] | None = None  # extra checks/loads before anything is written
+
+    @property
+    def kind(self) -> str:
+        return f"behavioural.{self.name}"
+
+
+def result_settings(config: Any) -> dict[str, Any]:
+    """The settings that change a stage's records (the config's fields with ``compare=True``, not the run dir)."""
+    out = {}
+    for f in dataclasses.fields(config):
+        if f.compare and f.name != "run_dir":
+            v = getattr(config, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def stage_dir(run_dir: str | Path, name: str, shard: str | None = None) -> Path:
+    from loadbearing.shards import parse_shard
+
+    s = parse_shard(shard)
+    base = Path(run_dir) / name
+    return base if s is None else base / f"shard-{s.index}-of-{s.count}"
+
+
+def stage_complete(out: Path, kind: str) -> bool:
+    try:
+        m = read_json(out / MANIFEST)
+    except RunDirError:
+        return False
+    return m.get("kind") == kind and m.get("status") == "ok" and (out / SUMMARY).is_file()
+
+
+def check_common(config: Any) -> None:
+    """Refuse bad common options before anything is read or written."""
+    from loadbearing.cli import UsageError, check_device, check_number
+    from loadbearing.shards import ShardError, parse_shard
+
+    check_number(config.batch_size, "--batch-size", minimum=1)
+    check_number(config.n_boot, "--n-boot", minimum=0)
+    try:
+        parse_shard(config.shard)
+    except ShardError as e:
+        raise UsageError(str(e)) from None
+    check_device(config.device)
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def _shard_rows(out: Path, stage: Stage, settings: dict) -> list[dict]:
+    """Rows of this stage's shard directories written with the same settings (an unsharded run merges them)."""
+    rows: list[dict] = []
+    for d in sorted(out.glob("shard-*-of-*")):
+        try:
+            m = read_json(d / MANIFEST)
+        except RunDirError:
+            continue
+        theirs = {k: v for k, v in (m.get("settings") or {}).items() if k != "shard"}
+        if m.get("kind") == stage.kind and theirs == {k: v for k, v in settings.items() if k != "shard"}:
+            rows += read_jsonl(d / RECORDS)
+    return rows
+
+
+def drive(stage: Stage, config: Any, *, lm: Any = None, generate_fn: Callable[..., list] | None = None,
+          echo: Callable[[str], Any] | None = print) -> dict:
+    """Run (or resume) ``stage`` on ``config.run_dir``; returns its summary. Refusals write nothing."""
+    from loadbearing.locks import output_lock
+
+    say = echo or (lambda m: None)
+    check_common(config)
+    run = Run(config.run_dir)
+    if not run.complete:
+        raise CausalError(f"run {str(run.path)!r} has status {run.status!r}: it has not finished; finish it with "
+                          f"python -m behavioural.run --resume {run.path} first")
+    chains = eligible_chains(run, config.shard)
+    out = stage_dir(run.path, stage.name, config.shard)
+    settings = result_settings(config)
+    if (out / MANIFEST).is_file():
+        if not config.resume:
+            raise RunDirError(f"{str(out)!r} already exists; continue it with --resume, or remove it to start again")
+        old = read_json(out / MANIFEST)
+        diff = _diff(old.get("settings") or {}, settings)
+        if old.get("kind") != stage.kind or old.get("version") != stage.version or diff:
+            why = "; ".join(diff) or f"written by {old.get('kind')} {old.get('version')}"
+            raise RunDirError(f"cannot resume {str(out)!r}: settings differ ({why}); rerun with the original settings or "
+                              "remove the directory")
+        if stage_complete(out, stage.kind):
+            say(f"{out} is already complete; nothing to do")
+            return read_json(out / SUMMARY)
+    extras = stage.prepare(config, run) if stage.prepare else {}
+    if lm is None:
+        lm = run.load_model(device=config.device)
+    else:
+        run.check_model(lm)
+    engine = Engine(lm, generate_fn, config.batch_size, config.progress, extras)
+    out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):
+        manifest = {"kind": stage.kind, "version": stage.version, "settings": settings, "run_dir": str(run.path),
+                    "parser": PARSER_VERSION, "model": lm.provenance() if hasattr(lm, "provenance") else None,
+                    "extra": {k: v for k, v in extras.items() if k.endswith("_provenance")},
+                    "n_chains": len(chains), "git": provenance.git_info(), "status": "running",
+                    "created": provenance.now(), "updated": provenance.now()}
+        if (out / MANIFEST).is_file():
+            manifest["created"] = read_json(out / MANIFEST).get("created", manifest["created"])
+        write_json(out / MANIFEST, manifest)
+        try:
+            summary = _execute(stage, config, run, chains, out, settings, engine, say)
+        except BaseException as e:
+            manifest.update(status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
+                            error=f"{type(e).__name__}: {e}", updated=provenance.now())
+            write_json(out / MANIFEST, manifest)
+            raise
+        manifest.update(status="ok", updated=provenance.now())
+        manifest.pop("error", None)
+        write_json(out / MANIFEST, manifest)
+    return summary
+
+
+def _execute(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, engine: Engine,
+             say: Callable[[str], Any]) -> dict:
+    jobs = stage.plan(config, chains, run)
+    wanted = {j.id for j in jobs}
+    done = {r["id"]: r for r in read_jsonl(out / RECORDS, repair=True) if r.get("id") in wanted}
+    todo = [j for j in jobs if j.id not in done]
+    with JsonlWriter(out / RECORDS) as w:
+        if config.shard is None and todo:
+            merged = {r["id"]: r for r in _shard_rows(out, stage, settings) if r.get("id") in wanted}
+            for j in todo:
+                if j.id in merged:
+                    w.write(merged[j.id])
+                    done[j.id] = merged[j.id]
+            todo = [j for j in todo if j.id not in done]
+        step = max(engine.batch_size * 4, 16)
+        for i in range(0, len(todo), step):
+            part = todo[i:i + step]
+            for row in stage.execute(config, part, engine):
+                w.write(row)
+                done[row["id"]] = row
+    rows = [done[j.id] for j in jobs]
+    summary = stage.summarise(config, rows, chains, run)
+    summary.update(stage=stage.name, version=stage.version, run_dir=str(run.path), shard=config.shard,
+                   n_rows=len(rows), n_questions=len(chains), status="ok", settings=settings)
+    write_json(out / SUMMARY, summary)
+    atomic_write_text(out / SUMMARY_MD, stage.format_summary(summary, "md") + "\n")
+    say(stage.format_summary(summary, "text"))
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The options every causal test takes (a stage adds its own to the returned parser)."""
+    from loadbearing.cli import OneLineParser
+
+    p = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory written by python -m behavioural.run")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted stage (rows already written are kept)")
+    p.add_argument("--shard", default=None, metavar="I/N", help="only shard I of N of the questions (by question key); "
+                   "an unsharded run afterwards merges the shards")
+    p.add_argument("--batch-size", type=int, default=16, help="generations decoded at once (default 16)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the model loader's)")
+    p.add_argument("--n-boot", type=int, default=2000, help="question-bootstrap resamples for intervals (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"run_dir": args.run_dir, "resume": args.resume, "shard": args.shard, "batch_size": args.batch_size,
+            "device": args.device, "n_boot": args.n_boot, "seed": args.seed, "progress": not args.quiet}
+
+
+def cli_main(name: str, body: Callable[[], Any]) -> int:
+    """``main`` of a stage's command: one ``error:`` line on bad input, a resume hint when interrupted."""
+    from loadbearing.cli import run_cli
+
+    def wrapped() -> int:
+        body()
+        return 0
+
+    return run_cli(wrapped, errors=(CausalError,),
+                   interrupted_hint=f"continue with: python -m behavioural.{name} RUN_DIR --resume")
+
+
+def is_stage_complete(path: str | Path, stage_name: str) -> bool:
+    """True when ``path`` (a stage directory, or the run directory holding it) has a finished stage."""
+    p = Path(path)
+    kind = f"behavioural.{stage_name}"
+    return stage_complete(p, kind) or stage_complete(p / stage_name, kind)

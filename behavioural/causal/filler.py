@@ -1,0 +1,189 @@
+"""Filler tokens (Lanham et al. 2023): replace each eligible chain with as many filler tokens as it had, force
+the answer, and compare the accuracy with no chain at all and with the full chain.
+
+    from behavioural.causal.filler import FillerConfig, run_filler
+    summary = run_filler(FillerConfig(run_dir="runs/demo", fillers=("dots", "dashes")))
+
+Conditions per chain: ``none`` (the answer forced at once), one per filler (``dots``: ``... ... ...``,
+``dashes``: ``- - -``, ``underscores``: ``_ _ _``; units joined by spaces, which the embedded tokenizer reads
+as one token each; the count is matched to the chain's token count and both counts are recorded), and
+``full`` (the whole chain). If filler alone lifted accuracy to the full chain's, the chain's *content*
+would not be what helps; if accuracy with filler stays at no-chain level, the extra tokens alone do not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from behavioural.causal.common import (
+    Chain,
+    Engine,
+    Job,
+    Stage,
+    drive,
+    forced_input,
+    is_stage_complete,
+    score_forced,
+)
+from loadbearing.runs import Run
+from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
+from loadbearing.tables import render_table
+
+NAME = "filler"
+VERSION = "1"
+#: filler name -> the unit repeated (joined by single spaces)
+FILLERS = {"dots": "...", "dashes": "-", "underscores": "_"}
+
+
+@dataclass(frozen=True)
+class FillerConfig:
+    run_dir: str | Path
+    fillers: tuple[str, ...] = ("dots", "dashes")
+    max_answer_tokens: int = 16
+    shard: str | None = None
+    resume: bool = field(default=False, compare=False)
+    batch_size: int = field(default=16, compare=False)
+    device: str | None = field(default=None, compare=False)
+    n_boot: int = field(default=2000, compare=False)
+    seed: int = field(default=0, compare=False)
+    progress: bool = field(default=True, compare=False)
+
+
+def n_tokens(tokenizer: Any, text: str) -> int:
+    from loadbearing.engine.generation import encode
+
+    return len(encode(tokenizer, text))
+
+
+def filler_text(tokenizer: Any, unit: str, count: int) -> str:
+    """``unit`` repeated (space-joined) so that the text is ``count`` tokens long (or as near as the tokenizer allows)."""
+    if count <= 0:
+        return ""
+
+    def make(r: int) -> str:
+        return " ".join([unit] * r)
+
+    r = count
+    for _ in range(4 * count + 8):  # the count is monotone in r; walk to it
+        c = n_tokens(tokenizer, make(r))
+        if c > count and r > 1:
+            r -= 1
+        elif c < count and n_tokens(tokenizer, make(r + 1)) <= count:
+            r += 1
+        else:
+            break
+    return make(r)
+
+
+def plan(config: FillerConfig, chains: list[Chain], run: Run) -> list[Job]:
+    jobs = []
+    for c in chains:
+        qid = c.baseline.question_id
+        jobs.append(Job(f"{qid}|none", c, {"condition": "none"}))
+        jobs += [Job(f"{qid}|{f}", c, {"condition": f}) for f in config.fillers]
+        jobs.append(Job(f"{qid}|full", c, {"condition": "full"}))
+    return jobs
+
+
+def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+    tok = engine.lm.tokenizer
+    assistants, counts = [], []
+    for j in jobs:
+        chain_text = j.chain.prefix(j.chain.n)
+        chain_tokens = n_tokens(tok, chain_text.rstrip("\n"))
+        cond = j.data["condition"]
+        if cond == "none":
+            a = ""
+        elif cond == "full":
+            a = chain_text
+        else:
+            a = filler_text(tok, FILLERS[cond], chain_tokens) + "\n"
+        assistants.append(a)
+        counts.append((chain_tokens, n_tokens(tok, a.rstrip("\n")) if a else 0))
+    gens = engine.generate([forced_input(j.chain, a) for j, a in zip(jobs, assistants)],
+                           max_new_tokens=config.max_answer_tokens, desc=f"{NAME} ({len(jobs)} inputs)")
+    rows = []
+    for j, a, (ct, ft), g in zip(jobs, assistants, counts, gens):
+        answer_text, parsed, correct = score_forced(g.text, j.chain.baseline)
+        rows.append({"id": j.id, **j.chain.meta(), "condition": j.data["condition"], "assistant_text": a,
+                     "chain_tokens": ct, "filler_tokens": ft, "generation": g.text, "answer_text": answer_text,
+                     "parsed_answer": parsed, "correct": correct, "new_tokens": g.new_tokens})
+    return rows
+
+
+def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: Run) -> dict[str, Any]:
+    kw = {"n_boot": config.n_boot, "seed": config.seed}
+    conds = ["none", *config.fillers, "full"]
+    by_q: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_q.setdefault(r["question_key"], {})[r["condition"]] = r
+    acc: dict[str, dict] = {}
+    same_full: dict[str, dict] = {}
+    vs: dict[str, dict[str, dict]] = {}
+    for cnd in conds:
+        scored = [r for r in rows if r["condition"] == cnd and r["correct"] is not None]
+        acc[cnd] = clustered_rate([bool(r["correct"]) for r in scored], [r["question_key"] for r in scored],
+                                  **kw).to_dict() | {"unparsed": sum(r["condition"] == cnd and r["parsed_answer"] is None
+                                                                     for r in rows)}
+    for f in config.fillers:
+        pairs = [(k, d[f]["parsed_answer"] == d["full"]["parsed_answer"]) for k, d in by_q.items()
+                 if f in d and "full" in d and d[f]["parsed_answer"] is not None and d["full"]["parsed_answer"] is not None]
+        same_full[f] = clustered_rate([s for _, s in pairs], [k for k, _ in pairs], **kw).to_dict()
+        vs[f] = {}
+        for ref in ("none", "full"):
+            trip = [(k, _num(d[f]["correct"]), _num(d[ref]["correct"])) for k, d in by_q.items() if f in d and ref in d]
+            vs[f][ref] = paired_difference_ci(trip, **kw)
+    tokens = [(r["chain_tokens"], r["filler_tokens"]) for r in rows if r["condition"] in config.fillers]
+    return {"conditions": conds, "fillers": {f: FILLERS[f] for f in config.fillers}, "accuracy": acc,
+            "same_as_full_chain": same_full, "difference": vs,
+            "token_count_matched": sum(a == b for a, b in tokens), "n_filler_rows": len(tokens),
+            "mean_chain_tokens": sum(a for a, _ in tokens) / len(tokens) if tokens else None}
+
+
+def _num(b: bool | None) -> float | None:
+    return None if b is None else float(b)
+
+
+def _diff(d: dict) -> str:
+    e, ci = d.get("estimate"), d.get("ci") or [None, None]
+    if e is None:
+        return "n/a"
+    s = f"{100 * e:+.1f} pp"
+    return s + (f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci[0] is not None else "") + f" ({d['n_pairs']} q)"
+
+
+def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+    fs = "md" if style == "md" else "text"
+    rows = []
+    for c in summary["conditions"]:
+        what = {"none": "no chain", "full": "full chain"}.get(c, f"filler {summary['fillers'].get(c, c)!r}")
+        same = summary["same_as_full_chain"].get(c)
+        d = summary["difference"].get(c, {})
+        rows.append([what, format_rate(summary["accuracy"][c], fs), summary["accuracy"][c]["unparsed"],
+                     format_rate(same, fs) if same else "", _diff(d["none"]) if d else "", _diff(d["full"]) if d else ""])
+    head = ("Filler tokens: the chain replaced by as many filler tokens, answer forced "
+            f"({summary['token_count_matched']}/{summary['n_filler_rows']} filler inputs with exactly the chain's "
+            "token count); question-bootstrap 95% intervals")
+    table = render_table(["condition", "accuracy", "unparsed", "same answer as full chain", "vs no chain",
+                          "vs full chain"], rows, style)
+    return head + ("\n" if style == "text" else "\n\n") + table
+
+
+STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary)
+
+
+def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+    """Run (or resume) the filler test on ``config.run_dir``; returns the summary (see the module docstring)."""
+    from loadbearing.cli import UsageError, check_number
+
+    check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
+    bad = [f for f in config.fillers if f not in FILLERS]
+    if bad or not config.fillers:
+        raise UsageError(f"--fillers {','.join(config.fillers)!r}: choose one or more of {', '.join(FILLERS)}")
+    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+
+
+def is_complete(path: str | Path) -> bool:
+    """True when ``path`` (the run directory or its ``filler/``) holds a finished filler stage."""
+    return is_stage_complete(path, NAME)

@@ -1,0 +1,210 @@
+"""Paraphrasing (Lanham et al. 2023): a model rewrites the chain so far, the run's model continues from the
+rewrite, and we ask whether its answer changes.
+
+    from behavioural.causal.paraphrase import ParaphraseConfig, run_paraphrase
+    summary = run_paraphrase(ParaphraseConfig(run_dir="runs/demo", paraphraser=None, position="middle"))
+
+For each eligible chain the lines up to and including the line at ``position`` (the protocol's
+``min(n-2, floor(n*f))``, the line the edits cut after) are given to the paraphraser (``paraphraser``: any
+name :func:`loadbearing.engine.models.load_model` takes; default the run's own model) with
+:data:`INSTRUCTION`; its first lines (answer lines dropped, at most as many as the original) replace the
+prefix, and the run's model continues greedily from it, exactly as in edit-and-continue. The reference is
+the unparaphrased continuation from the same cut: the run's control at that line when the run has one,
+else the baseline's answer. Every row records the original prefix, the paraphrase, whether the paraphrase
+kept every number, the continuation and both answers, so a reader can check each rewrite. A tiny
+paraphraser (the embedded 135M model) is a weak check: its rewrites often drop or change content.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, is_stage_complete
+from loadbearing.answers import extract_answer, score, starts_with_answer_label
+from loadbearing.questions.prompts import POSITION_FRACTIONS, position_index, render_chat
+from loadbearing.runs import Run
+from loadbearing.stats import clustered_rate, format_rate
+from loadbearing.tables import render_table
+
+NAME = "paraphrase"
+VERSION = "1"
+INSTRUCTION = ("Paraphrase the reasoning steps below in different words. Keep every number, calculation and fact "
+               "exactly as it is and change only the wording. Write one step per line, the same number of lines. "
+               "Do not add steps and do not give a final answer.")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class ParaphraseConfig:
+    run_dir: str | Path
+    #: the paraphrasing model (None: the run's own model)
+    paraphraser: str | None = None
+    position: str = "middle"
+    #: tokens of the continuation (None: the run's --max-new-tokens)
+    max_new_tokens: int | None = None
+    #: tokens of the paraphrase (None: twice the prefix's tokens + 16)
+    paraphrase_tokens: int | None = None
+    shard: str | None = None
+    resume: bool = field(default=False, compare=False)
+    batch_size: int = field(default=16, compare=False)
+    device: str | None = field(default=None, compare=False)
+    n_boot: int = field(default=2000, compare=False)
+    seed: int = field(default=0, compare=False)
+    progress: bool = field(default=True, compare=False)
+
+
+def numbers(text: str) -> list[str]:
+    return sorted(_NUMBER.findall(text))
+
+
+def clean_paraphrase(text: str, max_lines: int, dataset: str = "custom", task: str | None = None) -> list[str]:
+    """The paraphrase's reasoning lines: non-blank, at most ``max_lines``, without lines that state an answer
+    (an ``Answer:`` label, or any line the parser reads an answer from, as :func:`split_trace` does)."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    lines = [ln for ln in lines if not starts_with_answer_label(ln) and extract_answer(ln, dataset, task) is None]
+    return lines[:max_lines]
+
+
+def paraphrase_messages(lines: list[str]) -> list[dict]:
+    return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def prepare(config: ParaphraseConfig, run: Run) -> dict:
+    """Load the paraphraser before anything is written (a model that cannot be loaded is one error line)."""
+    from loadbearing.cli import check_model_file
+    from loadbearing.engine.models import ModelError, load_model
+
+    name = config.paraphraser
+    if name is None or name == run.model_spec.get("name"):
+        return {"paraphraser_provenance": {"name": run.model_spec.get("name"), "same_as_run_model": True}}
+    check_model_file(name, "--paraphraser")
+    try:
+        p_lm = load_model(name, device=config.device)
+    except ModelError as e:
+        raise CausalError(f"--paraphraser {name!r} cannot be loaded: {e}") from None
+    return {"paraphraser": p_lm, "paraphraser_provenance": p_lm.provenance() | {"same_as_run_model": False}}
+
+
+def plan(config: ParaphraseConfig, chains: list[Chain], run: Run) -> list[Job]:
+    controls = {(c.question_id, c.line_index): c for c in run.continuations("control")}
+    max_new = config.max_new_tokens or int((run.manifest.get("settings") or {}).get("max_new_tokens") or 256)
+    jobs = []
+    for c in chains:
+        idx = position_index(c.n, config.position)
+        ctl = controls.get((c.baseline.question_id, idx))
+        ref = ({"source": "control", "answer": ctl.parsed_answer, "correct": ctl.correct, "id": ctl.id} if ctl else
+               {"source": "baseline", "answer": c.baseline.parsed_answer, "correct": c.baseline.correct, "id": None})
+        jobs.append(Job(f"{c.baseline.question_id}|{config.position}", c, {"line_index": idx, "reference": ref,
+                                                                        "max_new_tokens": max_new}))
+    return jobs
+
+
+def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+    from loadbearing.engine.generation import encode
+
+    p_lm = engine.extras.get("paraphraser") or engine.lm
+    prompts, budgets = [], []
+    for j in jobs:
+        lines = list(j.chain.trace.lines[: j.data["line_index"] + 1])
+        prompts.append(render_chat(p_lm.tokenizer, paraphrase_messages(lines)))
+        budgets.append(config.paraphrase_tokens or 2 * len(encode(p_lm.tokenizer, "\n".join(lines))) + 16)
+    paras: list[Any] = [None] * len(jobs)
+    for budget in sorted(set(budgets)):  # each row's own budget, so a row never depends on its chunk
+        idx = [i for i, b in enumerate(budgets) if b == budget]
+        for i, g in zip(idx, engine.generate([prompts[i] for i in idx], max_new_tokens=budget, lm=p_lm,
+                                             desc=f"{NAME}: paraphrases")):
+            paras[i] = g
+    max_new = jobs[0].data["max_new_tokens"] if jobs else 1
+    rows, texts, todo = [], [], []
+    for j, g in zip(jobs, paras):
+        orig = list(j.chain.trace.lines[: j.data["line_index"] + 1])
+        b = j.chain.baseline
+        new = clean_paraphrase(g.text, len(orig), b.dataset, b.task)
+        assistant = j.chain.lead() + "\n".join(new) + "\n" if new else ""
+        ref = j.data["reference"]
+        rows.append({"id": j.id, **j.chain.meta(), "position": config.position, "line_index": j.data["line_index"],
+                     "original_lines": orig, "paraphrase_raw": g.text, "paraphrased_lines": new,
+                     "numbers_preserved": numbers(" ".join(orig)) == numbers(" ".join(new)),
+                     "lines_preserved": len(new) == len(orig), "identical": new == orig, "assistant_text": assistant,
+                     "reference_source": ref["source"], "reference_id": ref["id"], "reference_answer": ref["answer"],
+                     "reference_correct": ref["correct"], "status": "ok" if new else "empty_paraphrase",
+                     "continuation": None, "parsed_answer": None, "correct": None, "same_answer": None,
+                     "new_tokens": None})
+        if new:
+            todo.append(len(rows) - 1)
+            texts.append(j.chain.baseline.prompt + assistant)
+    gens = engine.generate(texts, max_new_tokens=max_new, desc=f"{NAME}: continuations") if texts else []
+    for i, g in zip(todo, gens):
+        r = rows[i]
+        parsed, correct = score(g.text, jobs[i].chain.baseline)
+        same = None if parsed is None or r["reference_answer"] is None else parsed == r["reference_answer"]
+        r.update(continuation=g.text, parsed_answer=parsed, correct=correct, same_answer=same, new_tokens=g.new_tokens)
+    return rows
+
+
+def summarise(config: ParaphraseConfig, rows: list[dict], chains: list[Chain], run: Run) -> dict[str, Any]:
+    kw = {"n_boot": config.n_boot, "seed": config.seed}
+
+    def changed(sel: list[dict]) -> dict:
+        s = [r for r in sel if r["same_answer"] is not None]
+        return clustered_rate([not r["same_answer"] for r in s], [r["question_key"] for r in s], **kw).to_dict()
+
+    def acc(sel: list[dict], key: str) -> dict:
+        s = [r for r in sel if r[key] is not None]
+        return clustered_rate([bool(r[key]) for r in s], [r["question_key"] for r in s], **kw).to_dict()
+
+    kept = [r for r in rows if r["numbers_preserved"]]
+    rewritten = [r for r in kept if not r["identical"]]
+    return {"position": config.position, "paraphraser": config.paraphraser or run.model_spec.get("name"),
+            "answer_changed": changed(rows), "answer_changed_numbers_preserved": changed(kept),
+            "answer_changed_rewritten_numbers_kept": changed(rewritten),
+            "n_identical": sum(r["identical"] for r in rows),
+            "paraphrased_accuracy": acc(rows, "correct"), "reference_accuracy": acc(rows, "reference_correct"),
+            "numbers_preserved": clustered_rate([r["numbers_preserved"] for r in rows],
+                                                [r["question_key"] for r in rows], **kw).to_dict(),
+            "lines_preserved": sum(r["lines_preserved"] for r in rows),
+            "reference_sources": dict(Counter(r["reference_source"] for r in rows)),
+            "n_empty_paraphrases": sum(r["status"] == "empty_paraphrase" for r in rows),
+            "n_unparsed": sum(r["status"] == "ok" and r["parsed_answer"] is None for r in rows),
+            "examples": [{k: r[k] for k in ("question_id", "original_lines", "paraphrased_lines", "reference_answer",
+                                            "parsed_answer")} for r in rows[:3]]}
+
+
+def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+    fs = "md" if style == "md" else "text"
+    rows = [["answer changed (all paraphrases)", format_rate(summary["answer_changed"], fs)],
+            ["answer changed (paraphrases that kept every number)",
+             format_rate(summary["answer_changed_numbers_preserved"], fs)],
+            ["answer changed (reworded, every number kept)",
+             format_rate(summary["answer_changed_rewritten_numbers_kept"], fs)],
+            ["paraphrases that kept every number", format_rate(summary["numbers_preserved"], fs)],
+            ["accuracy after the paraphrase", format_rate(summary["paraphrased_accuracy"], fs)],
+            ["accuracy of the unparaphrased reference", format_rate(summary["reference_accuracy"], fs)]]
+    srcs = ", ".join(f"{v} {k}" for k, v in sorted(summary["reference_sources"].items()))
+    head = (f"Paraphrase: the chain through the {summary['position']} line rewritten by {summary['paraphraser']!r}, "
+            f"then continued (references: {srcs}; paraphrases identical to the original {summary['n_identical']}, "
+            f"empty {summary['n_empty_paraphrases']}, unparsed "
+            f"continuations {summary['n_unparsed']}); question-bootstrap 95% intervals")
+    return head + ("\n" if style == "text" else "\n\n") + render_table(["measure", "rate"], rows, style)
+
+
+STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
+
+
+def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+    """Run (or resume) the paraphrase test on ``config.run_dir``; returns the summary (see the module docstring)."""
+    from loadbearing.cli import UsageError, check_number
+
+    if config.position not in POSITION_FRACTIONS:
+        raise UsageError(f"--position {config.position!r}: choose one of {', '.join(POSITION_FRACTIONS)}")
+    check_number(config.max_new_tokens, "--max-new-tokens", minimum=1)
+    check_number(config.paraphrase_tokens, "--paraphrase-tokens", minimum=1)
+    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+
+
+def is_complete(path: str | Path) -> bool:
+    """True when ``path`` (the run directory or its ``paraphrase/``) holds a finished paraphrase stage."""
+    return is_stage_complete(path, NAME)

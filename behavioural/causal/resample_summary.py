@@ -1,0 +1,233 @@
+"""Resampling importance from the rollouts (:mod:`behavioural.causal.resample`): per step, per question, pooled.
+
+For a chain with reasoning lines ``L[0..n-1]`` and step ``i``, with ``R(k)`` the scored rollouts sampled after
+``L[:k]`` (a rollout is scored when its answer parses) and ``D(i)`` those of ``R(i)`` whose new step ``i``
+differs in meaning from ``L[i]`` (similarity < threshold):
+
+* **counterfactual importance** ``cf = acc(D(i)) - acc(R(i+1))`` (thought-anchors
+  ``calculate_counterfactual_importance_accuracy``: different resamples against the next step's); negative
+  when replacing the step by a different one loses accuracy. ``None`` when ``D(i)`` or ``R(i+1)`` is empty
+  (thought-anchors returns 0 there; a missing estimate is not a zero here);
+* **resampling importance** ``acc(R(i)) - acc(R(i+1))`` (no filter);
+* **KL** of the answer distributions ``KL(D(i) || R(i+1))`` over the parsed answers, add-one smoothed over
+  their union (thought-anchors adds 1e-9 and pools the similar resamples into the second set);
+* **forced importance** ``facc(i+1) - facc(i)``: accuracy of answers sampled right after ``L[:k]`` +
+  ``Answer:`` (thought-anchors ``calculate_forced_importance_accuracy``, next minus current);
+* an interval for ``cf``: percentile bootstrap over the rollouts of both sets
+  (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster);
+* the **anchor**: the step with the largest ``|cf|`` (ties: the earlier step); each step's rank by ``|cf|``.
+
+Beside the paper's protocol: for each position it edits (``position_index(n, early|middle|late)``) the
+edited step's ``cf``, its rank among the chain's steps, whether it is the anchor (against the chance ``1/m``
+of m ranked steps), and the run's propagation rate at that line.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from loadbearing.questions.prompts import POSITION_FRACTIONS, position_index
+from loadbearing.runs import Run
+from loadbearing.stats import cluster_bootstrap_ci, format_rate, wilson_rate
+from loadbearing.tables import render_table
+
+DEFINITION = ("cf importance of step i = acc(rollouts from lines[:i] whose new step i differs in meaning) - "
+              "acc(rollouts from lines[:i+1]); anchor = the step with the largest |cf|")
+
+
+def _acc(rows: list[dict]) -> float | None:
+    scored = [r for r in rows if r["correct"] is not None]
+    return sum(bool(r["correct"]) for r in scored) / len(scored) if scored else None
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def answer_kl(p_rows: list[dict], q_rows: list[dict]) -> float | None:
+    """KL(P || Q) of the parsed-answer distributions, add-one smoothed over the union of answers."""
+    p = [r["parsed_answer"] for r in p_rows if r["parsed_answer"] is not None]
+    q = [r["parsed_answer"] for r in q_rows if r["parsed_answer"] is not None]
+    if not p or not q:
+        return None
+    support = sorted(set(p) | set(q))
+    v = len(support)
+    kl = 0.0
+    for a in support:
+        pa, qa = (p.count(a) + 1) / (len(p) + v), (q.count(a) + 1) / (len(q) + v)
+        kl += pa * math.log(pa / qa)
+    return max(0.0, kl)
+
+
+def _cf_ci(d: list[dict], nxt: list[dict], n_boot: int, seed: int) -> list[float | None]:
+    vals = [(0, r["correct"]) for r in d if r["correct"] is not None] + \
+        [(1, r["correct"]) for r in nxt if r["correct"] is not None]
+    if n_boot <= 0 or not vals:
+        return [None, None]
+
+    def stat(sample: list) -> float | None:
+        a = [bool(c) for s, c in sample if s == 0]
+        b = [bool(c) for s, c in sample if s == 1]
+        return sum(a) / len(a) - sum(b) / len(b) if a and b else None
+
+    return cluster_bootstrap_ci(list(range(len(vals))), vals, stat, n_boot=n_boot, seed=seed)["ci"]
+
+
+def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """One entry per step ``i < n`` of one question (see the module docstring)."""
+    roll: dict[int, list[dict]] = defaultdict(list)
+    forced: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        (roll if r["kind"] == "rollout" else forced)[r["k"]].append(r)
+    steps = []
+    for i in range(n):
+        here, nxt = roll.get(i, []), roll.get(i + 1, [])
+        diff = [r for r in here if r.get("different")]
+        cf = _sub(_acc(diff), _acc(nxt))
+        original = next((r["original_step"] for r in here if r.get("original_step") is not None), None)
+        steps.append({
+            "step": i, "original": original, "n_rollouts": len(here), "n_different": len(diff),
+            "different_fraction": len(diff) / len(here) if here else None,
+            "acc_resampled": _acc(here), "acc_different": _acc(diff), "acc_next": _acc(nxt),
+            "cf_importance": cf, "cf_ci": _cf_ci(diff, nxt, n_boot, seed + i) if cf is not None else [None, None],
+            "resampling_importance": _sub(_acc(here), _acc(nxt)),
+            "kl_importance": answer_kl(diff, nxt),
+            "forced_acc": _acc(forced.get(i, [])), "forced_acc_next": _acc(forced.get(i + 1, [])),
+            "forced_importance": _sub(_acc(forced.get(i + 1, [])), _acc(forced.get(i, []))),
+            "examples": [r["new_step"] for r in diff[:3]],
+        })
+    ranked = sorted((s for s in steps if s["cf_importance"] is not None),
+                    key=lambda s: (-abs(s["cf_importance"]), s["step"]))
+    for rank, s in enumerate(ranked, 1):
+        s["rank"] = rank
+    for s in steps:
+        s.setdefault("rank", None)
+    return steps
+
+
+def _propagation(run: Run) -> dict[tuple[str, int], tuple[int, int]]:
+    """(question key, edited line) -> (C, parseable) over the run's perturbed continuations."""
+    from loadbearing.runs import question_key_of
+
+    out: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    for c in run.continuations("perturbed"):
+        if c.label is None:
+            continue
+        cell = out[(question_key_of(c), c.line_index)]
+        cell[0] += c.label == "C"
+        cell[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _positions(run: Run) -> tuple[str, ...]:
+    got = (run.manifest.get("settings") or {}).get("positions") or list(POSITION_FRACTIONS)
+    return tuple(p for p in got if p in POSITION_FRACTIONS)
+
+
+def summarise(config: Any, rows: list[dict], chains: list, run: Run) -> dict[str, Any]:
+    by_q: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_q[r["question_id"]].append(r)
+    prop = _propagation(run)
+    positions = _positions(run)
+    questions = []
+    for rs in by_q.values():
+        r0, n = rs[0], rs[0]["n_lines"]
+        steps = question_steps(rs, n, n_boot=config.n_boot, seed=config.seed)
+        anchor = next((s["step"] for s in steps if s["rank"] == 1), None)
+        edited = []
+        for p in positions:
+            if n < 2:
+                continue
+            i = position_index(n, p)
+            kc = prop.get((r0["question_key"], i))
+            n_ranked = sum(s["rank"] is not None for s in steps)
+            edited.append({"position": p, "step": i, "cf_importance": steps[i]["cf_importance"],
+                           "rank": steps[i]["rank"], "n_ranked": n_ranked, "is_anchor": anchor == i,
+                           "propagation": None if not kc or not kc[1] else kc[0] / kc[1],
+                           "n_perturbed_scored": kc[1] if kc else 0})
+        questions.append({k: r0[k] for k in ("question_id", "question_key", "dataset", "task", "difficulty", "n_lines")}
+                         | {"steps": steps, "anchor": anchor, "edited": edited,
+                            "full_chain_rollout_acc": _acc([r for r in rs if r["kind"] == "rollout" and r["k"] == n])})
+    scored = [r for r in rows if r["correct"] is not None]
+    roll = [r for r in rows if r["kind"] == "rollout" and r.get("different") is not None]
+    return {
+        "definition": DEFINITION,
+        "sampling": config.sampling.to_dict(), "rollouts_per_prefix": config.rollouts,
+        "similarity": {"method": config.similarity, "threshold": config.threshold},
+        "n_sampled_questions": len(questions), "n_rollouts": len(rows), "n_scored": len(scored),
+        "different_fraction": sum(bool(r["different"]) for r in roll) / len(roll) if roll else None,
+        "by_position": _by_position(questions, n_boot=config.n_boot, seed=config.seed),
+        "questions": questions,
+    }
+
+
+def _by_position(questions: list[dict], *, n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Pooled over questions (one value each): is the edited step the one resampling finds important?"""
+    out: dict[str, dict[str, Any]] = {}
+    cells: dict[str, list[dict]] = defaultdict(list)
+    for q in questions:
+        for e in q["edited"]:
+            cells[e["position"]].append(e | {"key": q["question_key"]})
+    for p, es in cells.items():
+        ranked = [e for e in es if e["rank"] is not None]
+        cf = [e for e in es if e["cf_importance"] is not None]
+        mean_cf = cluster_bootstrap_ci([e["key"] for e in cf], [e["cf_importance"] for e in cf],
+                                       lambda v: sum(v) / len(v) if v else None, n_boot=n_boot, seed=seed)
+        out[p] = {"n_questions": len(es), "mean_cf_importance": mean_cf["estimate"], "mean_cf_ci": mean_cf["ci"],
+                  "is_anchor": wilson_rate(sum(e["is_anchor"] for e in ranked), len(ranked),
+                                           n_questions=len(ranked)).to_dict(),
+                  "chance_anchor": sum(1 / e["n_ranked"] for e in ranked) / len(ranked) if ranked else None,
+                  "mean_rank_fraction": (sum((e["rank"] - 1) / max(e["n_ranked"] - 1, 1) for e in ranked) / len(ranked)
+                                         if ranked else None),
+                  "mean_propagation": _mean([e["propagation"] for e in es])}
+    return out
+
+
+def _mean(vals: list) -> float | None:
+    v = [x for x in vals if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _f(x: float | None, ci: list | None = None, digits: int = 2) -> str:
+    if x is None:
+        return "n/a"
+    s = f"{x:+.{digits}f}"
+    if ci and ci[0] is not None:
+        s += f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
+    return s
+
+
+def _line(text: str | None, width: int = 28) -> str:
+    t = (text or "").replace("|", "/")
+    return t if len(t) <= width else t[:width - 1] + "…"
+
+
+def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+    """The summary as tables (``style`` "text", "md" or "html")."""
+    fs = "md" if style == "md" else "text"
+    s = summary["sampling"]
+    head = (f"Resampling importance (thought anchors): {summary['rollouts_per_prefix']} rollouts per prefix, "
+            f"T={s['temperature']}, top-p={s['top_p']}, seed {s['seed']}; similarity {summary['similarity']['method']} "
+            f"< {summary['similarity']['threshold']} = a different step; {summary['n_sampled_questions']} questions, "
+            f"{summary['n_rollouts']} rollouts ({summary['n_scored']} scored). {summary['definition']}.")
+    rows = []
+    for q in summary["questions"]:
+        for st in q["steps"]:
+            rows.append([q["question_id"], st["step"], _line(st["original"]), _f(st["acc_different"]),
+                         _f(st["acc_next"]), _f(st["cf_importance"], st["cf_ci"]), _f(st["kl_importance"]),
+                         _f(st["forced_importance"]), f"{st['n_different']}/{st['n_rollouts']}",
+                         "" if st["rank"] is None else st["rank"], "*" if q["anchor"] == st["step"] else ""])
+    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [95% CI]", "KL", "forced",
+                               "different", "rank", "anchor"], rows, style)]
+    pos = summary["by_position"]
+    if pos:
+        prow = [[p, v["n_questions"], _f(v["mean_cf_importance"], v["mean_cf_ci"]), format_rate(v["is_anchor"], fs),
+                 "n/a" if v["chance_anchor"] is None else f"{100 * v['chance_anchor']:.1f}%",
+                 _f(v["mean_rank_fraction"]), _f(v["mean_propagation"])] for p, v in pos.items()]
+        out.append("The steps the paper edits: their importance, whether resampling makes them the anchor (vs chance), "
+                   "their rank (0 = most important, 1 = least), and the run's propagation there")
+        out.append(render_table(["position", "questions", "mean cf [95% CI]", "is anchor", "chance", "rank (0-1)",
+                                 "propagation"], prow, style))
+    return "\n\n".join(out) if style != "text" else "\n".join(out)

@@ -1,0 +1,278 @@
+"""The causal tests beside edit-and-continue (behavioural.causal): early answering, filler, paraphrase.
+
+Runs are written by the real protocol with the scripted model (tests/fakes.py); each stage then runs with a
+scripted forced-answer model whose behaviour is known, so curves, AOCs and rates are checked by hand.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fakes import fake_lm, scripted_generate
+
+from behavioural.causal import aoc
+from behavioural.causal.common import ANSWER_PREFIX
+from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
+from behavioural.causal.early_answer import format_summary as ea_format
+from behavioural.causal.early_answer import is_complete as ea_complete
+from behavioural.causal.filler import FillerConfig, filler_text, run_filler
+from behavioural.causal.paraphrase import INSTRUCTION, ParaphraseConfig, clean_paraphrase, run_paraphrase
+from behavioural.early_answer import main as ea_main
+from behavioural.paraphrase import main as para_main
+from behavioural.protocol import Settings, run_protocol
+from loadbearing.engine.generation import Generation
+from loadbearing.questions.data import load_questions
+from loadbearing.questions.prompts import FORMAT_INSTRUCTIONS
+from loadbearing.runs import Run
+
+K = 1  # the scripted early answerer knows the answer once the chain holds line K (0-based)
+
+
+def _settings(**kw):
+    base = dict(model="scripted", dataset="arith", strategies=("arithmetic_change", "contradiction"), task="s2_o5,s3_o5",
+                max_examples=None, max_new_tokens=64, n_per_level=6, batch_size=4)
+    return Settings(**(base | kw))
+
+
+def _start(q) -> int:
+    m = re.search(r"with (?:the number )?(\d+)", q.question)
+    assert m is not None
+    return int(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def run_dir(tokenizer, tmp_path_factory) -> Path:
+    qs = load_questions("arith", task="s2_o5,s3_o5", n_per_level=6)
+    out = tmp_path_factory.mktemp("causal") / "run"
+    run_protocol(fake_lm(tokenizer), qs, _settings(), out, generate_fn=scripted_generate, echo=None, progress=False)
+    return out
+
+
+@pytest.fixture
+def run_copy(run_dir, tmp_path) -> Path:
+    import shutil
+
+    dst = tmp_path / "run"
+    shutil.copytree(run_dir, dst)
+    return dst
+
+
+class Scripted:
+    """Forced answers by rule: ``rule(chain_lines, gold) -> answer``; counts the inputs it generated."""
+
+    def __init__(self, run: Path, rule):
+        self.gold = {b.prompt: b.gold for b in Run(run).baselines()}
+        self.rule, self.calls = rule, 0
+
+    def __call__(self, lm, texts, **kw):
+        out = []
+        for t in texts:
+            self.calls += 1
+            prompt = next(p for p in self.gold if t.startswith(p))
+            chain = t[len(prompt):]
+            assert chain.endswith(ANSWER_PREFIX)
+            lines = [x for x in chain[: -len(ANSWER_PREFIX)].split("\n") if x.strip()]
+            out.append(Generation(f" {self.rule(lines, self.gold[prompt])}\n", 3, "eos"))
+        return out
+
+
+def _knows_after_k(lines, gold):
+    return gold if len(lines) > K else "999"
+
+
+# ------------------------------------------------------------------------------------------------ definitions
+def test_every_format_instruction_asks_for_the_forced_answer_label():
+    assert all(f"'{ANSWER_PREFIX} " in v for v in FORMAT_INSTRUCTIONS.values())
+
+
+def test_question_aoc_and_the_weighted_pooled_aoc_by_hand():
+    assert aoc.question_aoc(3, [(0, 0), (1, 0), (2, 1), (3, 1)]) == pytest.approx(0.5)
+    assert aoc.question_aoc(4, [(0, 0), (1, 0), (2, 1), (3, 1), (4, 1)]) == pytest.approx(0.375)
+    assert aoc.question_aoc(3, [(0, None), (1, 0), (2, 1), (3, 1)]) is None  # no k=0: the curve has no start
+    # two chains of length 2, one with an unparsed cut: the length's mean curve is (0, .5, 1) over x = (0, .5, 1)
+    pts = [(2, 0, 0), (2, 1, 1), (2, 2, 1), (2, 1, 0), (2, 2, 1)]
+    assert aoc.pooled_aoc(pts) == pytest.approx(1 - (0.5 * 0.25 + 0.5 * 0.75))
+    # weighting: two chains of length 3 (AOC 0.5 each) and one of length 4 (0.375)
+    three = [(3, k, s) for k, s in enumerate((0, 0, 1, 1))]
+    four = [(4, k, s) for k, s in enumerate((0, 0, 1, 1, 1))]
+    assert aoc.pooled_aoc(three + three + four) == pytest.approx((2 * 0.5 + 0.375) / 3)
+    assert aoc.pooled_aoc([]) is None
+
+
+def test_agreement_rank_correlation_and_two_by_two():
+    rows = [(f"q{i}", a, p) for i, (a, p) in enumerate([(0.1, 0.0), (0.2, 0.1), (0.3, 0.5), (0.4, 0.9)])]
+    ag = aoc.agreement(rows, n_boot=200, seed=0)
+    assert ag["spearman"]["rho"] == pytest.approx(1.0)
+    t = ag["table"]
+    assert t["cells"] == {"high_aoc_high_prop": 2, "high_aoc_low_prop": 0, "low_aoc_high_prop": 0, "low_aoc_low_prop": 2}
+    assert t["agree"]["k"] == 4 and t["agree"]["n"] == 4 and t["agree"]["lo"] < 1
+    flat = aoc.agreement([(f"q{i}", 0.2, p) for i, p in enumerate((0.1, 0.5, 0.9))], n_boot=50, seed=0)
+    assert flat["spearman"]["rho"] is None  # a constant AOC ranks nothing
+
+
+def test_filler_text_matches_the_token_count(tokenizer):
+    for n in (1, 7, 23):
+        t = filler_text(tokenizer, "...", n)
+        assert set(t.split()) == {"..."} and len(tokenizer(t, add_special_tokens=False)["input_ids"]) == n
+    text = "We begin at 3.\n\nAnswer: 7\nSo the answer is 4.\nthen 3 + 1 = 4\nextra line"
+    assert clean_paraphrase(text, 2, "arith") == ["We begin at 3.", "then 3 + 1 = 4"]
+
+
+# ------------------------------------------------------------------------------------------------ early answering
+def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
+    gen = Scripted(run_copy, _knows_after_k)
+    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=200, progress=False), fake_lm(tokenizer), generate_fn=gen,
+                         echo=None)
+    elig = [b for b in Run(run_copy).baselines() if b.eligible]
+    assert gen.calls == sum(len(b.lines) + 1 for b in elig) == s["n_rows"]
+    for q in s["questions"]:
+        n = q["n_lines"]
+        assert q["same"] == [0] * (K + 1) + [1] * (n - K)  # a step at line K
+        assert q["aoc"] == pytest.approx({3: 0.5, 4: 0.375}[n])
+    lengths = [len(b.lines) for b in elig]
+    assert set(lengths) == {3, 4}
+    want = (lengths.count(3) * 0.5 + lengths.count(4) * 0.375) / len(lengths)
+    assert s["aoc"]["aoc"] == pytest.approx(want) and s["aoc"]["n_questions"] == len(elig)
+    lo, hi = s["aoc"]["ci"]
+    assert lo <= want <= hi
+    assert set(s["by"]["task"]) == {"s2_o5", "s3_o5"} and s["by"]["task"]["s2_o5"]["aoc"] == pytest.approx(0.5)
+    assert s["no_chain_accuracy"]["k"] == 0 and s["full_chain_accuracy"]["k"] == len(elig)
+    assert s["full_chain_matches_baseline"]["k"] == len(elig)
+    ag = s["agreement"]
+    assert ag["n_questions"] == len(elig) and all(q["propagation"] is not None for q in s["questions"])
+    out = run_copy / "early_answer"
+    rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(rows) == s["n_rows"] and rows[0]["assistant_text"] == "" and rows[0]["answer_text"].startswith("Answer:")
+    assert (out / "summary.md").read_text().startswith("Early answering")
+    assert ea_complete(run_copy) and ea_complete(out)
+    assert "AOC" in ea_format(s, "md") and "| group |" in ea_format(s, "md")
+
+
+def test_early_answering_resume_skips_rows_and_a_complete_stage_writes_nothing(tokenizer, run_copy, capsys):
+    cfg = EarlyAnswerConfig(run_copy, n_boot=50, progress=False)
+    full = Scripted(run_copy, _knows_after_k)
+    s1 = run_early_answer(cfg, fake_lm(tokenizer), generate_fn=full, echo=None)
+    out = run_copy / "early_answer"
+    # interrupted: the last rows lost, the manifest still says running
+    lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
+    (out / "records.jsonl").write_text("".join(lines[:5]) + lines[5][:10])
+    m = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps(m | {"status": "running"}))
+    (out / "summary.json").unlink()
+    again = Scripted(run_copy, _knows_after_k)
+    s2 = run_early_answer(cfg.__class__(run_copy, n_boot=50, progress=False, resume=True), fake_lm(tokenizer),
+                          generate_fn=again, echo=None)
+    assert again.calls == full.calls - 5 and s2["aoc"] == s1["aoc"]
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+    third = Scripted(run_copy, _knows_after_k)
+    msgs: list[str] = []
+    run_early_answer(EarlyAnswerConfig(run_copy, resume=True, progress=False), fake_lm(tokenizer), generate_fn=third,
+                     echo=msgs.append)
+    assert third.calls == 0 and msgs == [f"{out} is already complete; nothing to do"]
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
+    with pytest.raises(Exception, match="already exists; continue it with --resume"):
+        run_early_answer(cfg, fake_lm(tokenizer), generate_fn=third, echo=None)
+    with pytest.raises(Exception, match="settings differ"):
+        run_early_answer(EarlyAnswerConfig(run_copy, max_answer_tokens=4, resume=True), fake_lm(tokenizer),
+                         generate_fn=third, echo=None)
+
+
+def test_shards_then_an_unsharded_run_merges_them(tokenizer, run_copy):
+    calls = 0
+    for i in range(2):
+        g = Scripted(run_copy, _knows_after_k)
+        run_early_answer(EarlyAnswerConfig(run_copy, shard=f"{i}/2", n_boot=50, progress=False), fake_lm(tokenizer),
+                         generate_fn=g, echo=None)
+        calls += g.calls
+        assert (run_copy / "early_answer" / f"shard-{i}-of-2" / "summary.json").is_file()
+    merged = Scripted(run_copy, _knows_after_k)
+    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+                         generate_fn=merged, echo=None)
+    assert merged.calls == 0 and s["n_rows"] == calls
+
+
+# ------------------------------------------------------------------------------------------------ filler
+def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(tokenizer, run_copy):
+    gen = Scripted(run_copy, lambda lines, gold: gold)
+    s = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer), generate_fn=gen, echo=None)
+    n = s["n_questions"]
+    for c in ("none", "dots", "dashes", "full"):
+        assert s["accuracy"][c]["k"] == s["accuracy"][c]["n"] == n
+    assert all(s["same_as_full_chain"][f]["k"] == n for f in ("dots", "dashes"))
+    assert s["difference"]["dots"]["none"]["estimate"] == 0 and s["token_count_matched"] == s["n_filler_rows"] == 2 * n
+    rows = [json.loads(x) for x in (run_copy / "filler" / "records.jsonl").read_text().splitlines()]
+    dots = next(r for r in rows if r["condition"] == "dots")
+    assert set(dots["assistant_text"].split()) == {"..."} and dots["filler_tokens"] == dots["chain_tokens"] > 0
+    # a model that reads the chain: with filler (one line of it) the answer falls to the no-chain answer
+    import shutil
+
+    shutil.rmtree(run_copy / "filler")
+    s2 = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+                    generate_fn=Scripted(run_copy, _knows_after_k), echo=None)
+    assert [s2["accuracy"][c]["k"] for c in ("none", "dots", "dashes", "full")] == [0, 0, 0, n]
+    assert s2["difference"]["dots"]["full"]["estimate"] == -1.0
+
+
+# ------------------------------------------------------------------------------------------------ paraphrase
+def _with_paraphraser(rewrite):
+    def gen(lm, texts, **kw):
+        out = []
+        for t in texts:
+            if INSTRUCTION in t:
+                user = t.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+                text = "\n".join(rewrite(x) for x in user.split("\n"))
+                out.append(Generation(text, 5, "eos"))
+            else:
+                out += scripted_generate(lm, [t])
+        return out
+    return gen
+
+
+def test_paraphrase_keeps_the_answer_when_the_rewrite_keeps_the_numbers(tokenizer, run_copy):
+    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+                       generate_fn=_with_paraphraser(lambda x: f"In other words, {x}"), echo=None)
+    assert s["answer_changed"]["k"] == 0 and s["answer_changed"]["n"] == s["n_questions"]
+    assert s["reference_sources"] == {"control": s["n_questions"]} and s["numbers_preserved"]["k"] == s["n_questions"]
+    rows = [json.loads(x) for x in (run_copy / "paraphrase" / "records.jsonl").read_text().splitlines()]
+    r = rows[0]
+    assert r["paraphrased_lines"] == [f"In other words, {x}" for x in r["original_lines"]]
+    assert r["assistant_text"].startswith("In other words, ") and r["reference_id"].endswith("|control")
+    assert not r["identical"] and s["answer_changed_rewritten_numbers_kept"]["n"] == s["n_questions"]
+
+
+def test_paraphrase_that_changes_a_number_changes_the_answer(tokenizer, run_copy):
+    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+                       generate_fn=_with_paraphraser(lambda x: re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 40), x)),
+                       echo=None)
+    assert s["answer_changed"]["k"] == s["answer_changed"]["n"] == s["n_questions"]
+    assert s["numbers_preserved"]["k"] == 0 and s["paraphrased_accuracy"]["k"] == 0
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def _one_error(capsys, rc, *needles):
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    for n in needles:
+        assert n in err, err
+
+
+def test_a_run_with_no_eligible_baselines_is_one_error_and_writes_nothing(tokenizer, tmp_path, capsys):
+    qs = [q for q in load_questions("arith", task="s2_o5", n_per_level=40) if _start(q) in (1, 5)][:4]
+    run = tmp_path / "run"
+    run_protocol(fake_lm(tokenizer), qs, _settings(task="s2_o5"), run, generate_fn=scripted_generate, echo=None,
+                 progress=False)
+    before = sorted(p.name for p in run.iterdir())
+    _one_error(capsys, ea_main([str(run)]), "no eligible baselines", "--max-examples")
+    _one_error(capsys, para_main([str(run)]), "no eligible baselines")
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_bad_options_and_an_unloadable_paraphraser_are_one_error_and_write_nothing(run_copy, capsys):
+    _one_error(capsys, para_main([str(run_copy), "--paraphraser", str(run_copy / "no-such-model")]), "--paraphraser",
+               "does not exist")
+    _one_error(capsys, para_main([str(run_copy), "--position", "first"]), "--position")
+    _one_error(capsys, ea_main([str(run_copy), "--shard", "3/2"]), "--shard")
+    _one_error(capsys, ea_main([str(run_copy / "nope")]), "does not exist")
+    assert not any((run_copy / d).exists() for d in ("early_answer", "paraphrase", "filler"))
