@@ -250,8 +250,13 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
                       step: Callable[[int, int], bool], pad_id: int, refill: bool = True,
                       min_refill: int | None = None, on_pass: Callable[[Pass], None] | None = None,
                       share: bool = True, lookahead: int | None = None,
-                      on_step: Callable[[int], None] | None = None) -> None:
+                      on_step: Callable[[int], None] | None = None,
+                      choose: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None) -> None:
     """Greedy-decode ``rows`` (token lists) in the given ``order`` with at most ``batch_size`` in flight.
+
+    ``choose(rows, logits [b, vocab]) -> tokens [b]`` replaces the greedy argmax (seeded sampling,
+    :func:`loadbearing.engine.sampling.chooser`; ``rows`` are the batch rows' input rows); with it prompt-lookup
+    drafts are off (a draft is verified against the greedy token).
 
     ``step(row, token) -> done`` receives each row's next greedy token and says whether the row is finished
     (the caller owns stop rules and records). ``on_pass(Pass)`` is called before every forward with what it
@@ -293,7 +298,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
             elif refill and queue and batch_size - len(batch.active) >= min(min_refill, len(queue)) \
                     and _refillable(batch.cache):
                 batch = merge(batch, admit(batch_size - len(batch.active)))
-            nxt = batch.logits.argmax(dim=-1)  # [b] greedy
+            nxt = batch.logits.argmax(dim=-1) if choose is None else choose(batch.active, batch.logits)  # [b]
             keep = []
             for b, (r, t) in enumerate(zip(batch.active, nxt.tolist())):
                 if b in finished or step(r, t):
@@ -316,7 +321,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
                     _crop_left(batch)
             n = len(batch.active)
             drafts: list[list[int]] = []
-            if lookahead and n <= LOOKAHEAD_ROWS and _refillable(batch.cache):
+            if lookahead and choose is None and n <= LOOKAHEAD_ROWS and _refillable(batch.cache):
                 k = min(lookahead, LOOKAHEAD_TOKENS // n - 1)
                 drafts = [lookup_draft(rows[r] + emitted[r], k) for r in batch.active] if k > 0 else []
             if on_pass is not None:

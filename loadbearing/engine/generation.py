@@ -25,6 +25,8 @@
   prefix, the rows' own input tokens, or one decode step) and for which input rows
   (:class:`loadbearing.engine.batching.Pass`), so a caller can apply per-row settings (steering's per-row vectors)
   without leaving the fast path.
+* ``sampling=Sampling(temperature, top_p, seed)`` samples on the fast path instead of decoding greedily: one
+  seeded random stream per row, so a row's tokens do not depend on its batch (:mod:`loadbearing.engine.sampling`).
 * ``batch_context(indices)`` wraps each batch's ``model.generate`` in a context manager that knows which
   input rows are in the batch; such calls take the simple path (:func:`generate_simple`: length-sorted,
   left-padded ``model.generate`` batches of a fixed composition), the reference the fast path is tested
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 
 from loadbearing.answers import has_final_answer_line
 from loadbearing.engine.batching import Pass, decode_continuous
+from loadbearing.engine.sampling import Sampling, chooser, default_keys
 
 
 @dataclass(frozen=True)
@@ -207,8 +210,15 @@ def generate(
     on_pass: Callable[[Pass], None] | None = None,
     share: bool = True,
     lookahead: int | None = None,
+    sampling: Sampling | None = None,
+    sample_keys: Sequence[str] | None = None,
 ) -> list[Generation]:
     """Greedy continuations of ``texts`` (see module docstring); returns them in input order.
+
+    ``sampling`` (:class:`loadbearing.engine.sampling.Sampling`, temperature > 0): seeded sampling instead,
+    one random stream per input row keyed by ``sample_keys[i]`` (default: the text and its occurrence number
+    among identical texts); identical texts are then separate rows (no ``dedupe``) and prompt-lookup drafts
+    are off. A temperature of 0 is greedy.
 
     ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
     ``on_pass`` receives, before every forward, a :class:`loadbearing.engine.batching.Pass` whose ``rows`` are
@@ -220,6 +230,11 @@ def generate(
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).
     """
+    sampled = sampling is not None and not sampling.greedy
+    if sampled and batch_context is not None:
+        raise ValueError("sampling runs on the fast path only; drop batch_context")
+    if sample_keys is not None and len(sample_keys) != len(texts):
+        raise ValueError(f"sample_keys has {len(sample_keys)} keys for {len(texts)} texts")
     if batch_context is not None:
         return generate_simple(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                                stop_at_answer=stop_at_answer, progress=progress, desc=desc,
@@ -231,7 +246,11 @@ def generate(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     model, tok = lm.model, lm.tokenizer
-    slot, first = _unique(texts, dedupe and on_pass is None)
+    slot, first = _unique(texts, dedupe and on_pass is None and not sampled)
+    choose = None
+    if sampled:
+        assert sampling is not None
+        choose = chooser(sampling, list(sample_keys) if sample_keys is not None else default_keys(texts))
     encoded = [encode(tok, texts[i]) for i in first]
     # token-id order puts rows that share a prefix next to each other (and similar lengths near each other)
     order = sorted(range(len(encoded)), key=lambda i: encoded[i]) if sort_by_length else list(range(len(encoded)))
@@ -262,7 +281,7 @@ def generate(
                 on_pass(Pass(p.kind, None if p.rows is None else [first[u] for u in p.rows], p.mask))
 
         decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill,
-                          on_pass=hook, share=share, lookahead=lookahead)
+                          on_pass=hook, share=share, lookahead=lookahead, choose=choose)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]
