@@ -1,0 +1,208 @@
+"""Resampling importance (behavioural.causal.resample): a scripted sampler with known importances, resume,
+shards, bad input, and one integration run on the embedded model.
+
+The run is written by the real protocol with the scripted model (tests/fakes.py). The scripted sampler's
+rollout ``j`` after the first ``k`` reasoning lines writes a *different* step ``k`` when ``j`` is even (the
+original line when odd), then the rest of the original chain; its answer is wrong exactly when it replaced
+step ``K`` by a different one. Forced answers are right exactly when the prefix holds line ``K``. So step K
+is the anchor: cf(K) = acc(D(K)) - acc(R(K+1)) = 0 - 1 = -1, cf(K-1) = 1 - 1/2 = +1/2, every other cf = 0,
+and the forced importance is 1 at K and 0 elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakes import fake_lm, scripted_generate
+
+from behavioural.causal.common import ANSWER_PREFIX
+from behavioural.causal.resample import ResampleConfig, is_complete, run_resample, sample_keys
+from behavioural.causal.resample_summary import answer_kl
+from behavioural.protocol import Settings, run_protocol
+from behavioural.resample import main
+from loadbearing.engine.generation import Generation
+from loadbearing.engine.sampling import Sampling
+from loadbearing.questions.data import load_questions
+from loadbearing.runs import Run
+
+K = 1
+N = 4
+
+
+@pytest.fixture(scope="module")
+def run_dir(tokenizer, tmp_path_factory) -> Path:
+    qs = load_questions("arith", task="s2_o5,s3_o5", n_per_level=4)
+    out = tmp_path_factory.mktemp("resample") / "run"
+    settings = Settings(model="scripted", dataset="arith", strategies=("arithmetic_change",), task="s2_o5,s3_o5",
+                        max_examples=None, max_new_tokens=64, n_per_level=4, batch_size=4)
+    run_protocol(fake_lm(tokenizer), qs, settings, out, generate_fn=scripted_generate, echo=None, progress=False)
+    return out
+
+
+@pytest.fixture
+def run_copy(run_dir, tmp_path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(run_dir, dst)
+    return dst
+
+
+class Sampler:
+    """The scripted sampler of the module docstring; records the sampling settings and keys it was given."""
+
+    def __init__(self, run: Path):
+        self.base = {b.prompt: b for b in Run(run).baselines()}
+        self.calls: list[dict] = []
+
+    def __call__(self, lm, texts, *, sampling=None, sample_keys=None, **kw):
+        assert isinstance(sampling, Sampling) and not sampling.greedy and len(sample_keys) == len(texts)
+        self.calls.append({"sampling": sampling, "keys": list(sample_keys), **kw})
+        out = []
+        for t, key in zip(texts, sample_keys):
+            prompt = next(p for p in self.base if t.startswith(p))
+            b = self.base[prompt]
+            m = re.search(r"k=(\d+)\|r=(\d+)$", key)
+            assert m is not None
+            k, j = int(m.group(1)), int(m.group(2))
+            if t.endswith(ANSWER_PREFIX):  # forced: right once the chain holds line K
+                out.append(Generation(f" {b.gold if k > K else 999}\n", 2, "eos"))
+                continue
+            assert t == prompt + ("" if k == 0 else "\n".join(b.lines[:k]) + "\n")
+            rest = list(b.lines[k:])
+            wrong = False
+            if rest and j % 2 == 0:
+                rest[0] = f"Something else entirely {j}"
+                wrong = k == K
+            out.append(Generation("\n".join(rest + [f"Answer: {999 if wrong else b.gold}"]), 9, "eos"))
+        return out
+
+
+def _config(run, **kw) -> ResampleConfig:
+    return ResampleConfig(**({"run_dir": str(run), "rollouts": N, "max_questions": None, "n_boot": 200,
+                              "progress": False} | kw))
+
+
+def test_scripted_sampler_gives_the_known_importances(run_copy, tokenizer):
+    sampler = Sampler(run_copy)
+    s = run_resample(_config(run_copy), fake_lm(tokenizer), generate_fn=sampler, echo=None)
+    eligible = [b for b in Run(run_copy).baselines() if b.eligible]
+    assert s["n_sampled_questions"] == len(eligible) >= 3
+    for q in s["questions"]:
+        n = q["n_lines"]
+        cf = [st["cf_importance"] for st in q["steps"]]
+        want = [0.0] * n
+        want[K], want[K - 1] = -1.0, 0.5
+        assert cf == want
+        assert [st["forced_importance"] for st in q["steps"]] == [1.0 if i == K else 0.0 for i in range(n)]
+        assert [st["resampling_importance"] for st in q["steps"]][K - 1:K + 1] == [0.5, -0.5]
+        assert q["anchor"] == K and q["steps"][K]["rank"] == 1
+        st = q["steps"][K]
+        assert st["n_different"] == N // 2 and st["different_fraction"] == 0.5
+        p, qd = [0.25, 0.75], [5 / 6, 1 / 6]  # add-one smoothed {gold, 999}: 0/2 vs 4/4 right
+        assert st["kl_importance"] == pytest.approx(sum(a * math.log(a / b) for a, b in zip(p, qd)))
+        assert st["cf_ci"][0] is not None and st["cf_ci"][0] <= -1.0 <= st["cf_ci"][1]
+        # the paper's edit positions: middle/late lines of a 3-4 line chain are K or later
+        assert {e["position"] for e in q["edited"]} == {"early", "middle", "late"}
+        for e in q["edited"]:
+            assert e["is_anchor"] == (e["step"] == K)
+    # one row per rollout (and per forced answer), each with its seed and sampling settings
+    rows = [json.loads(x) for x in (run_copy / "resample" / "records.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(2 * N * (len(b.lines) + 1) for b in eligible)
+    assert all(r["sampling"] == {"temperature": 0.6, "top_p": 0.95, "seed": 44} and isinstance(r["row_seed"], int)
+               for r in rows)
+    assert len({r["row_seed"] for r in rows}) == len(rows)
+    man = json.loads((run_copy / "resample" / "manifest.json").read_text())
+    assert man["extra"]["similarity_provenance"]["method"] == "tfidf"
+    assert man["extra"]["sampling_provenance"]["paper"]["rollouts"] == 100
+    # the rollouts of one prefix are neighbours in one call (the fast path shares their prefix)
+    keys = sampler.calls[0]["keys"]
+    assert keys[:N] == [f"{eligible[0].question_id}|k=0|r={j}" for j in range(N)]
+    md = (run_copy / "resample" / "summary.md").read_text()
+    assert "| anchor |" in md and "is anchor" in md
+    assert is_complete(run_copy) and is_complete(run_copy / "resample")
+
+
+def test_resume_writes_nothing_and_shards_merge(run_copy, tokenizer):
+    cfg = _config(run_copy)
+    full = run_resample(cfg, fake_lm(tokenizer), generate_fn=Sampler(run_copy), echo=None)
+    out = run_copy / "resample"
+    before = (out / "records.jsonl").read_bytes()
+    again = Sampler(run_copy)
+    run_resample(_config(run_copy, resume=True), fake_lm(tokenizer), generate_fn=again, echo=None)
+    assert again.calls == [] and (out / "records.jsonl").read_bytes() == before
+    # two shards, then an unsharded run in a fresh copy takes their rows instead of sampling again
+    fresh = run_copy.parent / "fresh"
+    shutil.copytree(run_copy, fresh)
+    shutil.rmtree(fresh / "resample")
+    for i in range(2):
+        run_resample(_config(fresh, shard=f"{i}/2"), fake_lm(tokenizer), generate_fn=Sampler(fresh), echo=None)
+    merged_sampler = Sampler(fresh)
+    merged = run_resample(_config(fresh), fake_lm(tokenizer), generate_fn=merged_sampler, echo=None)
+    assert merged_sampler.calls == []
+    assert merged["questions"] == full["questions"]
+
+
+def test_the_question_sample_is_seeded_and_shared_by_shards(run_copy, tokenizer):
+    run = Run(run_copy)
+    a = sample_keys(run, _config(run_copy, max_questions=2))
+    assert a == sample_keys(run, _config(run_copy, max_questions=2)) and len(a) == 2
+    assert a != sample_keys(run, _config(run_copy, max_questions=2, sample_seed=7)) or len(
+        [b for b in run.baselines() if b.eligible]) == 2
+    s = run_resample(_config(run_copy, max_questions=2), fake_lm(tokenizer), generate_fn=Sampler(run_copy), echo=None)
+    assert {q["question_key"] for q in s["questions"]} == a
+
+
+def test_bad_input_gives_one_error_line_and_writes_nothing(run_copy, capsys):
+    assert main([str(run_copy), "--rollouts", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --rollouts must be >= 1") and "\n" not in err
+    assert main([str(run_copy), "--temperature", "0"]) == 2
+    assert "greedy" in capsys.readouterr().err
+    assert main([str(run_copy), "--similarity", "st:not-a-cached-model"]) == 2
+    assert capsys.readouterr().err.startswith("error: --similarity")
+    # a run with no eligible baselines
+    path = run_copy / "baselines.jsonl"
+    rows = [json.loads(x) | {"eligible": False} for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main([str(run_copy)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no eligible baselines" in err and err.count("\n") == 0
+    assert not (run_copy / "resample").exists()
+
+
+def test_answer_kl_is_zero_for_equal_distributions():
+    rows = [{"parsed_answer": "3"}, {"parsed_answer": "4"}]
+    assert answer_kl(rows, rows) == pytest.approx(0.0)
+    assert answer_kl(rows, []) is None
+
+
+# ------------------------------------------------------------------------------------------------ integration
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_resample_on_the_embedded_model(tmp_path, smol):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "behavioural.run", "--dataset", "arith", "--task", "s2_o5", "--max-examples", "12",
+           "--strategy", "arithmetic", "--positions", "middle", "--max-new-tokens", "64", "--batch-size", "16",
+           "--output-dir", str(run), "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cfg = ResampleConfig(run_dir=str(run), rollouts=3, max_questions=2, max_new_tokens=48, n_boot=100,
+                         batch_size=16, progress=False)
+    s = run_resample(cfg, smol, echo=None)
+    assert 1 <= s["n_sampled_questions"] <= 2 and s["n_scored"] > 0
+    rows = [json.loads(x) for x in (run / "resample" / "records.jsonl").read_text().splitlines()]
+    assert len(rows) == s["n_rollouts"] == sum(2 * 3 * (q["n_lines"] + 1) for q in s["questions"])
+    # a seeded rollout does not depend on its batch: the same stage at another batch size gives the same rows
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    shutil.rmtree(other / "resample")
+    run_resample(ResampleConfig(**(cfg.__dict__ | {"run_dir": str(other), "batch_size": 5})), smol, echo=None)
+    rows2 = [json.loads(x) for x in (other / "resample" / "records.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows2] == [r["generation"] for r in rows]
