@@ -9,14 +9,24 @@ The one rate type and the one formatter (every stage uses them):
   questions and distinct generations stand behind it. ``Rate.to_dict()`` / ``Rate.from_dict()`` for JSON.
 * :func:`format_rate` - ``"72.1% [60.4, 81.3] (49/68; 23 q)"``; ``"n/a (0/0)"`` when n == 0.
 * :func:`wilson_rate` - a row-level Wilson interval: only where rows are independent (one per question).
-* :func:`clustered_rate` - pooled k/n with a percentile bootstrap over questions (clusters): the headline
-  interval wherever a question contributes several rows.
+* :func:`clustered_rate` - pooled k/n with a Korn-Graubard interval (Clopper-Pearson on a design-effect-adjusted
+  effective n, K-1 degrees of freedom): the headline interval wherever a question contributes several rows.
+* ``Rate.few_clusters`` - True when the interval rests on fewer than :data:`FEW_CLUSTERS` (20) questions;
+  :func:`format_rate` marks such intervals with a dagger (``[8.1, 52.4]†``).
+
+Choice of interval (by simulation, ``python bench/calibration.py --json F``): the question-clustered percentile
+bootstrap covered 84% / 87% / 90% at 5 / 7 / 16 questions and 89% with rare events; the Korn-Graubard
+interval below holds 95% coverage at 5, 7, 16 and 66 questions and with rare events (66 q x 2 rows, p = 2.5%).
 
 Lower-level pieces:
 
 * :func:`proportion_ci` - Wilson or Clopper-Pearson ("exact") interval through statsmodels.
 * :func:`rate` - the legacy JSON dict ``{k, n, rate, wilson, exact, lo, hi, method}`` (readable by
   :meth:`Rate.from_dict`).
+* :func:`design_effect_interval` - the vectorised Korn-Graubard interval behind :func:`clustered_rate`
+  (per-question success and row counts in, ``lo, hi`` out; the calibration bench calls it directly).
+* :func:`paired_difference_ci` / :func:`paired_t_interval` - a mean paired difference with a question-clustered
+  t interval (K-1 df).
 * :func:`cluster_bootstrap_ci` - a seeded bootstrap that resamples *questions* (clusters), for any statistic.
 * :func:`cluster_sums_bootstrap` - the vectorised question bootstrap of statistics of per-question sums (the
   probes' accuracy, balanced accuracy and paired gains): one multinomial draw of resample weights
@@ -42,10 +52,18 @@ __all__ = [
     "cluster_resample_weights",
     "cluster_sums_bootstrap",
     "paired_difference_ci",
+    "design_effect_interval",
+    "paired_t_interval",
+    "FEW_CLUSTERS",
+    "FEW_CLUSTERS_NOTE",
 ]
 
 #: method names a :class:`Rate` may carry
-METHODS = ("wilson", "exact", "cluster-bootstrap", "cluster-wilson", "none")
+METHODS = ("wilson", "exact", "korn-graubard", "cluster-bootstrap", "cluster-wilson", "none")
+#: intervals resting on fewer questions than this are flagged (``Rate.few_clusters``, a dagger in format_rate)
+FEW_CLUSTERS = 20
+FEW_CLUSTERS_MARK = "\u2020"
+FEW_CLUSTERS_NOTE = f"{FEW_CLUSTERS_MARK} the interval rests on fewer than {FEW_CLUSTERS} questions: read it as rough"
 
 
 @dataclass(frozen=True)
@@ -53,9 +71,10 @@ class Rate:
     """``k`` successes out of ``n`` rows with a two-sided interval ``[lo, hi]`` (fractions in [0, 1]).
 
     ``method`` says how the interval was made: ``"wilson"``/``"exact"`` (rows independent),
-    ``"cluster-bootstrap"`` (percentile bootstrap over questions), ``"cluster-wilson"`` (Wilson over the
-    number of questions, used when every row agrees and a bootstrap cannot move), ``"none"``.
+    ``"korn-graubard"`` (clustered by question, :func:`design_effect_interval`), ``"none"``; files written
+    before the Korn-Graubard interval may carry ``"cluster-bootstrap"`` / ``"cluster-wilson"``.
     ``n_questions`` / ``n_generations``: distinct questions and distinct model inputs behind the rows.
+    :attr:`few_clusters` flags an interval resting on fewer than :data:`FEW_CLUSTERS` questions.
     """
 
     k: int
@@ -75,9 +94,19 @@ class Rate:
         """k / n, or None when there is no denominator."""
         return self.k / self.n if self.n else None
 
+    @property
+    def few_clusters(self) -> bool:
+        """True when the interval exists and rests on fewer than :data:`FEW_CLUSTERS` questions (the row count
+        stands in for the questions when ``n_questions`` is unknown: rows are then taken as independent)."""
+        if self.lo is None or self.hi is None or self.n == 0:
+            return False
+        q = self.n_questions if self.n_questions is not None else self.n
+        return q < FEW_CLUSTERS
+
     def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "n": self.n, "rate": self.value, "lo": self.lo, "hi": self.hi, "method": self.method,
-                "n_questions": self.n_questions, "n_generations": self.n_generations}
+                "n_questions": self.n_questions, "n_generations": self.n_generations,
+                "few_clusters": self.few_clusters}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rate:
@@ -96,8 +125,9 @@ def format_rate(r: Rate | Mapping[str, Any] | None, style: str = "text", digits:
     """One way to print a rate: ``"72.1% [60.4, 81.3] (49/68; 23 q)"``.
 
     ``r`` is a :class:`Rate` or its dict (new or legacy form). n == 0 prints ``"n/a (0/0)"``; a rate whose
-    interval is undefined (one question) prints ``[n/a]``. ``n_generations`` is shown when it differs from
-    n. ``style="md"`` gives the same text with markdown-safe characters (for table cells).
+    interval is undefined (one question) prints ``[n/a]``; an interval resting on fewer than 20 questions is
+    marked with a dagger (``[8.1, 52.4]†``, :data:`FEW_CLUSTERS_NOTE`). ``n_generations`` is shown when it
+    differs from n. ``style="md"`` gives the same text with markdown-safe characters (for table cells).
     """
     if style not in ("text", "md"):
         raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
@@ -110,6 +140,8 @@ def format_rate(r: Rate | Mapping[str, Any] | None, style: str = "text", digits:
     f = f"{{:.{digits}f}}"
     pct = f.format(100 * r.k / r.n) + "%"
     ci = "[n/a]" if r.lo is None or r.hi is None else f"[{f.format(100 * r.lo)}, {f.format(100 * r.hi)}]"
+    if r.few_clusters:
+        ci += FEW_CLUSTERS_MARK
     extra = []
     if r.n_questions is not None:
         extra.append(f"{r.n_questions} q")
@@ -129,13 +161,15 @@ def wilson_rate(k: int, n: int, *, n_questions: int | None = None, n_generations
 
 def clustered_rate(successes: Sequence[bool], groups: Sequence[Hashable], *, n_boot: int = 2000, seed: int = 0,
                    level: float = 0.95, n_generations: int | None = None) -> Rate:
-    """Pooled rate k/n whose interval is a percentile bootstrap over questions (``groups``).
+    """Pooled rate k/n with a question-clustered Korn-Graubard interval (:func:`design_effect_interval`).
 
-    Whole questions are resampled with replacement and the pooled rate recomputed, so a question with many
-    rows counts as one unit of evidence. When every row agrees (k == 0 or k == n) the bootstrap cannot leave
-    the point, so the interval is Wilson over the number of questions (``method="cluster-wilson"``): the
-    effective sample is at most the number of questions. With one question the interval is undefined.
+    Rows of one question (``groups``) are not independent: the interval is Clopper-Pearson on the effective
+    number of rows n / deff, the design effect estimated from the spread of the questions' counts, with the
+    K-1 degrees of freedom of K questions. It is continuous and monotone in k (0/132 and 1/132 sit side by
+    side), and holds its coverage at 5 questions and with rare events (``bench/calib_intervals.py``). With one
+    question the interval is undefined. ``n_boot`` and ``seed`` are accepted for old callers and unused.
     """
+    del n_boot, seed
     if len(successes) != len(groups):
         raise ValueError(f"successes and groups differ in length ({len(successes)} vs {len(groups)})")
     n = len(successes)
@@ -149,21 +183,82 @@ def clustered_rate(successes: Sequence[bool], groups: Sequence[Hashable], *, n_b
         return Rate(0, 0, None, None, "none", 0, n_generations)
     if g_n < 2:
         return Rate(k, n, None, None, "none", g_n, n_generations)
-    if k == 0 or k == n:
-        lo, hi = proportion_ci(0 if k == 0 else g_n, g_n, "wilson", level)
-        return Rate(k, n, lo, hi, "cluster-wilson", g_n, n_generations)
-    kg = np.array([v[0] for v in by.values()], dtype=np.int64)
-    ng = np.array([v[1] for v in by.values()], dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    stats = np.empty(n_boot)
-    block = max(1, 2_000_000 // g_n)
-    for i in range(0, n_boot, block):
-        m = min(block, n_boot - i)
-        pick = rng.integers(0, g_n, size=(m, g_n))
-        stats[i:i + m] = kg[pick].sum(1) / ng[pick].sum(1)
-    a = (1 - level) / 2
-    lo, hi = float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
-    return Rate(k, n, lo, hi, "cluster-bootstrap", g_n, n_generations)
+    kg = np.array([v[0] for v in by.values()], dtype=float)
+    ng = np.array([v[1] for v in by.values()], dtype=float)
+    lo, hi = design_effect_interval(kg, ng, level)
+    return Rate(k, n, float(lo[0]), float(hi[0]), "korn-graubard", g_n, n_generations)
+
+
+def design_effect_interval(k_g: np.ndarray, n_g: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Korn-Graubard interval for a pooled proportion of clustered rows, vectorised over datasets.
+
+    ``k_g`` ``[B, K]`` (or ``[K]``) successes per cluster, ``n_g`` ``[K]`` or ``[B, K]`` rows per cluster
+    (every cluster with >= 1 row, K >= 2). Returns ``(lo, hi)`` ``[B]``. With ``p = k / n``:
+
+    * ``deff = var_cluster(p) / (p (1 - p) / n)``, the linearised cluster variance
+      ``K / (K - 1) * sum_g (k_g - p n_g)^2 / n^2`` over the binomial one;
+    * floored at ``1 + (m_w - 1) / (1 + min(k, n - k))`` (``m_w = sum n_g^2 / n``) and at 1: with no or few
+      events the spread of the questions cannot show the clustering, so the design effect starts at its
+      ceiling (every question all-or-none: the questions are the sample) and falls as events accumulate;
+    * ``n* = n / deff * (t_{n-1} / t_{K-1})^2`` (the K-1 degrees-of-freedom adjustment), ``x* = p n*``;
+    * Clopper-Pearson on ``(x*, n*)`` through the beta quantiles (continuous in x*).
+    """
+    from scipy import stats
+
+    kg = np.atleast_2d(np.asarray(k_g, dtype=float))
+    ng = np.broadcast_to(np.asarray(n_g, dtype=float), kg.shape)
+    K = kg.shape[1]
+    if K < 2:
+        raise ValueError("design_effect_interval needs at least two clusters")
+    n = ng.sum(1)
+    k = kg.sum(1)
+    p = k / n
+    a = 1 - level
+    var_c = K / (K - 1) * ((kg - p[:, None] * ng) ** 2).sum(1) / n ** 2
+    var_b = p * (1 - p) / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deff = np.where(var_b > 0, var_c / np.where(var_b > 0, var_b, 1.0), 1.0)
+    m_w = (ng ** 2).sum(1) / n
+    deff = np.maximum(np.maximum(deff, 1.0), 1.0 + (m_w - 1.0) / (1.0 + np.minimum(k, n - k)))
+    n_star = n / deff * (stats.t.ppf(1 - a / 2, np.maximum(n - 1, 1)) / stats.t.ppf(1 - a / 2, K - 1)) ** 2
+    x = p * n_star
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(x > 0, stats.beta.ppf(a / 2, np.maximum(x, 1e-12), n_star - x + 1), 0.0)
+        hi = np.where(x < n_star, stats.beta.ppf(1 - a / 2, x + 1, np.maximum(n_star - x, 1e-12)), 1.0)
+    return np.clip(np.minimum(lo, p), 0.0, 1.0), np.clip(np.maximum(hi, p), 0.0, 1.0)
+
+
+def paired_t_interval(d_g: np.ndarray, n_g: np.ndarray, disc_g: np.ndarray, level: float = 0.95
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Question-clustered t interval for a mean paired difference of binary outcomes, vectorised.
+
+    ``d_g`` ``[B, K]`` per-cluster sums of differences (each in {-1, 0, 1}), ``n_g`` ``[K]`` pairs per
+    cluster, ``disc_g`` ``[B, K]`` discordant pairs per cluster. Returns ``(estimate, lo, hi)`` ``[B]``: the
+    linearised cluster variance with K-1 degrees of freedom, floored at ``m_w / (1 + min(r, n - r))`` times
+    the independent-pairs variance (r discordant pairs, ``m_w = sum n_g^2 / n``) so that few discordant
+    pairs cannot make it look precise; with no discordant pair at all the interval is +/- the Clopper-
+    Pearson bound for 0 discordant pairs among the questions (n / m_w effective pairs).
+    """
+    from scipy import stats
+
+    D = np.atleast_2d(np.asarray(d_g, dtype=float))
+    R = np.atleast_2d(np.asarray(disc_g, dtype=float))
+    N = np.broadcast_to(np.asarray(n_g, dtype=float), D.shape)
+    K = D.shape[1]
+    if K < 2:
+        raise ValueError("paired_t_interval needs at least two clusters")
+    n = N.sum(1)
+    d = D.sum(1) / n
+    r = R.sum(1)
+    a = 1 - level
+    v = K / (K - 1) * ((D - d[:, None] * N) ** 2).sum(1) / n ** 2
+    m_w = (N ** 2).sum(1) / n
+    v_ind = np.maximum(r / n - d * d, 0.0) / n
+    v = np.maximum(v, v_ind * m_w / (1.0 + np.minimum(r, n - r)))
+    h = stats.t.ppf(1 - a / 2, K - 1) * np.sqrt(v)
+    n_eff = n / m_w * (stats.t.ppf(1 - a / 2, np.maximum(n - 1, 1)) / stats.t.ppf(1 - a / 2, K - 1)) ** 2
+    h = np.where(r == 0, 1.0 - (a / 2) ** (1.0 / n_eff), h)
+    return d, np.maximum(-1.0, d - h), np.minimum(1.0, d + h)
 
 
 def proportion_ci(k: int, n: int, method: str = "wilson", level: float = 0.95) -> tuple[float | None, float | None]:
@@ -264,16 +359,28 @@ def cluster_sums_bootstrap(groups: Sequence[Hashable] | np.ndarray, values: np.n
             for v in statistic(np.tensordot(W, S, axes=1))]
 
 
-def paired_difference_ci(rows: Sequence[tuple[Hashable, float | None, float | None]], **kw) -> dict:
+def paired_difference_ci(rows: Sequence[tuple[Hashable, float | None, float | None]], *, level: float = 0.95,
+                         **_old: Any) -> dict:
     """Mean paired difference (a - b) over pairs whose both members are defined, clustered by group.
 
-    ``rows`` are ``(group, a, b)`` with a/b in {0, 1, None}; pairs with a None are dropped (unscored).
+    ``rows`` are ``(group, a, b)`` with a/b in {0, 1, None}; pairs with a None are dropped (unscored) and
+    counted in ``n_dropped``. The interval is :func:`paired_t_interval` (question-clustered t, K-1 df),
+    which holds 95% coverage at 5 questions in simulation (the percentile bootstrap it replaces did not).
+    Returns ``{"estimate", "ci": [lo, hi], "n_clusters", "n_pairs", "n_dropped", "level", "method"}``
+    (``n_boot`` / ``seed`` keyword arguments of old callers are accepted and unused).
     """
-    kept = [(g, a - b) for g, a, b in rows if a is not None and b is not None]
-
-    def mean(vals):
-        return float(np.mean(vals)) if vals else None
-
-    res = cluster_bootstrap_ci([g for g, _ in kept], [d for _, d in kept], mean, **kw)
-    res["n_pairs"] = len(kept)
-    return res
+    kept = [(g, float(a) - float(b)) for g, a, b in rows if a is not None and b is not None]
+    by: dict[Hashable, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for g, dv in kept:
+        by[g][0] += dv
+        by[g][1] += 1
+        by[g][2] += dv != 0
+    out: dict[str, Any] = {"estimate": (float(np.mean([dv for _, dv in kept])) if kept else None),
+                           "ci": [None, None], "n_clusters": len(by), "n_pairs": len(kept),
+                           "n_dropped": len(rows) - len(kept), "level": level,
+                           "method": "question-clustered t interval (K-1 df)"}
+    if len(by) >= 2:
+        v = np.array(list(by.values()))
+        _, lo, hi = paired_t_interval(v[:, 0], v[:, 1], v[:, 2], level)
+        out["ci"] = [float(lo[0]), float(hi[0])]
+    return out

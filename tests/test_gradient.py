@@ -101,7 +101,7 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     assert (c["baseline_accuracy"]["k"], c["baseline_accuracy"]["n"]) == (11, 16)
     assert c["baseline_coverage"]["k"] == 16 - 2 - 0 or c["baseline_coverage"]["k"] < 16
     assert c["n_questions"] == 11 and c["n_generations"] == 11 * 2 * 3
-    assert c["propagation"]["method"].startswith("cluster") and c["propagation"]["n_questions"] == 11
+    assert c["propagation"]["method"] == "korn-graubard" and c["propagation"]["n_questions"] == 11
     assert c["control_error"]["k"] == 0
     assert s["axis"] == "accuracy"
     reg = s["regression"]

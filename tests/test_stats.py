@@ -55,7 +55,7 @@ def test_cluster_bootstrap_is_wider_when_rows_share_questions():
 def test_paired_difference_drops_unscored_pairs():
     rows = [("q1", 1.0, 0.0), ("q1", 1.0, None), ("q2", 0.0, 0.0), ("q3", None, 1.0), ("q3", 1.0, 0.0)]
     r = paired_difference_ci(rows, seed=0)
-    assert r["n_pairs"] == 3 and r["estimate"] == pytest.approx(2 / 3)
+    assert r["n_pairs"] == 3 and r["n_dropped"] == 2 and r["estimate"] == pytest.approx(2 / 3)
     assert paired_difference_ci([], seed=0)["estimate"] is None
 
 
@@ -68,7 +68,7 @@ def test_rate_round_trips_and_formats():
     assert Rate.from_dict(r.to_dict()) == r
     assert format_rate(r) == "72.1% [60.4, 81.3] (49/68; 23 q)"
     assert format_rate(r.to_dict()) == format_rate(r)
-    assert format_rate(Rate(3, 10, 0.1, 0.6, "wilson", n_generations=4)) == "30.0% [10.0, 60.0] (3/10; 4 gen)"
+    assert format_rate(Rate(3, 10, 0.1, 0.6, "wilson", n_generations=4)) == "30.0% [10.0, 60.0]\u2020 (3/10; 4 gen)"
     assert format_rate(Rate(0, 0, None, None, "none")) == "n/a (0/0)" and Rate(0, 0, None, None, "none").value is None
     assert format_rate(Rate(1, 2, None, None, "none", 1)) == "50.0% [n/a] (1/2; 1 q)"
     assert format_rate(r, style="md") == format_rate(r)
@@ -90,25 +90,76 @@ def test_legacy_rate_dict_reads_as_wilson():
 def test_clustered_rate_is_pooled_and_wider_than_rowwise():
     groups = [g for g in range(10) for _ in range(10)]
     succ = [g % 2 == 0 for g in groups]
-    r = clustered_rate(succ, groups, n_boot=500, seed=0)
-    assert (r.k, r.n, r.n_questions, r.method) == (50, 100, 10, "cluster-bootstrap")
+    r = clustered_rate(succ, groups)
+    assert (r.k, r.n, r.n_questions, r.method) == (50, 100, 10, "korn-graubard")
     w = wilson_rate(50, 100)
     assert r.hi - r.lo > 1.5 * (w.hi - w.lo)
-    assert clustered_rate(succ, groups, n_boot=500, seed=0) == r  # seeded
+    assert clustered_rate(succ, groups) == r  # deterministic (no resampling)
     # pooled point, not a mean of per-question rates
-    p = clustered_rate([True, False, False, False, True], ["a", "a", "a", "a", "b"], n_boot=200, seed=0)
+    p = clustered_rate([True, False, False, False, True], ["a", "a", "a", "a", "b"])
     assert p.value == pytest.approx(2 / 5)
+
+
+def test_clustered_rate_one_row_per_question_is_about_clopper_pearson():
+    r = clustered_rate([i < 5 for i in range(24)], list(range(24)))  # steering: one case per question
+    lo, hi = proportion_ci(5, 24, "exact")  # deff = K / (K - 1) here: a hair wider than Clopper-Pearson
+    assert r.lo <= lo and r.hi >= hi and (r.hi - r.lo) < 1.05 * (hi - lo)
+
+
+def test_clustered_rate_is_monotone_in_k():
+    groups = [i // 2 for i in range(132)]  # 66 questions x 2 rows
+    prev = None
+    for k in range(0, 12):
+        r = clustered_rate([i < 2 * k and i % 2 == 0 for i in range(132)], groups)  # one success per question
+        assert r.lo <= r.value <= r.hi
+        if prev is not None:
+            assert r.lo >= prev.lo and r.hi >= prev.hi
+        prev = r
+    z = clustered_rate([False] * 132, groups)
+    one = clustered_rate([True] + [False] * 131, groups)
+    assert z.lo == 0.0 and one.hi >= z.hi  # 0/132 and 1/132 side by side (the old fallback: [0, 5.5] vs [0, 2.3])
+    assert round(100 * z.hi, 1) == 5.5
 
 
 def test_clustered_rate_edge_cases():
     assert clustered_rate([], [], n_boot=10, seed=0).value is None
     one = clustered_rate([True, False], ["q", "q"], n_boot=10, seed=0)
     assert one.value == 0.5 and one.lo is None and one.n_questions == 1
-    # all rows agree: the effective sample is the questions (0 of 30 questions -> Wilson 0-11.4%)
-    z = clustered_rate([False] * 207, [i % 30 for i in range(207)], n_boot=10, seed=0)
-    assert z.method == "cluster-wilson" and z.lo == 0.0 and round(100 * z.hi, 1) == 11.4
+    # all rows agree: the clustering cannot be seen, so the questions are the sample (0 of 30 questions)
+    z = clustered_rate([False] * 207, [i % 30 for i in range(207)])
+    assert z.method == "korn-graubard" and z.lo == 0.0 and 0.10 < z.hi < 0.14
+    full = clustered_rate([True] * 207, [i % 30 for i in range(207)])
+    assert full.hi == 1.0 and full.lo == pytest.approx(1 - z.hi)
     with pytest.raises(ValueError, match="length"):
         clustered_rate([True], [], n_boot=10, seed=0)
+
+
+def test_few_clusters_flag_and_marker():
+    few = clustered_rate([i % 3 == 0 for i in range(30)], [i // 6 for i in range(30)])  # 5 questions
+    assert few.few_clusters and few.to_dict()["few_clusters"] is True
+    assert format_rate(few).split(" (")[0].endswith("\u2020")
+    many = clustered_rate([i % 3 == 0 for i in range(120)], [i // 6 for i in range(120)])  # 20 questions
+    assert not many.few_clusters and "\u2020" not in format_rate(many)
+    assert wilson_rate(3, 10).few_clusters and not wilson_rate(3, 30).few_clusters
+    assert not Rate(1, 2, None, None, "none", 1).few_clusters  # no interval, nothing to flag
+    assert Rate.from_dict(few.to_dict()) == few
+
+
+def test_paired_difference_is_a_clustered_t_interval():
+    from scipy.stats import t
+
+    rows = [(g, float(g % 2 == 0 or i == 0), 0.0) for g in range(8) for i in range(3)]
+    r = paired_difference_ci(rows)
+    import numpy as np
+
+    d = np.array([[float(g % 2 == 0 or i == 0) for i in range(3)] for g in range(8)])
+    D = d.sum(1)
+    est = D.sum() / 24
+    se = np.sqrt(8 / 7 * ((D - est * 3) ** 2).sum() / 24 ** 2)
+    assert r["estimate"] == pytest.approx(est) and r["n_clusters"] == 8 and r["n_dropped"] == 0
+    assert r["ci"] == pytest.approx([est - t.ppf(0.975, 7) * se, est + t.ppf(0.975, 7) * se])
+    flat = paired_difference_ci([(g, 1.0, 1.0) for g in range(30)])  # no discordant pair: not a zero-width interval
+    assert flat["estimate"] == 0.0 and flat["ci"][0] < 0 < flat["ci"][1]
 
 
 def test_cluster_sums_bootstrap_resamples_whole_questions():
