@@ -19,7 +19,7 @@ SWEEP = f"{FIG_DIR}/steering_sweep.png"
 
 def sweep_title(summary: dict) -> str:
     code = summary.get("verdict_code") or "?"
-    return f"Steering sweep (verdict: {code}; numbers and intervals in the report text)"
+    return f"Steering sweep: {code} (numbers in the report text)"
 
 
 def steering_figure(out: str | Path) -> str | None:
