@@ -60,10 +60,10 @@ def pilot_design(pilot: str | Path, effect: float | None) -> Design:
     m = int(tested[0]["control"].get("m") or cfg.get("random_seeds") or 1)
     best = max(tested, key=lambda d: ((d.get("difference") or {}).get("estimate") or -1.0))
     est = (best.get("difference") or {}).get("estimate")
+    eff: float | None = effect
+    src = "--effect" if effect is not None else ""
     if effect is None and est is not None and est > 0:
         eff, src = float(est), f"the pilot's strongest difference ({best['key']})"
-    else:
-        eff, src = effect, "--effect" if effect is not None else ""
     return Design(len(tested), m, k / n if n else 0.0, f"the pilot's random controls ({k}/{n} moved)", eff, src,
                   int(summ.get("n_c_cases") or 0), cfg.get("per_question"))
 
