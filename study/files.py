@@ -78,7 +78,7 @@ def _example(t: type) -> Any:
 def resolve_path(spec: str) -> tuple[str, str]:
     """(the file's text, its name) for a path or a preset name."""
     if spec in PRESETS:
-        return resources.files("study").joinpath("presets", f"{spec}.toml").read_text(encoding="utf-8"), f"preset {spec}"
+        return (resources.files("study") / "presets" / f"{spec}.toml").read_text(encoding="utf-8"), f"preset {spec}"
     p = Path(spec)
     if not p.is_file():
         raise StudyError(f"--config {spec!r}: no such file; pass a study TOML file or a preset ({', '.join(PRESETS)})")

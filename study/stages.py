@@ -176,6 +176,7 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
     from steering.sweep import SweepConfig, run_sweep
 
     layers = [int(x) for x in c.steer_layers.split(",") if x.strip()] if c.steer_layers else None
+    assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     cfg = SweepConfig(run_dir=str(out), directions=str(_probes_dir(out)), output=str(_steer_dir(out)), layers=layers,
                       ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
                       random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.steer_max_new_tokens,

@@ -22,10 +22,10 @@ SMALL = ["--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2", "--r
          "--steer-max-new-tokens", "32", "--quiet"]
 CASES = {
     "gsm8k": ["--dataset", "gsm8k", "--max-examples", "4", "--max-new-tokens", "128"],
-    "mmlu": ["--dataset", "mmlu", "--task", "high_school_geography", "--max-examples", "6", "--max-new-tokens", "96"],
-    # navigate: a Yes/No (two-option) task with long official chains; tracking: lettered options (A)-(C)
-    "bbh": ["--dataset", "bbh", "--task", "navigate,tracking_shuffled_objects_three_objects", "--max-examples", "6",
-            "--max-new-tokens", "160"],
+    "mmlu": ["--dataset", "mmlu", "--task", "marketing", "--max-examples", "6", "--max-new-tokens", "96"],
+    # tracking: lettered options (A)-(C), eligible traces (docs/paper-datasets.md); sports: yes/no, 2-line traces
+    "bbh": ["--dataset", "bbh", "--task", "tracking_shuffled_objects_three_objects,sports_understanding",
+            "--max-examples", "6", "--max-new-tokens", "128"],
 }
 
 

@@ -70,7 +70,7 @@ def rewrite_gsm8k(rows: list[dict], n: int = N_GSM8K, min_steps: int = 3) -> lis
 
 @functools.cache
 def _load(dataset: str) -> dict:
-    f = resources.files("loadbearing.questions").joinpath("exemplars", f"{dataset}.json")
+    f = resources.files("loadbearing.questions") / "exemplars" / f"{dataset}.json"
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
