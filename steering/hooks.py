@@ -6,6 +6,7 @@
     with steer(lm.model, basis, layers=[6], alpha=[0.0, 2.0, 4.0]):  # one alpha per batch row
         ...
     handle = patch(lm.model, basis, layers=[6], alpha=4.0); ...; handle.remove()
+    with steer(lm, probes.read_directions("runs/demo/probes"), k=4, alpha_rel=0.5):  # its selected layer, relative alpha
 
 Where: layer ``L`` adds to the output of decoder block ``L-1`` (``L = 0``: the embedding output), so ``L``
 names the same point as ``hidden_states[L]`` of a Hugging Face forward with ``output_hidden_states=True``
@@ -61,6 +62,7 @@ __all__ = [
     "n_layers",
     "patch",
     "patch_vectors",
+    "resolve",
     "steer",
     "steer_vectors",
     "d_model",
@@ -299,10 +301,57 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
     return handle
 
 
-def patch(model: Any, directions: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
-          dose: str = "matched", prompt_len: int | None = None) -> SteeringHandle:
+def _numeric(x: Any) -> bool:
+    """A tensor, a numeric array or number, or a non-empty list/tuple of those (per-row bases)."""
+    import torch
+
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(_numeric(e) for e in x)
+    return isinstance(x, torch.Tensor) or np.asarray(x).dtype.kind in "fiu" and not isinstance(x, (str, bytes, bool))
+
+
+def resolve(directions: Any, layers: Iterable[int] | int | None, alpha: Any, alpha_rel: Any, k: int | None
+            ) -> tuple[Any, Iterable[int] | int, Any]:
+    """(basis, layers, absolute alpha) from :func:`steer`'s arguments. A :class:`probes.directions.Directions`
+    gives the basis of its one layer (default its selected layer; ``k`` rows) and the residual norm that
+    ``alpha_rel`` multiplies; anything but a Directions or a numeric array is a TypeError."""
+    from probes.directions import Directions
+
+    if alpha is not None and alpha_rel is not None:
+        raise SteeringError("pass alpha (absolute) or alpha_rel (relative to the layer's residual norm), not both")
+    if isinstance(directions, Directions):
+        L = directions.selected_layer if layers is None else layers
+        got = [L] if L is None or isinstance(L, (int, np.integer)) else list(L)
+        if len(got) != 1 or got[0] is None:
+            raise SteeringError(f"pass one layer (layers=L) with a Directions ({directions.path} has {directions.layers}); "
+                                "it holds one basis per layer, so nest steer() calls to steer several")
+        L = int(got[0])
+        if alpha_rel is not None:
+            norm = directions.resid_norm.get(L)
+            if not norm:
+                raise SteeringError(f"{directions.path} records no residual norm for layer {L}; pass alpha= in "
+                                    f"residual units (alpha_rel * mean_resid_norm(lm, texts, {L}))")
+            a = np.asarray(alpha_rel, dtype=np.float64) * float(norm)
+            alpha = float(a) if a.ndim == 0 else a
+        return directions.basis(L, k), [L], 1.0 if alpha is None else alpha
+    if not _numeric(directions):
+        raise TypeError(f"steer() takes a probes.directions.Directions (probes.read_directions(PROBES_DIR)) or the "
+                        f"directions as a numeric [d_model] / [k, d_model] array; got {type(directions).__name__}"
+                        + (f" of dtype {directions.dtype}" if isinstance(directions, np.ndarray) else ""))
+    if alpha_rel is not None or k is not None:
+        raise SteeringError("alpha_rel= and k= need a probes.directions.Directions (it records the residual norm and "
+                            "the basis); with an array pass alpha= in residual units and slice the rows yourself")
+    if layers is None:
+        raise SteeringError("no layers to steer; pass layers=[L, ...]")
+    return directions, layers, 1.0 if alpha is None else alpha
+
+
+def patch(model: Any, directions: Any, *, layers: Iterable[int] | int | None = None, alpha: Any = None,
+          alpha_rel: Any = None, k: int | None = None, positions: str = "continuation", dose: str = "matched",
+          prompt_len: int | None = None) -> SteeringHandle:
     """Like :func:`steer` but returns the handle directly (call ``handle.remove()``)."""
-    return patch_vectors(model, row_vectors(directions, dose), layers=layers, alpha=alpha, positions=positions,
+    basis, layers, alpha = resolve(directions, layers, alpha, alpha_rel, k)
+    return patch_vectors(model, row_vectors(basis, dose), layers=layers, alpha=alpha, positions=positions,
                          prompt_len=prompt_len)
 
 
@@ -320,18 +369,27 @@ def steer_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
 
 
 @contextlib.contextmanager
-def steer(model: Any, directions: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0,
-          positions: str = "continuation", dose: str = "matched",
+def steer(model: Any, directions: Any, *, layers: Iterable[int] | int | None = None, alpha: Any = None,
+          alpha_rel: Any = None, k: int | None = None, positions: str = "continuation", dose: str = "matched",
           prompt_len: int | None = None) -> Iterator[SteeringHandle]:
-    """Add ``alpha * combine_directions(directions, dose)`` to the residual stream at ``layers`` while active.
+    """Add ``alpha * combine_directions(basis, dose)`` to the residual stream at ``layers`` while active.
 
-    See the module docstring for the accepted shapes of ``directions`` and ``alpha``, and for ``positions``.
-    Yields the :class:`SteeringHandle`; its hooks are removed on exit, also when the body raises.
+    ``directions``: a :class:`probes.directions.Directions` (one layer: ``layers=L``, default its selected
+    layer; ``k`` its first k basis rows, default all) or an array (see the module docstring for the shapes).
+    ``alpha`` is in residual units (default 1.0); ``alpha_rel`` is relative to the layer's mean residual norm
+    recorded in the Directions (the sweep's ``--alphas``), e.g.::
+
+        dirs = probes.read_directions("runs/demo/probes")
+        with steer(lm, dirs, k=4, alpha_rel=0.5):
+            out = lm.model.generate(**enc, max_new_tokens=64)
+
+    A wrong type of ``directions`` is a TypeError. Yields the :class:`SteeringHandle`; its hooks are removed
+    on exit, also when the body raises.
     """
     handle = None
     try:
-        handle = patch(model, directions, layers=layers, alpha=alpha, positions=positions, dose=dose,
-                       prompt_len=prompt_len)
+        handle = patch(model, directions, layers=layers, alpha=alpha, alpha_rel=alpha_rel, k=k, positions=positions,
+                       dose=dose, prompt_len=prompt_len)
         yield handle
     finally:
         if handle is not None:

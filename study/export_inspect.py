@@ -2,6 +2,8 @@
 
 Write a run as an inspect_ai eval log, so ``inspect view`` shows its samples and ``inspect_ai.analysis.samples_df``
 reads them (default output ``RUN_DIR/inspect/continuations.eval``; then ``inspect view --log-dir RUN_DIR/inspect``).
+``--output FILE.json`` writes the JSON format instead (inspect_ai 0.3.285's ``samples_df`` reads a .json log when
+given ``read_eval_log(FILE)``, not the path; the .eval format needs neither).
 
 One sample per continuation record (one generation; see :mod:`loadbearing.records`):
 

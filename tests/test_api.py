@@ -52,19 +52,24 @@ def doc_blocks(text: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------ docs/api.md
 
 
-def test_every_snippet_of_docs_api_runs_in_order(study_dir, capsys):
+def test_every_snippet_of_docs_api_runs_in_order(study_dir, tiny_lm, capsys):
     blocks = doc_blocks(DOC.read_text(encoding="utf-8"))
     assert len(blocks) >= 8
     assert 'RUN_DIR = "runs/demo"' in blocks[0]
+    import loadbearing.engine.models as models
+
     ns: dict = {}
-    for i, code in enumerate(blocks):
-        code = code.replace('"runs/demo"', repr(str(study_dir)))
-        try:
-            exec(compile(code, f"docs/api.md block {i + 1}", "exec"), ns)
-        except Exception as e:  # name the block that broke, with its code
-            pytest.fail(f"docs/api.md block {i + 1} failed: {type(e).__name__}: {e}\n{code}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(models, "load_model", lambda *a, **k: tiny_lm)  # run.load_model() gives the run's tiny model
+        for i, code in enumerate(blocks):
+            code = code.replace('"runs/demo"', repr(str(study_dir)))
+            try:
+                exec(compile(code, f"docs/api.md block {i + 1}", "exec"), ns)
+            except Exception as e:  # name the block that broke, with its code
+                pytest.fail(f"docs/api.md block {i + 1} failed: {type(e).__name__}: {e}\n{code}")
     out = capsys.readouterr().out
-    assert "pooled propagation, per generation:" in out and "grouped-CV accuracy" in out
+    assert "pooled propagation, per generation:" in out and "grouped-CV accuracy" in out and "alpha" in out
+    assert ns["handle"].n_hooks == 0  # steer() removed its hooks
     # what the walkthrough computed is what the run holds
     assert ns["df"].id.nunique() == len(ns["run"].continuations())
     assert ns["rates"]["n"].sum() == ns["perturbed"].propagated.notna().sum()
@@ -76,6 +81,7 @@ def test_every_snippet_of_docs_api_runs_in_order(study_dir, capsys):
 def test_the_doc_names_the_api_it_walks_through():
     text = DOC.read_text(encoding="utf-8")
     for name in ("continuations_df", "baselines_df", "probes.read_results", "steering.read_sweep", "LogisticProbe",
+                 "alpha_rel", "read_directions",
                  "GroupKFold", "Pipeline", "study.export_inspect", "explode_memberships=False"):
         assert name in text, name
 
@@ -248,3 +254,51 @@ def test_every_package_ships_py_typed():
     for pkg in PACKAGES:
         assert (REPO / pkg / "py.typed").is_file(), pkg
     assert "py.typed" in (REPO / "pyproject.toml").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ steer()
+
+
+def test_steer_takes_the_directions_and_a_relative_alpha(study_dir, tiny_lm):
+    import numpy as np
+
+    import probes
+    from steering import SteeringError, steer
+
+    dirs = probes.read_directions(study_dir / "probes")
+    L = dirs.selected_layer if dirs.selected_layer is not None else dirs.layers[-1]
+    with steer(tiny_lm, dirs, layers=L, k=1, alpha_rel=0.5) as h:
+        assert h.layers == [L] and h.n_hooks == 2
+        assert h.alpha == pytest.approx(0.5 * dirs.resid_norm[L])  # the sweep's alpha for alpha_rel 0.5
+        assert np.allclose(h.vectors.numpy(), dirs.basis(L, 1)[0], atol=1e-6)
+    assert h.n_hooks == 0
+    with steer(tiny_lm, dirs, layers=[L], alpha_rel=[0.0, 1.0]) as h:  # one relative alpha per batch row
+        assert h.alpha.tolist() == pytest.approx([0.0, dirs.resid_norm[L]])
+    with steer(tiny_lm, dirs, layers=L, alpha=2.0) as h:  # absolute alpha still works
+        assert h.alpha == 2.0
+    with steer(tiny_lm, dirs.basis(L), layers=[L], alpha=2.0) as h:  # and so does a raw basis
+        assert h.alpha == 2.0
+    with pytest.raises(SteeringError, match="not both"):
+        with steer(tiny_lm, dirs, layers=L, alpha=1.0, alpha_rel=0.5):
+            pass
+    with pytest.raises(SteeringError, match="one layer"):
+        with steer(tiny_lm, dirs, layers=dirs.layers[:2], alpha_rel=0.5):
+            pass
+    with pytest.raises(SteeringError, match="need a probes.directions.Directions"):
+        with steer(tiny_lm, dirs.basis(L), layers=[L], alpha_rel=0.5):
+            pass
+
+
+@pytest.mark.parametrize("bad", [{"a": 1}, "runs/demo/probes", Path("runs/demo/probes"), None,
+                                 "object-array", [object()]])
+def test_steer_refuses_a_wrong_type_with_a_clear_type_error(tiny_lm, bad):
+    import numpy as np
+
+    from steering import steer
+
+    if bad == "object-array":
+        bad = np.array([np.zeros(3), np.zeros(4)], dtype=object)
+    with pytest.raises(TypeError, match=r"probes\.directions\.Directions .* numeric"):
+        with steer(tiny_lm, bad, layers=[1], alpha=1.0):
+            pass
+    assert not any(m._forward_hooks for m in tiny_lm.model.modules())  # nothing left registered
