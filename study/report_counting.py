@@ -50,7 +50,7 @@ def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
     for c in conts:
         cells = list(c.cells())
         if c.correct is None:
-            add = Counter()
+            add: Counter[str] = Counter()
         else:
             add = Counter(n=1, C=int(c.correct is False), A=int(labels.get(c.id) == "A"))
         for axis, idx in (("position", 1), ("strategy", 0)):

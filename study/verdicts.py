@@ -193,7 +193,8 @@ def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verd
         detail += f"; difference {_pp(diff['estimate'])} pp {_interval(lo, hi)}"
     if best.get("p_holm") is not None:
         n_tests = (summary.get("multiple_comparisons") or {}).get("n_tests")
-        detail += f", Holm p = {best['p_holm']:.3g}" + (f" over {n_tests} settings" if n_tests else "")
+        detail += f", Holm p = {best['p_holm']:.3g}" + (f" over {n_tests} setting{'s' if n_tests != 1 else ''}"
+                                                       if n_tests else "")
     sesoi = summary.get("sesoi")
     if code == "null" and sesoi:
         detail += f"; every interval within {100 * sesoi:.0f} pp"
