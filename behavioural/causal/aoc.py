@@ -102,9 +102,18 @@ def agreement(rows: Sequence[tuple[Hashable, float, float]], *, n_boot: int, see
     """
     pairs = [(float(a), float(p)) for _, a, p in rows]
     keys = [k for k, _, _ in rows]
-    res = cluster_bootstrap_ci(keys, pairs, _spearman, n_boot=n_boot, seed=seed)
+    undefined = [0]
+
+    def rho(sample: list) -> float | None:
+        r = _spearman(sample)
+        undefined[0] += r is None
+        return r
+
+    res = cluster_bootstrap_ci(keys, pairs, rho, n_boot=n_boot, seed=seed)
+    # resamples where rho is undefined (a constant ranking) are left out of the interval; say how many
     out: dict[str, Any] = {"n_questions": len(rows),
-                           "spearman": {"rho": res["estimate"], "ci": res["ci"], "n_boot": n_boot, "seed": seed}}
+                           "spearman": {"rho": res["estimate"], "ci": res["ci"], "n_boot": n_boot, "seed": seed,
+                                        "n_undefined_resamples": max(0, undefined[0] - (res["estimate"] is None))}}
     if not rows:
         out["table"] = None
         return out

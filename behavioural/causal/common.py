@@ -290,6 +290,14 @@ def _execute(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path
     return summary
 
 
+def with_note(text: str) -> str:
+    """``text`` with the note that explains the dagger :func:`loadbearing.stats.format_rate` puts on intervals
+    resting on few questions, when one appears."""
+    from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
+
+    return text + "\n" + FEW_CLUSTERS_NOTE if FEW_CLUSTERS_MARK in text else text
+
+
 # ------------------------------------------------------------------------------------------------ CLI
 def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The options every causal test takes (a stage adds its own to the returned parser)."""

@@ -27,6 +27,7 @@ from behavioural.causal.common import (
     forced_input,
     is_stage_complete,
     score_forced,
+    with_note,
 )
 from loadbearing.runs import Run
 from loadbearing.stats import clustered_rate, format_rate
@@ -169,7 +170,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     for g, vals in summary.get("by", {}).items():
         rows += [[f"{g}={v}", _fmt(x["aoc"], x["ci"]), x["n_questions"], x["n_points"]] for v, x in vals.items()]
     out = ["Early answering: AOC (1 - area under the same-answer-as-full-chain curve; 0 = the answer is fixed before "
-           "the chain, higher = the chain moves it), question-bootstrap 95% intervals",
+           "the chain, higher = the chain moves it), 95% intervals by a bootstrap over questions",
            render_table(["group", "AOC [95% CI]", "questions", "points"], rows, style),
            f"no chain accuracy {format_rate(summary['no_chain_accuracy'], fs)}; full chain accuracy "
            f"{format_rate(summary['full_chain_accuracy'], fs)}; full-chain forced answer = baseline answer "
@@ -178,7 +179,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     ag = summary["agreement"]
     rho = ag["spearman"]
     out.append(f"Agreement with edit-and-continue propagation ({ag['n_questions']} questions): Spearman rho "
-               f"{_fmt(rho['rho'], rho['ci'])}")
+               f"{_fmt(rho['rho'], rho['ci'])} ({rho.get('n_undefined_resamples', 0)} of {rho['n_boot']} resamples "
+               "without a defined rho left out)")
     t = ag.get("table")
     if t:
         c = t["cells"]
@@ -189,7 +191,9 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
         out.append(f"agree (both high or both low): {format_rate(t['agree'], fs)}; P(high propagation | high AOC) "
                    f"{format_rate(t['high_prop_given_high_aoc'], fs)}; P(high propagation | low AOC) "
                    f"{format_rate(t['high_prop_given_low_aoc'], fs)} (median propagation {t['median_propagation']:.3f})")
-    return "\n\n".join(out) if style != "text" else "\n".join(out)
+    out.append("rates: 95% intervals clustered by question (loadbearing.stats.clustered_rate); the 2x2 rates: Wilson, "
+               "one row per question")
+    return with_note("\n\n".join(out) if style != "text" else "\n".join(out))
 
 
 STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary)

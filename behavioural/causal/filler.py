@@ -25,6 +25,7 @@ from behavioural.causal.common import (
     forced_input,
     is_stage_complete,
     score_forced,
+    with_note,
 )
 from loadbearing.runs import Run
 from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
@@ -164,10 +165,10 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                      format_rate(same, fs) if same else "", _diff(d["none"]) if d else "", _diff(d["full"]) if d else ""])
     head = ("Filler tokens: the chain replaced by as many filler tokens, answer forced "
             f"({summary['token_count_matched']}/{summary['n_filler_rows']} filler inputs with exactly the chain's "
-            "token count); question-bootstrap 95% intervals")
+            "token count); 95% intervals clustered by question")
     table = render_table(["condition", "accuracy", "unparsed", "same answer as full chain", "vs no chain",
                           "vs full chain"], rows, style)
-    return head + ("\n" if style == "text" else "\n\n") + table
+    return with_note(head + ("\n" if style == "text" else "\n\n") + table)
 
 
 STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, is_stage_complete
+from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, is_stage_complete, with_note
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
 from loadbearing.questions.prompts import POSITION_FRACTIONS, position_index, render_chat
 from loadbearing.runs import Run
@@ -187,8 +187,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     head = (f"Paraphrase: the chain through the {summary['position']} line rewritten by {summary['paraphraser']!r}, "
             f"then continued (references: {srcs}; paraphrases identical to the original {summary['n_identical']}, "
             f"empty {summary['n_empty_paraphrases']}, unparsed "
-            f"continuations {summary['n_unparsed']}); question-bootstrap 95% intervals")
-    return head + ("\n" if style == "text" else "\n\n") + render_table(["measure", "rate"], rows, style)
+            f"continuations {summary['n_unparsed']}); 95% intervals clustered by question")
+    return with_note(head + ("\n" if style == "text" else "\n\n") + render_table(["measure", "rate"], rows, style))
 
 
 STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
