@@ -145,19 +145,25 @@ def test_few_clusters_flag_and_marker():
     assert Rate.from_dict(few.to_dict()) == few
 
 
-def test_paired_difference_is_a_clustered_t_interval():
-    from scipy.stats import t
-
-    rows = [(g, float(g % 2 == 0 or i == 0), 0.0) for g in range(8) for i in range(3)]
-    r = paired_difference_ci(rows)
+def test_paired_difference_is_a_clustered_mover_interval():
     import numpy as np
 
-    d = np.array([[float(g % 2 == 0 or i == 0) for i in range(3)] for g in range(8)])
-    D = d.sum(1)
-    est = D.sum() / 24
-    se = np.sqrt(8 / 7 * ((D - est * 3) ** 2).sum() / 24 ** 2)
-    assert r["estimate"] == pytest.approx(est) and r["n_clusters"] == 8 and r["n_dropped"] == 0
-    assert r["ci"] == pytest.approx([est - t.ppf(0.975, 7) * se, est + t.ppf(0.975, 7) * se])
+    from loadbearing.stats import design_effect_interval
+
+    rows = [(g, float(g % 2 == 0 or i == 0), float(i == 2 and g < 5)) for g in range(8) for i in range(3)]
+    r = paired_difference_ci(rows)
+    A = np.array([sum(float(g % 2 == 0 or i == 0) for i in range(3)) for g in range(8)])
+    B = np.array([1.0] * 5 + [0.0] * 3)
+    N = np.full(8, 3.0)
+    pa, pb = A.sum() / 24, B.sum() / 24
+    (la,), (ua,) = design_effect_interval(A, N)
+    (lb,), (ub,) = design_effect_interval(B, N)
+    ea, eb = A - pa * N, B - pb * N
+    rho = (ea * eb).sum() / np.sqrt((ea ** 2).sum() * (eb ** 2).sum())
+    lo = pa - pb - np.sqrt((pa - la) ** 2 + (ub - pb) ** 2 - 2 * rho * (pa - la) * (ub - pb))
+    hi = pa - pb + np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2 - 2 * rho * (ua - pa) * (pb - lb))
+    assert r["estimate"] == pytest.approx(pa - pb) and r["n_clusters"] == 8 and r["n_dropped"] == 0
+    assert r["ci"] == pytest.approx([lo, hi])
     flat = paired_difference_ci([(g, 1.0, 1.0) for g in range(30)])  # no discordant pair: not a zero-width interval
     assert flat["estimate"] == 0.0 and flat["ci"][0] < 0 < flat["ci"][1]
 

@@ -1,0 +1,133 @@
+"""python bench/calibration.py --json calibration.json [--fast] [--only intervals,probes]
+
+The calibration bench: every test and interval the toolkit reports, simulated under the null and under
+alternatives at the cluster counts and rates real runs have, each printed beside its nominal level.
+
+    flock /tmp/cpu.lock .venv/bin/python bench/calibration.py --json calibration.json          # full, minutes
+    flock /tmp/cpu.lock .venv/bin/python bench/calibration.py --fast --json calibration.json   # about a minute
+
+It discovers the ``bench/calib_*.py`` modules (intervals, probes, gradient, steering, ...); each has
+``run(fast: bool) -> {name: entry}``, every entry a dict with ``nominal``, ``n_sims`` and one of ``size`` /
+``power`` / ``coverage`` (``attainable`` where a discrete test cannot reach its nominal level;
+``informational: True`` for comparisons, e.g. the interval a method replaced). The bench prints one table and
+writes ``{"entries": {name: entry + module + check}, "failures": [...], "fast", "seed", "seconds"}``.
+
+Checks (:func:`check_entry`, also used by ``tests/test_calibration.py``):
+
+* ``size`` at nominal a: at most a + 0.03 (0.08 at 0.05; 1.6 a at other levels), and at least 0.4 a (0.02 at
+  0.05) unless the entry's ``attainable`` level is below that (an exact test at 5 clusters cannot reach it);
+* ``coverage`` at nominal c: at least c - 0.02 (0.93 at 0.95);
+* ``power`` and informational entries are reported, not checked.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def discover(only: list[str] | None = None) -> dict[str, ModuleType]:
+    """The ``bench/calib_*.py`` modules by short name (``calib_probes.py`` -> ``probes``), sorted."""
+    out = {}
+    for path in sorted(HERE.glob("calib_*.py")):
+        name = path.stem[len("calib_"):]
+        if only and name not in only:
+            continue
+        spec = importlib.util.spec_from_file_location(f"bench_calib_{name}", path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        if hasattr(mod, "run"):
+            out[name] = mod
+    return out
+
+
+def kind_of(e: dict[str, Any]) -> str | None:
+    return next((k for k in ("size", "coverage", "power") if e.get(k) is not None), None)
+
+
+def check_entry(e: dict[str, Any]) -> str:
+    """``"ok"``, ``"FAIL: why"``, or ``""`` (not checked: power, informational, or no value)."""
+    k = kind_of(e)
+    if k is None or k == "power" or e.get("informational"):
+        return ""
+    v, nom = float(e[k]), float(e["nominal"])
+    if k == "size":
+        hi = nom + 0.03 if abs(nom - 0.05) < 1e-9 else 1.6 * nom
+        lo = 0.4 * nom
+        att = e.get("attainable")
+        if v > hi + 1e-12:
+            return f"FAIL: size {v:.3f} > {hi:.3f}"
+        if v < lo - 1e-12 and (att is None or float(att) >= lo):
+            return f"FAIL: size {v:.3f} < {lo:.3f} (attainable {'n/a' if att is None else f'{float(att):.3f}'})"
+        return "ok"
+    if v < nom - 0.02 - 1e-12:
+        return f"FAIL: coverage {v:.3f} < {nom - 0.02:.3f}"
+    return "ok"
+
+
+def run_all(fast: bool, seed: int = 0, only: list[str] | None = None, log: Any = print
+            ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    entries: dict[str, dict[str, Any]] = {}
+    seconds: dict[str, float] = {}
+    for name, mod in discover(only).items():
+        t0 = time.perf_counter()
+        try:
+            res = mod.run(fast=fast, seed=seed)
+        except TypeError:  # a module whose run takes no seed
+            res = mod.run(fast=fast)
+        seconds[name] = time.perf_counter() - t0
+        log(f"{name}: {len(res)} entries in {seconds[name]:.1f} s")
+        for k, e in res.items():
+            entries[k] = {**e, "module": name, "check": check_entry(e)}
+    return entries, seconds
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return ""
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def table(entries: dict[str, dict[str, Any]]) -> str:
+    from loadbearing.tables import render_table
+
+    rows = []
+    for name, e in entries.items():
+        k = kind_of(e)
+        rows.append([name, k or "", _fmt(e.get(k)) if k else "", _fmt(e.get("nominal")), _fmt(e.get("attainable")),
+                     str(e.get("n_sims", "")), e.get("check", "") or ("info" if e.get("informational") else "")])
+    return render_table(["entry", "kind", "value", "nominal", "attainable", "n_sims", "check"], rows, style="text")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="The calibration bench: size, power and coverage of every test "
+                                            "and interval, beside the nominal.")
+    p.add_argument("--json", default=None, metavar="F", help="write the entries and checks as JSON to F")
+    p.add_argument("--fast", action="store_true", help="fewer simulations (about a minute)")
+    p.add_argument("--seed", type=int, default=0, help="simulation seed (default %(default)s)")
+    p.add_argument("--only", default=None, help="comma list of modules (e.g. intervals,probes)")
+    args = p.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",")] if args.only else None
+    entries, seconds = run_all(args.fast, args.seed, only)
+    print(table(entries))
+    failures = [f"{k}: {e['check']}" for k, e in entries.items() if e["check"].startswith("FAIL")]
+    print(f"\n{len(entries)} entries, {sum(1 for e in entries.values() if e['check'] == 'ok')} checked ok, "
+          f"{len(failures)} failed" + ("".join(f"\n  {f}" for f in failures)))
+    if args.json:
+        from loadbearing.files import write_json
+
+        write_json(Path(args.json), {"fast": args.fast, "seed": args.seed, "seconds": seconds,
+                                     "entries": entries, "failures": failures})
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
