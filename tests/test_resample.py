@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import fake_lm, scripted_generate
@@ -82,9 +83,9 @@ class Sampler:
         return out
 
 
-def _config(run, **kw) -> ResampleConfig:
-    return ResampleConfig(**({"run_dir": str(run), "rollouts": N, "max_questions": None, "n_boot": 200,
-                              "progress": False} | kw))
+def _config(run, **kw: Any) -> ResampleConfig:
+    base: dict[str, Any] = {"run_dir": str(run), "rollouts": N, "max_questions": None, "n_boot": 200, "progress": False}
+    return ResampleConfig(**(base | kw))
 
 
 def test_scripted_sampler_gives_the_known_importances(run_copy, tokenizer):
@@ -150,7 +151,7 @@ def test_resume_writes_nothing_and_shards_merge(run_copy, tokenizer):
 def test_the_question_sample_is_seeded_and_shared_by_shards(run_copy, tokenizer):
     run = Run(run_copy)
     a = sample_keys(run, _config(run_copy, max_questions=2))
-    assert a == sample_keys(run, _config(run_copy, max_questions=2)) and len(a) == 2
+    assert a is not None and a == sample_keys(run, _config(run_copy, max_questions=2)) and len(a) == 2
     assert a != sample_keys(run, _config(run_copy, max_questions=2, sample_seed=7)) or len(
         [b for b in run.baselines() if b.eligible]) == 2
     s = run_resample(_config(run_copy, max_questions=2), fake_lm(tokenizer), generate_fn=Sampler(run_copy), echo=None)

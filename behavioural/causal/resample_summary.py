@@ -80,7 +80,7 @@ def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[
     forced: dict[int, list[dict]] = defaultdict(list)
     for r in rows:
         (roll if r["kind"] == "rollout" else forced)[r["k"]].append(r)
-    steps = []
+    steps: list[dict[str, Any]] = []
     for i in range(n):
         here, nxt = roll.get(i, []), roll.get(i + 1, [])
         diff = [r for r in here if r.get("different")]
@@ -98,7 +98,7 @@ def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[
             "examples": [r["new_step"] for r in diff[:3]],
         })
     ranked = sorted((s for s in steps if s["cf_importance"] is not None),
-                    key=lambda s: (-abs(s["cf_importance"]), s["step"]))
+                    key=lambda s: (-abs(float(s["cf_importance"])), int(s["step"])))
     for rank, s in enumerate(ranked, 1):
         s["rank"] = rank
     for s in steps:
@@ -199,6 +199,10 @@ def _f(x: float | None, ci: list | None = None, digits: int = 2) -> str:
     return s
 
 
+def _u(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def _line(text: str | None, width: int = 28) -> str:
     t = (text or "").replace("|", "/")
     return t if len(t) <= width else t[:width - 1] + "…"
@@ -225,7 +229,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     if pos:
         prow = [[p, v["n_questions"], _f(v["mean_cf_importance"], v["mean_cf_ci"]), format_rate(v["is_anchor"], fs),
                  "n/a" if v["chance_anchor"] is None else f"{100 * v['chance_anchor']:.1f}%",
-                 _f(v["mean_rank_fraction"]), _f(v["mean_propagation"])] for p, v in pos.items()]
+                 _u(v["mean_rank_fraction"]), _u(v["mean_propagation"])] for p, v in pos.items()]
         out.append("The steps the paper edits: their importance, whether resampling makes them the anchor (vs chance), "
                    "their rank (0 = most important, 1 = least), and the run's propagation there")
         out.append(render_table(["position", "questions", "mean cf [95% CI]", "is anchor", "chance", "rank (0-1)",
