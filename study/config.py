@@ -74,6 +74,9 @@ class StudyConfig:
     distributed_executor_backend: str | None = None
     #: the stages to run (comma list of study.stages names, or None / "all" for every one)
     stages: str | None = None
+    #: activation patching (``--stages patch``): the hidden-state layers ("all" or a comma list) and C cases
+    patch_layers: str = "all"
+    patch_cases: int = 8
     quiet: bool = False
 
     #: settings that may differ on --resume (they do not change results)

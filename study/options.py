@@ -29,8 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--config", default=None, metavar="FILE", help="a study TOML file, or a preset: paper, embedded-cpu "
                    "(options given beside it override the file)")
     o.add_argument("--dry-run", action="store_true", help="check every setting offline, load no model, print the plan")
-    o.add_argument("--stages", default=d.stages, help="the stages to run, a comma list of "
-                   "behaviour,labels,gradient,activations,probes,steering,browser (and any registered later), or all")
+    o.add_argument("--stages", default=d.stages, help="the stages to run, a comma list (default: behaviour,labels,"
+                   "gradient,activations,probes,steering,browser; optional: early_answer,filler,paraphrase,resample,"
+                   "patch), or all")
+    o.add_argument("--patch-layers", default=d.patch_layers, help="--stages patch: hidden-state layers, 'all' or a comma "
+                   "list (default %(default)s)")
+    o.add_argument("--patch-cases", type=int, default=d.patch_cases, help="--stages patch: at most N C cases, one per "
+                   "question (default %(default)s)")
     m = p.add_argument_group("model")
     m.add_argument("--model", default=d.model, help=f"model for every stage (default {d.model})")
     m.add_argument("--dtype", default=d.dtype, help="float32 | float16 | bfloat16 | auto (default: float32 on CPU, "

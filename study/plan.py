@@ -23,10 +23,12 @@ _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 
 
 def select_stages(spec: str | None) -> list[str]:
-    """The stage names a ``--stages`` value selects, in run order (None or "all": every registered stage)."""
+    """The stage names a ``--stages`` value selects, in run order (None: the default stages; "all": every one)."""
     from study.stages import REGISTRY
 
-    if spec is None or spec.strip() == "all":
+    if spec is None:
+        return [n for n, st in REGISTRY.items() if st.default]
+    if spec.strip() == "all":
         return list(REGISTRY)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in REGISTRY]

@@ -137,6 +137,8 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
                 body = _stage_body(out, st.name, body, style)
         except Exception as e:  # a damaged stage output is reported, not fatal to the report
             body = f"(could not render: {type(e).__name__}: {e})"
+        if body is None and not st.default:
+            continue  # an optional stage (another causal test) that this study did not run
         if body is None:
             body = f"_{st.name}: not run yet, or not finished._" if style == "md" else f"({st.name}: not run yet)"
         else:

@@ -35,6 +35,8 @@ class Stage:
     check: Callable[[Path, StudyConfig], str | None] | None = None
     #: upper bound on the model generations the stage makes, from the config alone (None: makes none)
     bound: Callable[[StudyConfig], str | None] | None = None
+    #: run when ``--stages`` is not given (the optional causal tests and patching run only when named)
+    default: bool = True
 
 
 def _mod(name: str):
@@ -336,3 +338,6 @@ for _st in (
           needs=("behaviour",)),
 ):
     register(_st)
+
+# the optional stages (other causal tests, patching) register themselves after the default ones
+importlib.import_module("study.stages_extra")
