@@ -159,6 +159,7 @@ def summarise(config: Any, rows: list[dict], chains: list, run: Run) -> dict[str
         "n_sampled_questions": len(questions), "n_rollouts": len(rows), "n_scored": len(scored),
         "different_fraction": sum(bool(r["different"]) for r in roll) / len(roll) if roll else None,
         "by_position": _by_position(questions, n_boot=config.n_boot, seed=config.seed),
+        "by": _by_group(questions),
         "questions": questions,
     }
 
@@ -182,6 +183,27 @@ def _by_position(questions: list[dict], *, n_boot: int, seed: int) -> dict[str, 
                   "mean_rank_fraction": (sum((e["rank"] - 1) / max(e["n_ranked"] - 1, 1) for e in ranked) / len(ranked)
                                          if ranked else None),
                   "mean_propagation": _mean([e["propagation"] for e in es])}
+    return out
+
+
+def _by_group(questions: list[dict]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per dataset, task and level: the mean anchor strength (max |cf| per question) and how often the anchor is
+    a step the paper edits (for the report's side-by-side table)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for g in ("dataset", "task", "difficulty"):
+        vals = sorted({str(q[g]) for q in questions})
+        if len(vals) < 2 and g != "dataset":
+            continue
+        out[g] = {}
+        for v in vals:
+            qs = [q for q in questions if str(q[g]) == v]
+            strength = [max(abs(st["cf_importance"]) for st in q["steps"] if st["cf_importance"] is not None)
+                        for q in qs if any(st["cf_importance"] is not None for st in q["steps"])]
+            with_anchor = [q for q in qs if q["anchor"] is not None]
+            out[g][v] = {"n_questions": len(qs), "mean_anchor_abs_cf": _mean(list(strength)),
+                         "anchor_is_edited": wilson_rate(
+                             sum(any(e["is_anchor"] for e in q["edited"]) for q in with_anchor), len(with_anchor),
+                             n_questions=len(with_anchor)).to_dict()}
     return out
 
 
