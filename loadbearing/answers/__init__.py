@@ -57,6 +57,7 @@ from loadbearing.answers.lines import (
     final_answer_line,
     has_final_answer_line,
     mentions_answer,
+    split_so_the_answer,
     starts_with_answer_label,
 )
 from loadbearing.answers.parse import (
@@ -72,6 +73,7 @@ from loadbearing.answers.scoring import Score, as_question, choices_from_text, i
 __all__ = [
     "BBH_MC_TASKS", "BBH_NUMBER_TASKS", "BBH_WORD_TASKS", "PARSER_VERSION", "STOP_RULE", "Score",
     "as_question", "choices_from_text", "extract_answer",
-    "final_answer_line", "has_final_answer_line", "is_correct", "mentions_answer", "normalize_number", "score",
+    "final_answer_line", "has_final_answer_line", "is_correct", "mentions_answer", "split_so_the_answer",
+    "normalize_number", "score",
     "starts_with_answer_label",
 ]

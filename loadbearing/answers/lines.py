@@ -11,7 +11,8 @@ import re
 
 from loadbearing.answers.statements import HASH_ANSWER_RE, HEDGED_RE, LEAD_JUNK, NEGATED_RE, NEGATION_TAIL_RE, cut_sentence
 
-__all__ = ["STOP_RULE", "final_answer_line", "has_final_answer_line", "mentions_answer", "starts_with_answer_label"]
+__all__ = ["STOP_RULE", "final_answer_line", "has_final_answer_line", "mentions_answer", "split_so_the_answer",
+           "starts_with_answer_label"]
 
 #: recorded in every run manifest (beside the parser's version), so runs stopped by different rules are never pooled
 STOP_RULE = "eos or a complete line-anchored final-answer line (Answer:, Final answer:, ####, lone \\boxed{}) v1.1"
@@ -90,3 +91,12 @@ def starts_with_answer_label(line: str) -> bool:
     """Whether ``line`` opens with an ``Answer:`` / ``Final answer:`` label (markdown bold allowed): the paper's
     rule for the answer line of a released baseline chain of thought."""
     return bool(_ANSWER_LABEL_RE.match(line))
+
+
+_SO_THE_ANSWER_RE = re.compile(r"^(.*?)\s*So the answer is\s+(.+?)\.?\s*$", re.S)
+
+
+def split_so_the_answer(text: str) -> tuple[str, str] | None:
+    """Split an official BBH chain-of-thought exemplar answer ("... So the answer is X.") into (reasoning, X)."""
+    m = _SO_THE_ANSWER_RE.match(text)
+    return (m.group(1), m.group(2).strip()) if m else None

@@ -21,9 +21,10 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from loadbearing.answers import split_so_the_answer
+
 N_GSM8K = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
-_FINAL = re.compile(r"^(.*?)\s*So the answer is\s+(.+?)\.?\s*$", re.S)
 
 
 def _steps(text: str) -> list[str]:
@@ -47,10 +48,10 @@ def rewrite_bbh(prompt_file_text: str) -> list[tuple[str, str]]:
             continue
         question, answer = block.split("\nA: ", 1)
         answer = answer.replace("Let's think step by step.", "", 1).strip()
-        m = _FINAL.match(answer)
-        if not m:
+        split = split_so_the_answer(answer)
+        if split is None:
             continue
-        lines = _steps(m.group(1)) + [f"Answer: {m.group(2).strip()}"]
+        lines = _steps(split[0]) + [f"Answer: {split[1]}"]
         out.append((question.strip(), "\n".join(lines)))
     return out
 
