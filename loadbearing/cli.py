@@ -32,11 +32,11 @@ class OneLineParser(argparse.ArgumentParser):
     what the user typed (``loadbearing.commands``); run with ``python -m``, the given ``prog``.
     """
 
-    def __init__(self, *args: Any, prog: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, prog: str | None = None, **kwargs: Any) -> None:
         script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
         if prog is not None and script in COMMANDS:
             prog = script
-        super().__init__(*args, prog=prog, **kwargs)
+        super().__init__(prog=prog, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)

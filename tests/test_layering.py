@@ -115,7 +115,8 @@ CONCEPTS = {
     # reading directions.h5
     "directions.h5 reader": (re.compile(r"h5py\.File\([^)]*direction"), {"probes/directions.py"}),
     # "question_key, else question_id"
-    "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*\w+(?:\.get\([\"']question_id|\[[\"']question_id|\.question_id)"),
+    "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*\w+"
+                                     r"(?:\.get\([\"']question_id|\[[\"']question_id|\.question_id)"),
                           {"loadbearing/runs.py"}),
     # partitioning shards
     "shard partition": (re.compile(r"def shard_of\(|% *count\b|sha\w*\([^)]*\)\.\w+\(\)[^\n]*% "), {"loadbearing/shards.py"}),
