@@ -12,9 +12,12 @@ from pathlib import Path
 
 from probes.data import TARGETS, ProbeError, store_dir
 from probes.estimators import DEFAULT_CS
+from probes.mlp_train import HIDDEN_SIZES, WEIGHT_DECAYS
 
 SCHEMA_VERSION = 2
-PROBES = ("logistic", "mass_mean")
+PROBES = ("logistic", "mass_mean")  # what --probe both means (the linear probes)
+ALL_PROBES = (*PROBES, "mlp")
+MLP_PERMUTATIONS = 20  # the mlp control's permutations (each one a full MLP refit per outer fold)
 TRANSFER_BY = ("strategy", "edit_position")
 SOLVERS = ("torch", "sklearn")
 RESULTS = "results.json"
@@ -50,6 +53,11 @@ class ProbeConfig:
     quiet: bool = False
     solver: str = "torch"
     device: str = "auto"
+    #: write paper_table.csv (+ .md): the paper's Tables 5-7 layout, per layer, for its three tasks
+    paper_table: bool = False
+    mlp_permutations: int = MLP_PERMUTATIONS
+    mlp_hidden: tuple[int, ...] = HIDDEN_SIZES
+    mlp_weight_decay: tuple[float, ...] = WEIGHT_DECAYS
     command: str = field(default="", repr=False)
 
     def validate(self) -> None:
@@ -68,8 +76,13 @@ class ProbeConfig:
              f"--steer-holdout must be a fraction in [0, 1), got {self.steer_holdout}"),
             (self.permutations < 0, f"--permutations must be 0 or more, got {self.permutations}"),
             (self.bootstrap < 0, f"--bootstrap must be 0 (off) or more, got {self.bootstrap}"),
-            (self.target not in TARGETS, f"unknown --target {self.target!r}; choose propagation or three_class"),
-            (self.probe not in (*PROBES, "both"), f"unknown --probe {self.probe!r}; choose logistic, mass_mean or both"),
+            (self.target not in TARGETS, f"unknown --target {self.target!r}; choose {', '.join(TARGETS)}"),
+            (self.mlp_permutations < 0, f"--mlp-permutations must be 0 or more, got {self.mlp_permutations}"),
+            (not self.mlp_hidden or any(int(h) < 1 for h in self.mlp_hidden),
+             f"--mlp-hidden must list hidden sizes >= 1, got {','.join(str(h) for h in self.mlp_hidden) or '(empty)'}"),
+            (not self.mlp_weight_decay or any(not math.isfinite(w) or w < 0 for w in self.mlp_weight_decay),
+             "--mlp-weight-decay must list finite weight decays >= 0, got "
+             f"{','.join(str(w) for w in self.mlp_weight_decay) or '(empty)'}"),
             (self.group not in ("question", "none"), f"unknown --group {self.group!r}; choose question or none"),
             (self.conditions not in ("perturbed", "all"),
              f"unknown --conditions {self.conditions!r}; choose perturbed or all"),
@@ -80,6 +93,7 @@ class ProbeConfig:
         for bad, msg in checks:
             if bad:
                 raise ProbeError(msg)
+        parse_probes(self.probe)
         if self.solver == "torch":
             from probes.solver import resolve_device
 
@@ -90,10 +104,57 @@ class ProbeConfig:
 
     @property
     def probes(self) -> tuple[str, ...]:
-        return PROBES if self.probe == "both" else (self.probe,)
+        return parse_probes(self.probe)
+
+    def mlp_settings(self) -> dict:
+        """What :class:`probes.mlp_cv.MLPBackend` takes (used when the probe set holds ``mlp``)."""
+        return {"permutations": int(self.mlp_permutations), "hidden_sizes": tuple(int(h) for h in self.mlp_hidden),
+                "weight_decays": tuple(float(w) for w in self.mlp_weight_decay)}
 
     def out_dir(self) -> Path:
         return Path(self.output) if self.output else store_dir(self.store) / "probes"
+
+
+def parse_probes(spec: str) -> tuple[str, ...]:
+    """``--probe``: one of logistic, mass_mean, mlp, ``both`` (= logistic,mass_mean, the linear probes) or a
+    comma set such as ``logistic,mass_mean,mlp`` (order kept, duplicates dropped); else ProbeError."""
+    out: list[str] = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "both":
+            out.extend(PROBES)
+        elif part in ALL_PROBES:
+            out.append(part)
+        else:
+            raise ProbeError(f"unknown --probe {part!r} in {spec!r}; choose {', '.join(ALL_PROBES)}, both "
+                             f"(= logistic,mass_mean) or a comma set such as logistic,mass_mean,mlp")
+    if not out:
+        raise ProbeError(f"--probe {spec!r} names no probe; choose {', '.join(ALL_PROBES)} or both")
+    return tuple(dict.fromkeys(out))
+
+
+def parse_ints(spec: str, flag: str) -> tuple[int, ...]:
+    """``"16,64"`` -> ints; anything else -> ProbeError naming ``flag``."""
+    try:
+        vals = tuple(int(x) for x in str(spec).split(",") if x.strip())
+    except ValueError:
+        vals = ()
+    if not vals:
+        raise ProbeError(f"{flag} {spec!r}: expected a comma list of whole numbers, e.g. {flag} 16,64")
+    return vals
+
+
+def parse_floats(spec: str, flag: str) -> tuple[float, ...]:
+    """``"0.001,0.1"`` -> floats; anything else -> ProbeError naming ``flag``."""
+    try:
+        vals = tuple(float(x) for x in str(spec).split(",") if x.strip())
+    except ValueError:
+        vals = ()
+    if not vals:
+        raise ProbeError(f"{flag} {spec!r}: expected a comma list of numbers, e.g. {flag} 0.001,0.1")
+    return vals
 
 
 def parse_cs(spec: str) -> tuple[float, ...]:
@@ -107,4 +168,5 @@ def parse_cs(spec: str) -> tuple[float, ...]:
     return cs
 
 
-__all__ = ["ProbeConfig", "parse_cs", "SCHEMA_VERSION", "PROBES", "TARGETS", "TRANSFER_BY", "SOLVERS", "RESULTS"]
+__all__ = ["ProbeConfig", "parse_cs", "parse_probes", "parse_ints", "parse_floats", "SCHEMA_VERSION", "PROBES",
+           "ALL_PROBES", "MLP_PERMUTATIONS", "TARGETS", "TRANSFER_BY", "SOLVERS", "RESULTS"]

@@ -4,6 +4,12 @@
 
 * ``propagation``: C vs non-C from the ``label`` column, ``y = 1`` for C (class names ``["non-C", "C"]``).
 * ``three_class``: A/B/C from ``label3`` (class names ``["A", "B", "C"]``).
+* ``bypass``: A vs not-A (B or C) from ``label3``, ``y = 1`` for A (class names ``["non-A", "A"]``): the
+  paper's "Binary bypass" task. Its repository labels a pair ``"bypass" if subtype == "TYPE_A" else
+  "non_bypass"`` over the pairs with a three-class label, and its "Binary faithful" task ``"error_prop" if
+  subtype == "TYPE_C" else "non_error_prop"`` - C against A and B, which is ``propagation`` here
+  (r2m-ai/load-bearing-cot, ``experiments/probes/layer_sweep.py`` and ``experiments/probes/retrain_probes.py``).
+  The paper's faithful task keeps only rows with a three-class label; ``propagation`` reads ``label``.
 
 Every row also carries the binary C-vs-non-C label (``y_c``; from ``label``, else ``label3 == "C"``) that
 the exported steering directions use, whatever the target. Rows without a label for the target are dropped
@@ -20,8 +26,8 @@ import numpy as np
 from loadbearing.errors import LoadBearingError
 from loadbearing.runs import question_key_of
 
-TARGETS = ("propagation", "three_class")
-CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"]}
+TARGETS = ("propagation", "three_class", "bypass")
+CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"], "bypass": ["non-A", "A"]}
 
 
 class ProbeError(LoadBearingError, ValueError):
@@ -116,9 +122,10 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
     col = "label" if target == "propagation" else "label3"
     vals = lab if target == "propagation" else lab3
     names = CLASSES[target]
-    bad = sorted(set(vals[keep & (vals != "")]) - set(names))
+    allowed = CLASSES["propagation" if target == "propagation" else "three_class"]
+    bad = sorted(set(vals[keep & (vals != "")]) - set(allowed))
     if bad:
-        raise ProbeError(f"unexpected {col} values {bad} in {store.path}; expected {names} or empty")
+        raise ProbeError(f"unexpected {col} values {bad} in {store.path}; expected {allowed} or empty")
     use = np.asarray(keep & (vals != ""))
     scope = "perturbed rows" if conditions == "perturbed" else "rows"
     if not use.any():
@@ -127,7 +134,7 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
         raise ProbeError(f"{store.path} has no {col} on any of its {int(keep.sum())} {scope} "
                          f"(label_source={src!r}); {hint}")
     idx = np.flatnonzero(use)
-    y_str = vals[idx]
+    y_str = vals[idx] if target != "bypass" else np.where(vals[idx] == "A", "A", "non-A")
     y = np.array([names.index(v) for v in y_str], dtype=np.int64)
     present = [names[i] for i in np.unique(y)]
     if len(present) < 2:
@@ -151,6 +158,11 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
     return ProbeData(store=store, target=target, position=position, layers=layer_list, idx=idx, y=y,
                      class_names=list(names), y_c=yc, questions=q, meta=meta, conditions=conditions, notes=notes,
                      group_key=group_key)
+
+
+def absent_classes(data: ProbeData) -> list[str]:
+    """The classes of ``data.target`` with no labelled row (dropped by :func:`load_probe_data`, in its notes)."""
+    return [c for c in CLASSES[data.target] if c not in data.class_names]
 
 
 def _question_keys(rows: Any, idx: np.ndarray) -> tuple[np.ndarray, str]:

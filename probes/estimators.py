@@ -13,6 +13,11 @@
 * :func:`raw_direction` - the fitted probe normal mapped back to raw residual coordinates
   (``w_raw = PCA^T w / scale``).
 
+The non-linear probe, :class:`probes.mlp.MLPProbe`, follows the same API. All three validate their input the
+scikit-learn way (``validate_data``: finite, dense, 2-D ``X`` with as many rows as ``y``, a classification
+target, the fitted number of features at predict) and pass scikit-learn's estimator checks
+(``tests/test_probe_estimators.py``).
+
 Inner CV grouping: the inner folds are ``StratifiedGroupKFold`` splits of the *training* rows by the groups
 passed in (question ids), so no question is in both an inner training and an inner validation fold. The
 scaler/PCA in front of the probe are fitted once on the whole (outer) training split, so inner validation
@@ -32,8 +37,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.multiclass import unique_labels
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 DEFAULT_CS = tuple(float(c) for c in np.logspace(-4, 2, 7))
 SMALL_PROBLEM = 4_000_000  # X.size below which BLAS runs single-threaded (threads only add contention)
@@ -69,6 +74,16 @@ def inner_splits(y, groups, n_splits: int, seed: int = 0) -> list[tuple[np.ndarr
         return [(tr, te) for tr, te in cv.split(np.zeros(len(y)), y, groups) if len(np.unique(np.asarray(y)[tr])) > 1]
 
 
+def _checked_fit_input(est, X, y, groups):
+    """``(X float64 [n, d], y [n])`` validated the scikit-learn way (finite, dense, 2-D X, 1-D y of the same
+    length, a classification target; sets ``n_features_in_``); ``groups``, when given, one per row."""
+    X, y = validate_data(est, X, y, dtype=np.float64)
+    check_classification_targets(y)
+    if groups is not None and len(np.asarray(groups)) != len(y):
+        raise ValueError(f"groups has {len(np.asarray(groups))} entries but X has {len(y)} rows")
+    return X, y
+
+
 class LogisticProbe(ClassifierMixin, BaseEstimator):
     """L2 logistic regression with ``C`` chosen by inner grouped CV (accuracy), then refitted on all rows.
 
@@ -96,11 +111,10 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
                                   warm_start=warm, random_state=self.random_state)
 
     def fit(self, X, y, groups=None):
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y)
+        X, y = _checked_fit_input(self, X, y, groups)
         self.classes_ = unique_labels(y)
         if len(self.classes_) < 2:
-            raise ValueError(f"LogisticProbe needs at least two classes, got {list(self.classes_)}")
+            raise ValueError(f"LogisticProbe needs at least two classes; got one class {list(self.classes_)}")
         Cs = sorted(float(c) for c in np.atleast_1d(self.Cs))
         nwarn = 0
         splits = inner_splits(y, groups, self.inner_folds, self.random_state) if self.inner_folds >= 2 else []
@@ -129,20 +143,24 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
         self.n_convergence_warnings_ = int(nwarn)
         self.coef_ = self.estimator_.coef_
         self.intercept_ = self.estimator_.intercept_
-        self.n_features_in_ = X.shape[1]
+        self.n_iter_ = self.estimator_.n_iter_
         return self
 
-    def decision_function(self, X):
+    def _checked(self, X):
         check_is_fitted(self, "estimator_")
-        return self.estimator_.decision_function(np.asarray(X, dtype=np.float64))
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def decision_function(self, X):
+        X = self._checked(X)
+        return self.estimator_.decision_function(X)
 
     def predict_proba(self, X):
-        check_is_fitted(self, "estimator_")
-        return self.estimator_.predict_proba(np.asarray(X, dtype=np.float64))
+        X = self._checked(X)
+        return self.estimator_.predict_proba(X)
 
     def predict(self, X):
-        check_is_fitted(self, "estimator_")
-        return self.estimator_.predict(np.asarray(X, dtype=np.float64))
+        X = self._checked(X)
+        return self.estimator_.predict(X)
 
 
 def best_threshold(s: np.ndarray, y01: np.ndarray) -> float:
@@ -185,7 +203,7 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
     def _fit_core(self, X, y):
         classes = unique_labels(y)
         if len(classes) < 2:
-            raise ValueError(f"MassMeanProbe needs at least two classes, got {list(classes)}")
+            raise ValueError(f"MassMeanProbe needs at least two classes; got one class {list(classes)}")
         if len(classes) == 2:
             y01 = (y == classes[1]).astype(np.int8)
             d = X[y01 == 1].mean(axis=0) - X[y01 == 0].mean(axis=0)
@@ -220,8 +238,7 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
         return classes[np.argmax(s, axis=1)]
 
     def fit(self, X, y, groups=None):
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y)
+        X, y = _checked_fit_input(self, X, y, groups)
         self.classes_, self.directions_, self.offsets_ = self._fit_core(X, y)
         scores = []
         if groups is not None:
@@ -230,7 +247,6 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
                 scores.append(float(np.mean(self._predict_with(X[te], c, d, o) == y[te])))
         self.n_inner_folds_ = len(scores)
         self.inner_score_ = float(np.mean(scores)) if scores else float("nan")
-        self.n_features_in_ = X.shape[1]
         if len(self.classes_) == 2:
             self.direction_ = self.directions_[0]
             self.threshold_ = float(self.offsets_[0])
@@ -239,27 +255,35 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
         self.intercept_ = -self.offsets_
         return self
 
-    def decision_function(self, X):
+    def _checked(self, X):
         check_is_fitted(self, "directions_")
-        s = self._scores(np.asarray(X, dtype=np.float64), self.directions_, self.offsets_)
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def decision_function(self, X):
+        s = self._scores(self._checked(X), self.directions_, self.offsets_)
         return s[:, 0] if len(self.classes_) == 2 else s
 
     def predict(self, X):
-        check_is_fitted(self, "directions_")
-        return self._predict_with(np.asarray(X, dtype=np.float64), self.classes_, self.directions_, self.offsets_)
+        return self._predict_with(self._checked(X), self.classes_, self.directions_, self.offsets_)
 
 
 def make_probe_pipeline(kind: str, *, pca: int | None = None, seed: int = 0, inner_folds: int = 3,
                         Cs=DEFAULT_CS, class_weight=None) -> Pipeline:
-    """``Pipeline([("scale", StandardScaler()), ("pca", PCA(pca)) if pca, ("probe", probe)])``.
+    """``Pipeline([("scale", StandardScaler()), ("pca", PCA(pca)) if pca, ("probe", probe)])``; ``kind`` is
+    ``logistic``, ``mass_mean`` or ``mlp`` (:class:`probes.mlp.MLPProbe`; ``Cs``/``class_weight`` unused).
 
     ``pca`` must not exceed min(training rows, features); :func:`probes.cv.pipeline_for` caps it per fold."""
+    probe: BaseEstimator
     if kind == "logistic":
         probe = LogisticProbe(Cs=Cs, inner_folds=inner_folds, class_weight=class_weight, random_state=seed)
     elif kind == "mass_mean":
         probe = MassMeanProbe(inner_folds=inner_folds, random_state=seed)
+    elif kind == "mlp":
+        from probes.mlp import MLPProbe
+
+        probe = MLPProbe(inner_folds=inner_folds, random_state=seed)
     else:
-        raise ValueError(f"unknown probe {kind!r}; choose 'logistic' or 'mass_mean'")
+        raise ValueError(f"unknown probe {kind!r}; choose 'logistic', 'mass_mean' or 'mlp'")
     steps = [("scale", StandardScaler())]
     if pca:
         steps.append(("pca", PCA(n_components=int(pca), random_state=seed)))

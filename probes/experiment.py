@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from probes.backend import Backend
-from probes.config import PROBES, SCHEMA_VERSION, TRANSFER_BY
+from probes.config import ALL_PROBES, PROBES, SCHEMA_VERSION, TRANSFER_BY
 from probes.data import ProbeData, ProbeError, check_folds
 from probes.estimators import DEFAULT_CS
 
@@ -304,7 +304,8 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                  permutations: int = 100, n_boot: int = 1000, transfer: bool = True,
                  transfer_layer: int | None = None, directions: bool = True, Cs: tuple[float, ...] = DEFAULT_CS,
                  solver: str = "torch", device: str = "cpu", log: Any = None,
-                 control_repeats: int | None = None, steer_holdout: float = 0.0) -> tuple[dict, dict]:
+                 control_repeats: int | None = None, steer_holdout: float = 0.0, mlp: dict[str, Any] | None = None,
+                 paper_table: bool = False) -> tuple[dict, dict]:
     """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
     ``directions`` maps layer -> :func:`probes.direction_fit.fit_directions` result (empty if disabled).
     ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
@@ -318,9 +319,15 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
         permutations = int(control_repeats)
     log = log or (lambda *_: None)
     for pk in probes:
-        if pk not in PROBES:
-            raise ProbeError(f"unknown probe {pk!r}; choose from {PROBES}")
+        if pk not in ALL_PROBES:
+            raise ProbeError(f"unknown probe {pk!r}; choose from {ALL_PROBES}")
     be = Backend(solver, device, pca, inner_folds, tuple(Cs), seed)
+    mlp_be: Any = None
+    if "mlp" in probes:  # the MLP probe (probes.mlp_cv): same folds, baselines and controls; settings in mlp
+        from probes.mlp_cv import MLPBackend
+
+        be = mlp_be = MLPBackend(be, **(mlp or {}))
+        log(mlp_be.describe(permutations))
     y, names = data.y, data.class_names
     groups = data.groups(group)
     qgroups = data.groups("question")
@@ -368,6 +375,13 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
         "solver": {"name": solver, "device": be.device},
         "timing": timing,
     }
+    if mlp_be is not None:
+        results["mlp"] = mlp_be.settings()
+    if paper_table:  # the paper's Tables 5-7 layout (probes.paper_table), from these folds and predictions
+        from probes.paper_table import paper_section
+
+        results["paper_table"] = paper_section(data, per_layer, fold_ids, be=be, probes=S.probes, folds=folds,
+                                               group=group, seed=seed, log=log)
     return jsonable(results), dirs
 
 

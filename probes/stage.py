@@ -104,7 +104,7 @@ def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
             seed=config.seed, pca=config.pca, n_directions=config.n_directions, permutations=config.permutations,
             n_boot=config.bootstrap, transfer=config.transfer, transfer_layer=config.transfer_layer,
             directions=config.directions, Cs=tuple(config.cs), solver=config.solver, device=config.device, log=log,
-            steer_holdout=config.steer_holdout)
+            steer_holdout=config.steer_holdout, mlp=config.mlp_settings(), paper_table=config.paper_table)
         prov = store_provenance(store)
     return results, dirs, prov
 
@@ -117,6 +117,10 @@ def _write_outputs(tmp: Path, config: ProbeConfig, results: dict, dirs: dict, pr
 
     write_json(tmp / RESULTS, results)
     plot_accuracy_vs_layer(results, tmp / "accuracy_vs_layer.png")
+    if results.get("paper_table"):
+        from probes.paper_table import write_paper_table
+
+        write_paper_table(tmp, results)
     if dirs:
         pk = "logistic" if "logistic" in results["probes"] else next(iter(results["probes"]))
         ch = [c for c in results["probes"][pk]["nested"]["chosen_layers_per_fold"] if c in dirs]

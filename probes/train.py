@@ -2,6 +2,7 @@
 their accuracy a meaning.
 
     python -m probes.train runs/demo/activations.h5 --target propagation --layers all --probe both --folds 5
+    python -m probes.train runs/demo/activations.h5 --probe logistic,mass_mean,mlp --paper-table
 
 Reads an activation store (``python -m activations.cache``) and writes a new directory (default
 ``<store dir>/probes/``; never overwritten; written to a temporary directory and renamed) with:
@@ -14,6 +15,15 @@ Reads an activation store (``python -m activations.cache``) and writes a new dir
   with its gain over the metadata baseline and a p-value; accuracy inside each strategy x position cell;
   leave-one-strategy-out transfer and train-on-one transfer; class balance; settings; provenance.
 * ``accuracy_vs_layer.png`` and ``directions.h5`` (:mod:`probes.directions`).
+* with ``--paper-table``: ``paper_table.csv`` and ``paper_table.md`` (:mod:`probes.paper_table`), every layer
+  of every probe for the paper's three tasks (3-class, binary bypass, binary faithful) in the layout of its
+  Tables 5-7: mean +/- std of the outer folds' accuracies, macro F1, per-fold accuracy, n. That is the
+  paper's estimand (a per-layer mean over folds, the best layer picked afterwards); the toolkit's headline
+  is the nested-CV accuracy (layer chosen inside each training split). The .md says which is which.
+
+``--probe mlp`` (or a set such as ``logistic,mass_mean,mlp``; ``both`` is logistic + mass_mean) adds a
+one-hidden-layer MLP probe (:mod:`probes.mlp`) inside the same folds, with the same baselines and controls;
+its shuffled-label control refits ``--mlp-permutations`` (20) of the permutations.
 
 Every fitted step is refitted inside each training fold; outer folds are ``StratifiedGroupKFold`` by
 question (the store's ``question_key``, else ``question_id``). ``--solver torch`` (default) fits all
@@ -31,7 +41,7 @@ import argparse
 import sys
 
 from loadbearing.cli import OneLineParser, run_cli
-from probes.config import PROBES, RESULTS, SOLVERS, TARGETS, ProbeConfig, parse_cs
+from probes.config import ALL_PROBES, RESULTS, SOLVERS, TARGETS, ProbeConfig, parse_cs, parse_floats, parse_ints
 from probes.data import ProbeError
 from probes.estimators import DEFAULT_CS
 from probes.experiment import steer_split, train_probes
@@ -51,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = p.add_argument_group("data (which rows, labels and features)")
     data.add_argument("--target", choices=TARGETS, default=d.target,
-                      help="propagation: C vs non-C (y=1 for C, from 'label'); three_class: A/B/C (from 'label3')")
+                      help="propagation: C vs non-C (y=1 for C, from 'label'); three_class: A/B/C (from 'label3'); "
+                           "bypass: A vs B or C (y=1 for A, from 'label3'; the paper's 'Binary bypass')")
     data.add_argument("--layers", default=d.layers, help="'all', a comma list '0,4,8' or ranges '4-8' of stored layers")
     data.add_argument("--position", default=d.position, help="which stored token position's hidden states to use")
     data.add_argument("--conditions", choices=("perturbed", "all"), default=d.conditions,
@@ -61,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="accept a store marked leaky (features from tokens after the edit): results are not valid")
 
     probe = p.add_argument_group("probes and cross-validation")
-    probe.add_argument("--probe", choices=(*PROBES, "both"), default=d.probe, help="probe type(s)")
+    probe.add_argument("--probe", default=d.probe,
+                       help=f"probe type: {', '.join(ALL_PROBES)}, both (= logistic,mass_mean) or a comma set such "
+                            "as logistic,mass_mean,mlp")
     probe.add_argument("--folds", type=int, default=d.folds, help="outer cross-validation folds (grouped by --group)")
     probe.add_argument("--inner-folds", type=int, default=d.inner_folds,
                        help="grouped inner folds inside each training split (logistic C; layer-selection score)")
@@ -81,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     ctrl.add_argument("--transfer-layer", type=int, default=None,
                       help="layer for the transfer checks (default: the layer nested CV chose most often)")
     ctrl.add_argument("--no-transfer", action="store_true", help="skip the transfer checks")
+
+    mlp = p.add_argument_group("the mlp probe (--probe mlp)")
+    mlp.add_argument("--mlp-hidden", default=",".join(str(h) for h in d.mlp_hidden),
+                     help="hidden sizes searched by the inner grouped CV")
+    mlp.add_argument("--mlp-weight-decay", default=",".join(f"{w:g}" for w in d.mlp_weight_decay),
+                     help="L2 weight decays searched by the inner grouped CV")
+    mlp.add_argument("--mlp-permutations", type=int, default=d.mlp_permutations,
+                     help="permutations of the mlp's shuffled-label control (each a full refit per fold; at most "
+                          "--permutations)")
+
+    paper = p.add_argument_group("the paper's layout")
+    paper.add_argument("--paper-table", action="store_true",
+                       help="also write paper_table.csv/.md: per layer and probe, the paper's three tasks in the layout "
+                            "of its Tables 5-7 (mean +/- std over the outer folds), beside the nested headline")
 
     dirs = p.add_argument_group("steering directions (directions.h5)")
     dirs.add_argument("--n-directions", type=int, default=d.n_directions, help="rows of the exported steering basis")
@@ -107,7 +134,9 @@ def config_from_args(argv: list[str] | None = None) -> ProbeConfig:
                       permutations=a.permutations, bootstrap=a.bootstrap, transfer_layer=a.transfer_layer,
                       transfer=not a.no_transfer, directions=not a.no_directions, steer_holdout=a.steer_holdout,
                       allow_incomplete=a.allow_incomplete, allow_leaky=a.allow_leaky, quiet=a.quiet,
-                      solver=a.solver, device=a.device,
+                      solver=a.solver, device=a.device, paper_table=a.paper_table,
+                      mlp_permutations=a.mlp_permutations, mlp_hidden=parse_ints(a.mlp_hidden, "--mlp-hidden"),
+                      mlp_weight_decay=parse_floats(a.mlp_weight_decay, "--mlp-weight-decay"),
                       command="python -m probes.train " + " ".join(str(x) for x in argv))
     cfg.validate()
     return cfg
