@@ -44,7 +44,7 @@ def test_study_on_a_paper_dataset_reaches_a_complete_report(name, tmp_path):
     assert manifest["settings"]["few_shot"] is True  # the embedded model: the benchmark's own exemplars
     skipped = json.loads((out / "stages.json").read_text())["skipped"] if (out / "stages.json").is_file() else {}
     report = (out / "report.md").read_text()
-    for st in REGISTRY.values():
+    for st in (s for s in REGISTRY.values() if s.default):  # the stages a study runs when --stages is not given
         done = st.is_complete(st.output(out))
         assert done or st.name in skipped, f"{st.name}: neither finished nor skipped with a reason"
         if st.name in skipped:
