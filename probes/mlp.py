@@ -49,7 +49,7 @@ class MLPProbe(ClassifierMixin, BaseEstimator):
 
     def __init__(self, hidden_sizes=HIDDEN_SIZES, weight_decays=WEIGHT_DECAYS, inner_folds: int = 3,
                  validation_fraction: float = VALIDATION_FRACTION, n_components: int | None = 128, max_iter: int = 300,
-                 patience: int = 20, learning_rate: float = 3e-2, tol: float = 1e-4, device: str = "cpu",
+                 patience: int = 10, learning_rate: float = 3e-2, tol: float = 1e-3, device: str = "cpu",
                  random_state: int = 0):
         self.hidden_sizes = hidden_sizes
         self.weight_decays = weight_decays

@@ -92,7 +92,7 @@ def _projection(X64: np.ndarray, rows: np.ndarray, n_components: int | None):
 
 
 def train_mlps(X, targets, train, val, stats, weight_decay, *, hidden: int, n_classes: int, max_iter: int = 300,
-               patience: int = 20, lr: float = 3e-2, tol: float = 1e-4, seed: int = 0, n_components: int | None = 128,
+               patience: int = 10, lr: float = 3e-2, tol: float = 1e-3, seed: int = 0, n_components: int | None = 128,
                device: str = "cpu") -> dict[str, np.ndarray]:
     """Train B one-hidden-layer MLPs (``hidden`` ReLU units, ``n_classes`` softmax outputs) on ``X`` [n, d].
 

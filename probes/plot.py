@@ -7,7 +7,7 @@ from pathlib import Path
 
 from loadbearing.files import atomic_write_bytes
 
-COLORS = {"logistic": "tab:blue", "mass_mean": "tab:orange"}
+COLORS = {"logistic": "tab:blue", "mass_mean": "tab:orange", "mlp": "tab:green"}
 
 
 def plot_accuracy_vs_layer(results: dict, path) -> Path:

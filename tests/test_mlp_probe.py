@@ -169,3 +169,13 @@ def test_cli_refuses_a_bad_probe_set_in_one_line(tmp_path, capsys):
     rc = main([str(tmp_path / "missing.h5"), "--probe", "logistic,svm", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("error: ") and "\n" not in err and "unknown --probe 'svm'" in err
+
+
+def test_mlp_transfer_checks_run(tmp_path):
+    path, _ = _store(tmp_path, "linear", q=30)
+    with open_store(path) as st:
+        data = load_probe_data(st)
+        res, _ = train_probes(data, probes=("mlp",), folds=3, mlp=MLP, n_boot=50, permutations=3, Cs=(1.0,),
+                              directions=False, transfer=True, transfer_layer=1)
+    t = res["transfer"]["mlp"]
+    assert t["layer"] == 1 and t["leave_one_strategy_out"] and set(t["by"]) == {"strategy", "edit_position"}
