@@ -7,9 +7,11 @@ and the benchmark call them without a store.
 * :func:`outer_folds` - ``StratifiedGroupKFold`` fold id per row (all rows of a question in one fold).
 * :func:`cross_val_predict_grouped` - fit a fresh pipeline on each training split (groups passed to the
   probe's inner CV), predict the held-out fold; records each fold's inner CV score.
-* :func:`score_predictions` - accuracy and balanced accuracy with Wilson intervals (rows) and a
-  question-clustered bootstrap interval (rows of a question are not independent), AUC for two classes.
-* :func:`permute_by_group` - the control's labels: whole questions' label vectors handed to other questions.
+* :func:`score_predictions` - accuracy and balanced accuracy with Wilson intervals (rows), the question-clustered
+  Korn-Graubard interval as the accuracy's lo/hi (rows of a question are not independent) and a question
+  bootstrap (``cluster_ci``, balanced accuracy too), AUC for two classes.
+* :func:`permute_by_group` - the control's labels: whole questions' label vectors exchanged between questions
+  with the same design (set of strategy x position x level cells).
 * :func:`nested_selection` - per outer fold, the layer whose *inner* CV score (computed on that fold's
   training split only) is best, scored on the held-out fold.
 * :func:`transfer_check` - train on rows with one strategy (or edit position) from the training questions,
@@ -24,7 +26,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
 
-from loadbearing.stats import cluster_sums_bootstrap, rate
+from loadbearing.stats import cluster_sums_bootstrap, clustered_rate, rate
 from probes.estimators import DEFAULT_CS, make_probe_pipeline
 
 
@@ -124,8 +126,9 @@ def score_predictions(y, pred, class_names, *, groups=None, decision=None, n_boo
         acc_ci, bal_ci = _cluster_boot(np.asarray(groups)[ok], y, correct, len(class_names), n_boot, seed, level)
         out["accuracy"]["cluster_ci"] = acc_ci
         out["balanced_accuracy"]["cluster_ci"] = bal_ci
-        if acc_ci[0] is not None:  # lead with the question-clustered interval (loadbearing.stats.Rate form)
-            out["accuracy"].update(lo=acc_ci[0], hi=acc_ci[1], method="cluster-bootstrap")
+        cr = clustered_rate(correct.tolist(), np.asarray(groups)[ok].astype(str).tolist())
+        if cr.lo is not None:  # lead with the question-clustered interval (loadbearing.stats.Rate form)
+            out["accuracy"].update(lo=cr.lo, hi=cr.hi, method=cr.method, few_clusters=cr.few_clusters)
         out["accuracy"]["n_questions"] = int(len(np.unique(np.asarray(groups)[ok].astype(str))))
     if decision is not None and len(class_names) == 2 and len(np.unique(y)) == 2:
         d = np.asarray(decision)[ok]
@@ -147,34 +150,49 @@ def majority_baseline(y, fold_ids, class_names, level: float = 0.95) -> dict:
     return out
 
 
-def permute_by_group(y, groups, rng: np.random.Generator) -> np.ndarray:
-    """Shuffled-label control: each question receives another question's labels.
+def permute_by_group(y, groups, rng: np.random.Generator, cells=None, info: dict | None = None) -> np.ndarray:
+    """Shuffled-label control: whole questions' label vectors exchanged between questions of the same design.
 
-    Questions are bucketed by row count and label vectors permuted among questions of equal size (exact
-    class counts preserved); questions with a unique size are pooled and receive a donor's labels shuffled
-    and resized to their row count. Within-question label structure is thus kept while any link between a
-    question's features and its labels is broken. With one row per group this is a plain permutation.
+    ``cells`` (one key per row, e.g. strategy x position x level; default one cell) define each question's
+    design: the sorted list of its rows' cells. Questions with the same design form a block and exchange
+    their label vectors within it, row for row in cell order, so every row keeps its metadata, each
+    question's labels stay together and the label-metadata link is kept (class counts exact). Questions
+    whose design no other question shares fall back to a row-level permutation within each cell across
+    those questions (the label-metadata link kept, within-question structure not). ``info``, when given, is
+    filled with the counts: ``n_questions``, ``n_blocks``, ``n_exchanged`` (questions in blocks of two or
+    more), ``n_fallback_questions``, ``n_fallback_rows``. With one row per question and no cells this is a
+    plain permutation.
     """
     y = np.asarray(y)
     groups = np.asarray(groups)
+    cell = np.zeros(len(y), dtype=np.int64) if cells is None else np.unique(np.asarray(cells).astype(str),
+                                                                           return_inverse=True)[1].reshape(-1)
     uniq, inv = np.unique(groups, return_inverse=True)
-    members = [np.flatnonzero(inv == i) for i in range(len(uniq))]
-    by_size: dict[int, list[int]] = {}
+    inv = np.asarray(inv).reshape(-1)
+    order = np.lexsort((np.arange(len(y)), cell, inv))  # rows by question, then cell, then position
+    bounds = np.flatnonzero(np.diff(inv[order])) + 1
+    members = np.split(order, bounds) if len(order) else []
+    blocks: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
-        by_size.setdefault(len(m), []).append(i)
+        blocks.setdefault(tuple(cell[m].tolist()), []).append(i)
     out = y.copy()
-    pool = []
-    for _size, gs in by_size.items():
-        if len(gs) < 2:
-            pool.extend(gs)
+    orphans: list[int] = []
+    for qs in blocks.values():
+        if len(qs) < 2:
+            orphans.extend(qs)
             continue
-        donors = rng.permutation(gs)
-        for r, dnr in zip(gs, donors):
-            out[members[r]] = rng.permutation(y[members[dnr]])
-    if len(pool) >= 2:
-        donors = rng.permutation(pool)
-        for r, dnr in zip(pool, donors):
-            out[members[r]] = np.resize(rng.permutation(y[members[dnr]]), len(members[r]))
+        for r, dnr in zip(qs, rng.permutation(qs)):
+            out[members[r]] = y[members[dnr]]
+    rows = np.concatenate([members[i] for i in orphans]) if orphans else np.zeros(0, dtype=np.int64)
+    if len(orphans) >= 2:
+        for c in np.unique(cell[rows]):
+            rc = rows[cell[rows] == c]
+            out[rc] = y[rng.permutation(rc)]
+    if info is not None:
+        info.update(n_questions=len(members), n_blocks=sum(1 for qs in blocks.values() if len(qs) >= 2),
+                    n_exchanged=len(members) - len(orphans), n_fallback_questions=len(orphans) if len(orphans) >= 2
+                    else 0, n_fallback_rows=int(len(rows)) if len(orphans) >= 2 else 0,
+                    n_fixed_questions=1 if len(orphans) == 1 else 0)
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,21 +21,7 @@ from probes.backend import Backend
 from probes.config import ALL_PROBES, PROBES, SCHEMA_VERSION, TRANSFER_BY
 from probes.data import ProbeData, ProbeError, check_folds
 from probes.estimators import DEFAULT_CS
-
-
-def jsonable(o: Any) -> Any:
-    """``o`` with numpy values as Python ones, tuples as lists, keys as strings and non-finite floats as None."""
-    if isinstance(o, dict):
-        return {str(k): jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return [jsonable(v) for v in o.tolist()]
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not np.isfinite(o):
-        return None
-    return o
+from probes.sections import data_section, directions_section, headline, jsonable
 
 
 def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, Any] | None:
@@ -63,6 +49,14 @@ class _Study:
     boot: dict[str, int]
     meta: dict[str, Any]  # the metadata-only baseline's held-out predictions
     meta_correct: np.ndarray
+    splits: Any = None  # inner splits of every permuted label vector (probes.permuted.inner_masks)
+    meta_perm_correct: np.ndarray | None = None  # [P, F] the metadata baseline refitted on each permutation
+    steer_fold_ids: np.ndarray | None = None  # folds over the direction-fitting questions (probes.steer_layer)
+    steer_scores: dict = field(default_factory=dict)  # layer -> C-vs-non-C accuracy over the fit questions
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.bincount(self.fold_ids, minlength=self.folds)
 
     @property
     def y(self) -> np.ndarray:
@@ -93,23 +87,20 @@ def _direction_rows(data: ProbeData, directions: bool, steer_holdout: float, see
     return split, fit_rows
 
 
-def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict) -> tuple[np.ndarray, dict]:
-    """The shuffled-label control of one probe at one layer: ``(correct counts [P, F], summary)``."""
-    from probes.controls import CONTROL_METHOD, null_summary, permutation_p
+def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict
+             ) -> tuple[tuple[np.ndarray, np.ndarray | None], dict]:
+    """The shuffled-label control of one probe at one layer: ``((correct [P, F], inner [P, F] or None), summary)``."""
+    from probes.controls import CONTROL_METHOD, control_cs, fold_accuracy, layer_control, null_summary, permutation_p
 
-    folds = S.folds
-    if len(S.Yp):
-        pc = S.be.permutations(pk, X, S.Yp, S.fold_ids, run.get("C_per_fold", [None] * folds))
-        sizes = np.bincount(S.fold_ids, minlength=folds)
-        n_sc = ((pc >= 0) * sizes[None, :]).sum(1)
-        accs = np.where(n_sc > 0, np.where(pc < 0, 0, pc).sum(1) / np.maximum(n_sc, 1), np.nan)
-    else:
-        pc = np.zeros((0, folds), dtype=np.int64)
-        accs = np.zeros(0)
+    pc, inner = layer_control(S.be, pk, X, S.Yp, S.groups, S.fold_ids, S.splits,
+                              run.get("C_per_fold", [None] * S.folds))
+    accs = fold_accuracy(pc, S.sizes) if len(pc) else np.zeros(0)
     ctrl = {"accuracy": null_summary(accs), "n_permutations": int(len(accs)),
+            **({"Cs": control_cs(S.be.Cs, run.get("C_per_fold", []))} if pk == "logistic" else {}),
             "accuracy_per_permutation": accs, "p_value": permutation_p(real["accuracy"]["rate"], accs),
-            "method": CONTROL_METHOD}
-    return pc, ctrl
+            "method": CONTROL_METHOD if inner is not None else
+            "the probe's own refits of the first permutations (its hyperparameters fixed at the real labels' choice)"}
+    return (pc, inner), ctrl
 
 
 def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict:
@@ -129,7 +120,7 @@ def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds:
     }
 
 
-def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, np.ndarray]:
+def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, Any]:
     """CV, control and gain of probe ``pk`` at layer ``L``: ``(CV run, layer entry, permutation counts)``."""
     from probes.cv import score_predictions
 
@@ -152,9 +143,11 @@ def _layer_message(rows_out: dict[str, list]) -> str:
     return "  ".join(one(pk, e[-1]) for pk, e in rows_out.items())
 
 
-def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm_correct: list[np.ndarray]) -> dict[str, Any]:
-    """The headline of probe ``pk``: nested layer selection, its control, within-cell accuracy, best layer."""
-    from probes.controls import max_over_layers_null, permutation_p
+def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm: list[tuple[np.ndarray, Any]]) -> dict[str, Any]:
+    """The headline of probe ``pk``: nested layer selection, its control and the gain's p-value (the same
+    selection on every permutation's inner scores, against the metadata baseline refitted on it), within-cell
+    accuracy, best layer."""
+    from probes.controls import fold_accuracy, gain_null, max_over_layers_null, nested_null, permutation_p
     from probes.cv import nested_selection, score_predictions
     from probes.validity import within_cell
 
@@ -165,17 +158,31 @@ def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm_correct:
     counts = {str(L): nest["chosen_layers"].count(L) for L in sorted(set(nest["chosen_layers"]))}
     ok = nest["pred"] >= 0
     nested_gain = S.gain(nest["pred"])
-    pcs = np.stack(perm_correct) if perm_correct and len(S.Yp) else None
-    null = max_over_layers_null(pcs, int(ok.sum())) if pcs is not None else np.zeros(0)
-    cells = within_cell(y, nest["pred"], S.fold_ids, data.meta["strategy"], data.meta["edit_position"], qgroups)
+    exact = bool(perm) and all(i is not None for _, i in perm) and len(perm[0][0]) > 0
+    null, gnull = np.zeros(0), np.zeros(0)
+    if exact:
+        nc = nested_null(np.stack([c for c, _ in perm]), np.stack([i for _, i in perm]))  # [P, F]
+        null = fold_accuracy(nc, S.sizes)
+        if S.meta_perm_correct is not None:
+            gnull = gain_null(nc, S.meta_perm_correct[: len(nc)], S.sizes)
+    elif perm and len(perm[0][0]):
+        null = max_over_layers_null(np.stack([c for c, _ in perm]), int(ok.sum()))
+    lv = next((c for c in ("difficulty", "level") if c in data.meta.columns), None)
+    cells = within_cell(y, nest["pred"], S.fold_ids, data.meta["strategy"], data.meta["edit_position"], qgroups,
+                        level=None if lv is None else data.meta[lv])
     return {
         "layers": rows,
         "nested": {
             **nscore,
             "gain_over_metadata": nested_gain,
             "control_p_value": permutation_p(nscore["accuracy"]["rate"], null),
-            "control_p_value_method": "against the per-permutation accuracy of the best layer on each held-out "
-                                      "fold (an upper bound on any layer-selection rule): conservative",
+            "control_p_value_method": ("the same nested layer selection on each permutation's inner scores" if exact
+                                       else "against the per-permutation accuracy of the best layer on each held-out "
+                                            "fold (an upper bound on any layer-selection rule): conservative"),
+            "gain_p_value": permutation_p(nested_gain["value"], gnull),
+            "gain_p_value_method": "nested probe minus the metadata baseline, both refitted on each permutation; "
+                                   "one-sided (gain >= real)",
+            "null_gain_mean": float(np.nanmean(gnull)) if len(gnull) else None,
             "chosen_layers_per_fold": nest["chosen_layers"],
             "chosen_layer_counts": counts,
             "fallback_folds": nest["fallback_folds"],
@@ -233,39 +240,6 @@ def _transfer(S: _Study, probes_out: dict, per_layer: dict, transfer_layer: int 
     return out
 
 
-def _data_section(S: _Study) -> dict[str, Any]:
-    data, y, names = S.data, S.y, S.names
-    fold_counts = [{names[i]: int(np.sum((S.fold_ids == k) & (y == i))) for i in range(len(names))}
-                   for k in range(S.folds)]
-    breakdown = {}
-    for b in TRANSFER_BY + ("dataset", "task", "condition"):
-        vals = [("(none)" if v is None else str(v)) for v in data.meta[b]]
-        breakdown[b] = {v: {names[i]: int(sum(1 for a, yy in zip(vals, y) if a == v and yy == i))
-                            for i in range(len(names))} for v in sorted(set(vals))}
-    return {"n_rows": data.n, "n_questions": int(len(np.unique(S.qgroups))), "group_key": data.group_key,
-            "class_names": names, "class_counts": data.class_counts(), "per_fold_class_counts": fold_counts,
-            "breakdown": breakdown, "notes": data.notes}
-
-
-def _headline(probes_out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    keys = ("accuracy", "balanced_accuracy", "gain_over_metadata", "control_p_value", "chosen_layer_counts")
-    out = {}
-    for pk, p in probes_out.items():
-        n = p["nested"]
-        out[pk] = {k: (n[k]["value"] if k == "balanced_accuracy" else n[k]) for k in keys}
-    return out
-
-
-def _directions_section(dirs: dict, split: dict[str, Any] | None, steer_holdout: float) -> dict[str, Any] | None:
-    if not dirs:
-        return None
-    fitted_on = (f"labelled rows of the questions outside the held-out fraction {steer_holdout}: for steering on the "
-                 "held-out questions, not scored") if split else \
-        "all labelled rows (no held-out split): for steering, not scored"
-    return {"file": "directions.h5", "layers": sorted(dirs), "target": "C vs non-C", "fitted_on": fitted_on,
-            "question_split": split}
-
-
 def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_kw: dict[str, Any], log: Any,
                 timing: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
     """Every layer once: each probe's CV, control and gain, and the layer's directions.
@@ -291,6 +265,10 @@ def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_
             t2 = time.perf_counter()
             dirs[L] = fit_directions(X[fit_rows], data.y_c[fit_rows], S.qgroups[fit_rows], device=S.be.device,
                                      **direction_kw)
+            if S.steer_fold_ids is not None:  # the default steering layer, without the held-out questions
+                from probes.steer_layer import layer_score
+
+                S.steer_scores[L] = layer_score(S.be, X, data.y_c, S.groups, fit_rows, S.steer_fold_ids)
             tl["directions_s"] = time.perf_counter() - t2
         tl["total_s"] = time.perf_counter() - t0
         timing["layers"][str(L)] = tl
@@ -311,9 +289,9 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
     questions outside a seeded held-out fraction (:func:`steer_split`), recorded for the steering stage; the
     cross-validated scores always use every question."""
+    from probes.baseline import design_cells, study_baselines
     from probes.controls import CONTROL_METHOD, question_permutations
     from probes.cv import majority_baseline, outer_folds, score_predictions
-    from probes.validity import metadata_baseline
 
     if control_repeats is not None:
         permutations = int(control_repeats)
@@ -334,14 +312,22 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     split, fit_rows = _direction_rows(data, directions, steer_holdout, seed)
     check_folds(y, groups, folds, names)
     fold_ids = outer_folds(y, groups, folds, seed)
-    Yp = question_permutations(y, qgroups, permutations, seed + 1)
+    Yp, scheme = question_permutations(y, qgroups, permutations, seed + 1, cells=design_cells(data.meta),
+                                       with_info=True)
     boot = {"n_boot": n_boot, "seed": seed}
-    # metadata-only baseline, once (it sees no activations): same folds, same grouped inner CV for its C
+    # metadata-only baseline (no activations): same folds, candidates chosen by the same grouped inner CV, on
+    # the real labels and refitted on every permutation (the gain's null)
     t0 = time.perf_counter()
-    meta = metadata_baseline(data.meta, y, groups, fold_ids, Cs=Cs, inner_folds=inner_folds, seed=seed)
+    meta, meta_perm, splits = study_baselines(data.meta, y, Yp, groups, fold_ids, inner_folds=inner_folds, seed=seed,
+                                              Cs=tuple(Cs))
     meta_scores = score_predictions(y, meta["pred"], names, groups=qgroups, **boot)
     S = _Study(data=data, probes=tuple(probes), folds=folds, be=be, groups=groups, qgroups=qgroups,
-               fold_ids=fold_ids, Yp=Yp, boot=boot, meta=meta, meta_correct=meta["pred"] == y)
+               fold_ids=fold_ids, Yp=Yp, boot=boot, meta=meta, meta_correct=meta["pred"] == y, splits=splits,
+               meta_perm_correct=meta_perm)
+    if directions and split:
+        from probes.steer_layer import steer_folds
+
+        S.steer_fold_ids = steer_folds(data.y_c, groups, fit_rows, folds, seed)
     timing: dict[str, Any] = {"metadata_baseline_s": time.perf_counter() - t0, "layers": {}}
     t_all = time.perf_counter()
     direction_kw = {"n_directions": n_directions, "pca": pca, "seed": seed, "inner_folds": inner_folds, "Cs": Cs,
@@ -351,27 +337,29 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     maj = majority_baseline(y, fold_ids, names)
     probes_out = {pk: _nested(S, pk, per_layer[pk], rows_out[pk], perm_correct[pk]) for pk in S.probes}
     transfer_out = _transfer(S, probes_out, per_layer, transfer_layer, timing) if transfer else {}
-    data_section = _data_section(S)
-    headline = _headline(probes_out)
+    data_sec = data_section(data, qgroups, fold_ids, folds)
+    head = headline(probes_out)
     timing["total_s"] = time.perf_counter() - t_all
     results = {
         "schema_version": SCHEMA_VERSION,
         "kind": "probes",
-        "headline": headline,
+        "headline": head,
         "headline_note": "nested cross-validation (layer selected on inner folds of each outer training split, "
                          "scored on the held-out fold); read it as the gain over the metadata-only baseline",
-        "data": data_section,
+        "data": data_sec,
         "majority_baseline": maj,
-        "metadata_baseline": {**meta_scores, "features": meta["features"], "C_per_fold": meta["C_per_fold"],
-                              "note": meta["note"],
-                              "method": "one-hot metadata (no activations) -> LogisticProbe, same outer folds, "
-                                        "C by the same grouped inner CV"},
+        "metadata_baseline": {**meta_scores, **{k: v for k, v in meta.items() if k != "pred"},
+                              "method": "per outer fold the better, by inner grouped CV on the training split, of "
+                                        "one-hot metadata -> L2 logistic (C by the same inner CV) and a smoothed "
+                                        "strategy x position x level lookup table (no activations)"},
         "control_method": CONTROL_METHOD,
-        "intervals_note": "accuracy lo/hi (method cluster-bootstrap) resample questions; wilson/exact treat rows as "
-                          "independent (too narrow when a question has several rows)",
+        "control_scheme": scheme,
+        "intervals_note": "accuracy lo/hi (method korn-graubard) are question-clustered; wilson/exact treat rows as "
+                          "independent (too narrow when a question has several rows); gains are question-clustered "
+                          "paired intervals",
         "probes": probes_out,
         "transfer": transfer_out,
-        "directions": _directions_section(dirs, split, steer_holdout),
+        "directions": directions_section(dirs, split, steer_holdout, S.steer_scores),
         "solver": {"name": solver, "device": be.device},
         "timing": timing,
     }

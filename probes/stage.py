@@ -125,9 +125,13 @@ def _write_outputs(tmp: Path, config: ProbeConfig, results: dict, dirs: dict, pr
         pk = "logistic" if "logistic" in results["probes"] else next(iter(results["probes"]))
         ch = [c for c in results["probes"][pk]["nested"]["chosen_layers_per_fold"] if c in dirs]
         sel = max(sorted(set(ch)), key=ch.count) if ch else None
+        how = f"modal nested-CV layer choice of the {pk} probe over the outer folds"
+        dsec = results.get("directions") or {}
+        if dsec.get("selected_layer") in dirs:  # chosen without the held-out steering questions (--steer-holdout)
+            sel, how = dsec["selected_layer"], dsec["selected_layer_method"]
         write_directions(tmp / "directions.h5", dirs, target=config.target, position=config.position,
                          store=prov, n_directions=config.n_directions, selected_layer=sel,
-                         selected_layer_method=f"modal nested-CV layer choice of the {pk} probe over the outer folds",
+                         selected_layer_method=how,
                          question_split=(results.get("directions") or {}).get("question_split"))
 
 

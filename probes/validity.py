@@ -5,11 +5,12 @@ clustered interval, accuracy inside each strategy x position cell, and transfer 
     meta = metadata_baseline(data.meta, y, groups, fold_ids, Cs=(0.01, 1, 100))   # same outer folds
     gain = paired_gain(probe_pred == y, meta["pred"] == y, questions)             # question bootstrap
 
-The metadata baseline sees no activations: one-hot strategy, edit position, edited line index, number of
-reasoning lines and task/level (whichever the store has, with at least two values), in a scikit-learn
-``Pipeline(OneHotEncoder, LogisticProbe)`` fitted inside each outer training fold, its C chosen by the same
-grouped inner CV as the probe. A probe that only re-reads the design (which strategy and line were edited)
-scores as well as this baseline; the headline is the probe's gain over it.
+The metadata baseline sees no activations: per outer fold the better (by inner CV on the training split) of a
+one-hot logistic model (strategy, edit position, edited line index, number of reasoning lines, task/level:
+whichever the store has with at least two values; C by the same grouped inner CV as the probe) and a smoothed
+lookup table of the strategy x position x level cells (:mod:`probes.baseline`). A probe that only re-reads the
+design (which strategy and line were edited) scores as well as this baseline; the headline is the probe's
+gain over it.
 """
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from loadbearing.stats import cluster_sums_bootstrap
 
 # candidate row columns per metadata feature (first present wins); the activations store writes these
 META_FEATURES: dict[str, tuple[str, ...]] = {
@@ -54,80 +53,85 @@ def metadata_features(meta: Any) -> tuple[np.ndarray, list[str]]:
 
 
 def metadata_baseline(meta: Any, y: np.ndarray, groups: np.ndarray, fold_ids: np.ndarray, *,
-                      Cs: Sequence[float], inner_folds: int = 3, seed: int = 0) -> dict[str, Any]:
-    """Held-out predictions of the metadata-only pipeline over the outer folds (``pred`` -1 where unscored).
-
-    With no usable metadata column it predicts the training fold's majority class (recorded in ``note``)."""
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import OneHotEncoder
-
-    from probes.estimators import LogisticProbe
+                      Cs: Sequence[float], inner_folds: int = 3, seed: int = 0, device: str = "cpu") -> dict[str, Any]:
+    """Held-out predictions of the metadata-only baseline over the outer folds (``pred`` -1 where unscored): per
+    fold the better of the one-hot logistic model and the smoothed cell lookup, by inner CV on the training
+    split (:func:`probes.baseline.metadata_predictions`). ``chosen_per_fold`` says which won."""
+    from probes.baseline import metadata_predictions
+    from probes.permuted import inner_masks
 
     y = np.asarray(y)
-    F, used = metadata_features(meta)
-    pred = np.full(len(y), -1, dtype=np.int64)
-    Cs_chosen: list[float | None] = []
-    for k in range(int(fold_ids.max()) + 1):
-        tr, te = fold_ids != k, fold_ids == k
-        if not te.any():
-            Cs_chosen.append(None)
-            continue
-        if not used or len(np.unique(y[tr])) < 2:
-            pred[te] = int(np.argmax(np.bincount(y[tr], minlength=int(y.max()) + 1)))
-            Cs_chosen.append(None)
-            continue
-        pipe = Pipeline([("onehot", OneHotEncoder(handle_unknown="ignore", sparse_output=False)),
-                         ("probe", LogisticProbe(Cs=tuple(Cs), inner_folds=inner_folds, random_state=seed))])
-        pipe.fit(F[tr], y[tr], probe__groups=np.asarray(groups)[tr])
-        pred[te] = pipe.predict(F[te])
-        Cs_chosen.append(float(pipe.named_steps["probe"].C_))
-    return {"pred": pred, "features": used, "C_per_fold": Cs_chosen,
-            "note": ("" if used else "no metadata column with two or more values: the baseline is the "
+    Y = y[None]
+    r = metadata_predictions(meta, Y, fold_ids, inner_masks(Y, np.asarray(groups), fold_ids, inner_folds, seed),
+                             Cs=tuple(Cs), device=device)
+    return baseline_entry(r, 0)
+
+
+def baseline_entry(r: dict[str, Any], p: int) -> dict[str, Any]:
+    """Row ``p`` of a :func:`probes.baseline.metadata_predictions` result in the shape results.json records."""
+    chosen = [str(c) or None for c in r["chosen"][p]]
+    counts = {c: chosen.count(c) for c in ("logistic", "lookup") if c in chosen}
+    return {"pred": r["pred"][p], "features": r["features"], "cells": r["cells"],
+            "C_per_fold": [None if (c != "logistic" or not np.isfinite(v)) else float(v)
+                           for c, v in zip(chosen, r["C"][p])],
+            "chosen_per_fold": chosen, "chosen_counts": counts,
+            "inner_score_per_fold": {"logistic": r["inner_logistic"][p].tolist(),
+                                     "lookup": r["inner_lookup"][p].tolist()},
+            "note": ("" if r["features"] else "no metadata column with two or more values: the baseline is the "
                      "training-fold majority class")}
 
 
-def paired_gain(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, *, n_boot: int = 1000,
+def paired_gain(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, *, n_boot: int = 0,
                 seed: int = 0, level: float = 0.95, scored: np.ndarray | None = None) -> dict[str, Any]:
-    """Accuracy of A minus accuracy of B on the same rows, with a percentile bootstrap over questions of the
-    per-row correctness difference (rows of one question resampled together)."""
+    """Accuracy of A minus accuracy of B on the same rows, with the question-clustered paired interval of
+    :func:`loadbearing.stats.paired_interval` (MOVER on the two Korn-Graubard intervals; rows of a question
+    are one unit). ``n_boot`` / ``seed`` are accepted for old callers and unused."""
+    from loadbearing.stats import paired_interval
+
+    del seed
     a = np.asarray(correct_a, dtype=float)
     b = np.asarray(correct_b, dtype=float)
     ok = np.ones(len(a), bool) if scored is None else np.asarray(scored, bool)
     a, b, g = a[ok], b[ok], np.asarray(groups)[ok]
     out: dict[str, Any] = {"value": None, "lo": None, "hi": None, "n_rows": int(len(a)), "n_questions": 0,
-                           "method": "paired cluster bootstrap over questions", "n_boot": int(n_boot)}
+                           "method": "question-clustered paired interval (MOVER on Korn-Graubard)",
+                           "n_boot": int(n_boot)}
     if not len(a):
         return out
-    gs = g.astype(str)
-    d = a - b
-    out["n_questions"] = int(len(np.unique(gs)))
-    out["value"] = float(d.sum() / len(d))
-    ci = cluster_sums_bootstrap(gs, np.stack([d, np.ones(len(d))], axis=1), lambda s: [s[:, 0] / s[:, 1]],
-                                n_boot=n_boot, seed=seed, level=level)
-    if ci is not None:
-        out["lo"], out["hi"] = ci[0]
+    _, gi = np.unique(g.astype(str), return_inverse=True)
+    gi = np.asarray(gi).reshape(-1)
+    K = int(gi.max()) + 1
+    out["n_questions"] = K
+    out["value"] = float((a - b).sum() / len(a))
+    if K >= 2:
+        sums = [np.bincount(gi, weights=w, minlength=K) for w in (a, b, np.ones(len(a)), (a != b).astype(float))]
+        _, lo, hi = paired_interval(sums[0], sums[1], sums[2], sums[3], level)
+        out["lo"], out["hi"] = float(lo[0]), float(hi[0])
     return out
 
 
 def within_cell(y: np.ndarray, pred: np.ndarray, fold_ids: np.ndarray, strategy: Sequence[Any],
-                position: Sequence[Any], groups: np.ndarray) -> dict[str, Any]:
-    """Inside each strategy x position cell: the probe's held-out accuracy against the cell's majority class
-    (the majority of that cell's rows in each training fold, predicted on the cell's held-out rows; the
-    fold's overall majority where the cell has no training rows). ``pooled`` sums over cells: the probe's
-    gain over a per-cell lookup table."""
+                position: Sequence[Any], groups: np.ndarray, level: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Inside each strategy x position (x level, when given with two or more values) cell: the probe's held-out
+    accuracy against the cell's lookup table, the smoothed majority of the cell's training-fold rows
+    (:func:`probes.baseline.cell_lookup`: a small cell leans on its strategy x position parent, an empty one
+    is its parent). ``pooled`` sums over cells: the probe's gain over a per-cell lookup table."""
+    from probes.baseline import cell_lookup
+
     y = np.asarray(y)
     pred = np.asarray(pred)
-    cells = np.array([f"{as_str(s)} x {as_str(p)}" for s, p in zip(strategy, position)], dtype=object)
+    coarse = np.array([f"{as_str(s)} x {as_str(p)}" for s, p in zip(strategy, position)], dtype=object)
+    lv = None if level is None else np.array([as_str(v) for v in level], dtype=object)
+    cells = coarse if lv is None or len(set(lv)) < 2 else np.array([f"{c} x {v}" for c, v in zip(coarse, lv)],
+                                                                    dtype=object)
     K = int(y.max()) + 1
     base = np.full(len(y), -1, dtype=np.int64)
     for k in range(int(fold_ids.max()) + 1):
         tr, te = fold_ids != k, fold_ids == k
-        overall = int(np.argmax(np.bincount(y[tr], minlength=K))) if tr.any() else 0
-        for c in np.unique(cells[te]):
-            m_tr = tr & (cells == c)
-            base[te & (cells == c)] = int(np.argmax(np.bincount(y[m_tr], minlength=K))) if m_tr.any() else overall
+        if tr.any() and te.any():
+            base[te] = cell_lookup(cells, coarse, y, tr, K)[te]
     ok = pred >= 0
-    out: dict[str, Any] = {"cells": {}}
+    out: dict[str, Any] = {"cells": {}, "smoothing": "cell counts + 2 pseudo-rows of the strategy x position parent"}
     for c in sorted(set(cells)):
         m = (cells == c) & ok
         n = int(m.sum())

@@ -317,6 +317,11 @@ def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
     assert held | fit == {str(x) for x in qs}  # the stored question keys, not group codes
     assert abs(len(held) - q / 2) <= 1
     assert res["directions"]["question_split"]["held_out"] == sorted(held)
+    # the default steering layer is chosen on the fit questions only (the signal is at layer 1)
+    assert res["directions"]["selected_layer"] == 1 and set(res["directions"]["layer_scores"]) == {"0", "1"}
+    from probes import read_directions
+
+    assert read_directions(tmp_path / "probes").selected_layer == 1
     # bad fractions are refused in one line before any work
     assert main([str(p), "--steer-holdout", "1.5", "--output", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()

@@ -140,7 +140,7 @@ def test_metadata_baseline_and_gain_and_cells():
     mb = metadata_baseline(meta, y, g, f, Cs=(0.1, 1.0, 10.0))
     assert np.mean(mb["pred"] == y) > 0.85
     gain = paired_gain(mb["pred"] == y, mb["pred"] == y, g, n_boot=200)
-    assert gain["value"] == 0 and gain["lo"] == 0 and gain["n_questions"] == n // 3
+    assert gain["value"] == 0 and gain["lo"] < 0 < gain["hi"] < 0.06 and gain["n_questions"] == n // 3
     better = paired_gain(np.ones(n, bool), mb["pred"] == y, g, n_boot=200)
     assert better["value"] > 0 and better["lo"] > 0
     wc = within_cell(y, mb["pred"], f, strat, pos, g)
@@ -163,3 +163,77 @@ def test_leave_one_out_transfer_never_trains_on_held_out_value():
     assert [r["value"] for r in res] == ["a", "b", "c"]
     for tr_vals, te_vals, overlap in seen:
         assert not overlap and not (tr_vals & te_vals)
+
+
+def test_permuted_refits_choose_C_like_the_real_fit():
+    from probes.permuted import cv_many, fold_correct, inner_masks
+
+    X, y = _data(n=160, d=10, seed=5)
+    g = np.arange(len(y)) // 4
+    f = outer_folds(y, g, 4, 0)
+    Cs = (0.01, 0.1, 1.0, 10.0)
+    Yp = np.vstack([y[None], question_permutations(y, g, 2, seed=1)])
+    sp = inner_masks(Yp, g, f, 3, 0)
+    for kind in ("logistic", "mass_mean"):
+        real = cv_predict(kind, X, y, g, f, Cs=Cs, inner_folds=3, seed=0)
+        many = cv_many(kind, X, Yp, f, sp, Cs=Cs)
+        assert np.array_equal(many["pred"][0], real["pred"])  # row 0 = the real labels: the very same fit
+        assert np.allclose(many["inner"][0], real["inner_score"], equal_nan=True)
+        for p in (1, 2):  # each permutation is cross-validated as the real labels are (its own C)
+            ref = cv_predict(kind, X, Yp[p], g, f, Cs=Cs, inner_folds=3, seed=0)
+            assert np.array_equal(many["pred"][p], ref["pred"])
+        c = fold_correct(many["pred"], Yp, f)
+        assert c.shape == (3, 4) and (c >= 0).all()
+
+
+def test_nested_and_gain_nulls_follow_the_real_rules():
+    from probes.controls import fold_accuracy, gain_null, nested_null
+
+    correct = np.array([[[3, 4]], [[5, -1]]])  # [L=2, P=1, F=2]; layer 1 skipped fold 1
+    inner = np.array([[[0.6, 0.7]], [[0.8, np.nan]]])
+    nc = nested_null(correct, inner)
+    assert nc.tolist() == [[5, 4]]  # fold 0: layer 1 (better inner score); fold 1: layer 0 (layer 1 has none)
+    sizes = np.array([10, 10])
+    assert fold_accuracy(np.array([[5, -1]]), sizes)[0] == pytest.approx(0.5)  # a skipped fold leaves both sides
+    assert gain_null(np.array([[5, 4]]), np.array([[4, -1]]), sizes)[0] == pytest.approx(0.1)
+
+
+def test_lookup_table_is_a_baseline_candidate():
+    import pandas as pd
+
+    from probes.validity import metadata_baseline
+
+    rng = np.random.default_rng(3)
+    n = 360
+    strat = rng.choice(["a", "b"], n)
+    pos = rng.choice(["early", "late"], n)
+    y = ((strat == "a") ^ (pos == "late")).astype(int)  # an interaction: one-hot logistic cannot fit it
+    flip = rng.random(n) < 0.05
+    y = np.where(flip, 1 - y, y)
+    meta = pd.DataFrame({"strategy": strat, "edit_position": pos})
+    g = np.arange(n) // 3
+    f = outer_folds(y, g, 5, 0)
+    mb = metadata_baseline(meta, y, g, f, Cs=(0.1, 1.0, 10.0))
+    assert mb["chosen_counts"] == {"lookup": 5} and np.mean(mb["pred"] == y) > 0.9
+    wc = within_cell(y, mb["pred"], f, strat, pos, g)
+    assert wc["pooled"]["cell_majority"] == pytest.approx(np.mean(mb["pred"] == y))
+
+
+def test_question_exchange_keeps_the_design_and_falls_back_within_cells():
+    from probes.cv import permute_by_group
+
+    rng = np.random.default_rng(0)
+    cells_q = [("a", "b")] * 20 + [("a", "b", "c")] * 10 + [("c",), ("b", "c")]  # the last two: unique designs
+    g = np.concatenate([[i] * len(c) for i, c in enumerate(cells_q)])
+    cells = np.concatenate([list(c) for c in cells_q])
+    y = rng.integers(0, 2, len(g))
+    info: dict = {}
+    for _ in range(20):
+        yp = permute_by_group(y, g, rng, cells, info)
+        for c in "abc":  # the label-metadata link is kept: class counts per cell
+            assert np.bincount(yp[cells == c], minlength=2).tolist() == np.bincount(y[cells == c], minlength=2).tolist()
+        donors = {tuple(y[g == i]) for i in range(20)}
+        assert all(tuple(yp[g == i]) in donors for i in range(20))  # a whole question's labels, row for row
+    assert info["n_blocks"] == 2 and info["n_exchanged"] == 30 and info["n_fallback_questions"] == 2
+    Yp, inf = question_permutations(y, g, 3, seed=1, cells=cells, with_info=True)
+    assert Yp.shape == (3, len(y)) and "2 questions with a unique design" in inf["fallback"]

@@ -69,6 +69,8 @@ def test_train_library_call_writes_validity_outputs(tmp_path):
     assert r["data"]["group_key"] in ("question_key", "question_id")
     mb = r["metadata_baseline"]
     assert mb["features"] == ["strategy", "edit_position"] and mb["accuracy"]["rate"] is not None
+    assert sum(mb["chosen_counts"].values()) == 4 and set(mb["chosen_counts"]) <= {"logistic", "lookup"}
+    assert r["control_scheme"]["n_exchanged"] == 48 and r["control_scheme"]["fallback"] == "none"
     for pk in ("logistic", "mass_mean"):
         res = r["probes"][pk]
         layer2 = res["layers"][2]
@@ -79,7 +81,8 @@ def test_train_library_call_writes_validity_outputs(tmp_path):
         assert res["nested"]["gain_over_metadata"]["value"] is not None
         assert res["nested"]["control_p_value"] is not None
         assert len(res["within_cell"]["cells"]) == 6
-        assert layer2["accuracy"]["method"] == "cluster-bootstrap" and layer2["accuracy"]["n_questions"] == 48
+        assert 0 < res["nested"]["gain_p_value"] <= 1 and r["headline"][pk]["gain_p_value"] is not None
+        assert layer2["accuracy"]["method"] == "korn-graubard" and layer2["accuracy"]["n_questions"] == 48
     t = r["transfer"]["logistic"]
     assert [e["held_out"] for e in t["leave_one_strategy_out"]] == ["logical", "numerical", "text"]
     assert "in_distribution" in t["leave_one_strategy_out"][0]
