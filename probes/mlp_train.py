@@ -91,6 +91,41 @@ def _projection(X64: np.ndarray, rows: np.ndarray, n_components: int | None):
     return mu, sd, V
 
 
+def _compact(params: list, opt: Any, act: list[int], live: list[np.ndarray], keep: np.ndarray, lr: float):
+    """Keep only the problems marked in ``keep`` (active order): sliced parameters and their Adam state (Adam
+    is elementwise, so the problems that go on training follow the same path as without the others)."""
+    import torch
+
+    n_u = len(act)
+    idx, off = [], 0
+    for g in act:
+        m = len(live[g])
+        idx.append(np.flatnonzero(keep[off:off + m]))
+        off += m
+    rows = np.flatnonzero(keep)
+    new_params, states = [], []
+    for i, p in enumerate(params):
+        k = idx[i] if i < n_u else rows
+        if i < n_u and not len(k):
+            continue
+        kt = torch.as_tensor(k, device=p.device)
+        q = p.detach()[kt].clone().requires_grad_(True)
+        st = opt.state.get(p, {})
+        states.append({key: (v.clone() if key == "step" else v[kt].clone()) for key, v in st.items()})
+        new_params.append(q)
+    new_live = list(live)
+    new_act = []
+    for g, k in zip(act, idx):
+        new_live[g] = live[g][k]
+        if len(k):
+            new_act.append(g)
+    new_opt = torch.optim.Adam(new_params, lr=lr)
+    for q, st in zip(new_params, states):
+        if st:
+            new_opt.state[q] = st
+    return new_params, new_opt, new_act, new_live
+
+
 def train_mlps(X, targets, train, val, stats, weight_decay, *, hidden: int, n_classes: int, max_iter: int = 300,
                patience: int = 10, lr: float = 3e-2, tol: float = 1e-3, seed: int = 0, n_components: int | None = 128,
                device: str = "cpu") -> dict[str, np.ndarray]:
@@ -145,44 +180,65 @@ def train_mlps(X, targets, train, val, stats, weight_decay, *, hidden: int, n_cl
     W2 = _init(1, hidden, n_classes, seed)[1].to(dev).expand(B, hidden, n_classes).clone().requires_grad_(True)
     b1 = torch.zeros(B, hidden, **f32, requires_grad=True)
     b2 = torch.zeros(B, n_classes, **f32, requires_grad=True)
-    params = [*U, b1, W2, b2]
-    best = [p.detach().clone() for p in params]
+    best_U = [u.detach().clone() for u in U]  # every problem's kept weights, loop order
+    best_b1, best_W2, best_b2 = b1.detach().clone(), W2.detach().clone(), b2.detach().clone()
     best_loss = torch.full((B,), float("inf"), **f32)
     ref_loss = best_loss.clone()
     stall = torch.zeros(B, dtype=torch.int64, device=dev)
     best_epoch = torch.ones(B, dtype=torch.int64, device=dev)
-    opt = torch.optim.Adam(params, lr=lr)
     bounds = np.cumsum([0] + [len(m) for m in spans])
+    live = [np.arange(len(m)) for m in spans]  # per group: its problems still training (local indices)
+    act = list(range(len(spans)))  # groups with a problem still training
+    params = [*U, b1, W2, b2]
+    opt = torch.optim.Adam(params, lr=lr)
     threads = torch.get_num_threads()
     if dev.type == "cpu" and n * max(f.shape[1] for f in feats) * B * hidden < 20_000_000:
         torch.set_num_threads(1)  # thread hand-offs dominate small products
+    compacted = True
     try:
         for t in range(max_iter + 1):
-            z1 = torch.cat([(P @ u.permute(1, 0, 2).reshape(P.shape[1], -1)).reshape(n, len(u), hidden)
-                            for P, u in zip(feats, U)], dim=1) + b1[None]  # [n, B, h]
-            z2 = torch.einsum("nbh,bhk->nbk", torch.relu(z1), W2) + b2[None]  # [n, B, K]
-            nll = -torch.log_softmax(z2, dim=-1).gather(-1, T[..., None])[..., 0]  # [n, B]
-            pen = torch.cat([(u * u).sum((1, 2)) for u in U]) + (W2 * W2).sum((1, 2))
-            obj = (nll * TR).sum(0) / ntr + 0.5 * wd * pen
+            alive = torch.as_tensor(np.concatenate([bounds[g] + live[g] for g in act]), device=dev)
+            if compacted:
+                Ta, TRa, VAa = T[:, alive], TR[:, alive], VA[:, alive]
+                ntra, nvaa, hva, wda = ntr[alive], nva[alive], has_val[alive], wd[alive]
+            compacted = False
+            Ua, (b1a, W2a, b2a) = params[:len(act)], params[len(act):]
+            z1 = torch.cat([(feats[g] @ u.permute(1, 0, 2).reshape(feats[g].shape[1], -1)).reshape(n, len(u), hidden)
+                            for g, u in zip(act, Ua)], dim=1) + b1a[None]  # [n, A, h]
+            z2 = torch.einsum("nbh,bhk->nbk", torch.relu(z1), W2a) + b2a[None]  # [n, A, K]
+            nll = -torch.log_softmax(z2, dim=-1).gather(-1, Ta[..., None])[..., 0]  # [n, A]
+            pen = torch.cat([(u * u).sum((1, 2)) for u in Ua]) + (W2a * W2a).sum((1, 2))
+            obj = (nll * TRa).sum(0) / ntra + 0.5 * wda * pen
+            done = None
             if t >= 1:  # the weights after t updates
                 with torch.no_grad():
-                    mon = torch.where(has_val, (nll * VA).sum(0) / nva.clamp(min=1.0), obj)
-                    better = mon < best_loss
-                    for i, (bp, p) in enumerate(zip(best, params)):
-                        sel = better[bounds[i]:bounds[i + 1]] if i < len(U) else better
-                        bp.copy_(torch.where(sel.view(-1, *([1] * (p.dim() - 1))), p, bp))
-                    best_epoch = torch.where(better, t, best_epoch)
-                    best_loss = torch.where(better, mon, best_loss)
-                    gain = mon < ref_loss - tol
-                    ref_loss = torch.where(gain, mon, ref_loss)
-                    stall = torch.where(gain, 0, stall + 1)
-                if t == max_iter or bool((stall > patience).all()):
+                    mon = torch.where(hva, (nll * VAa).sum(0) / nvaa.clamp(min=1.0), obj)
+                    better = mon < best_loss[alive]
+                    if bool(better.any()):
+                        bi = alive[better]
+                        best_b1[bi], best_W2[bi], best_b2[bi] = b1a[better], W2a[better], b2a[better]
+                        off = 0
+                        for g, u in zip(act, Ua):
+                            sel = better[off:off + len(u)]
+                            best_U[g][torch.as_tensor(live[g], device=dev)[sel]] = u[sel]
+                            off += len(u)
+                        best_epoch[bi] = t
+                        best_loss[bi] = mon[better]
+                    gain = mon < ref_loss[alive] - tol
+                    ref_loss[alive] = torch.where(gain, mon, ref_loss[alive])
+                    stall[alive] = torch.where(gain, 0, stall[alive] + 1)
+                    done = (stall[alive] > patience).cpu().numpy()
+                if t == max_iter or bool(done.all()):
                     break
             opt.zero_grad(set_to_none=True)
             obj.sum().backward()
             opt.step()
+            if done is not None and done.sum() >= max(1, len(done) // 4):  # drop the stopped problems
+                params, opt, act, live = _compact(params, opt, act, live, ~done, lr)
+                compacted = True
     finally:
         torch.set_num_threads(threads)
+    best = [*best_U, best_b1, best_W2, best_b2]
     inv = np.empty(B, dtype=np.int64)
     inv[perm] = np.arange(B)  # loop position of each input problem
     Ub = [u.cpu().numpy().astype(np.float64) for u in best[:len(U)]]

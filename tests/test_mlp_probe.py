@@ -179,3 +179,26 @@ def test_mlp_transfer_checks_run(tmp_path):
                               directions=False, transfer=True, transfer_layer=1)
     t = res["transfer"]["mlp"]
     assert t["layer"] == 1 and t["leave_one_strategy_out"] and set(t["by"]) == {"strategy", "edit_position"}
+
+
+def test_batched_training_does_not_couple_problems():
+    """A problem trained in a batch (with others that stop earlier or later, and another standardisation group)
+    ends where it ends alone: same kept epoch, same weights up to float32 round-off."""
+    from probes.mlp_train import train_mlps
+
+    rng = np.random.default_rng(0)
+    n, d, B = 120, 10, 6
+    X = rng.normal(size=(n, d))
+    y = ((X[:, 0] > 0) ^ (X[:, 1] > 0)).astype(int)
+    T = np.stack([y if i % 2 == 0 else rng.permutation(y) for i in range(B)])
+    va = rng.random((B, n)) < 0.2
+    st = np.ones((B, n), bool)
+    st[3:, :20] = False
+    wd = np.array([1e-3, 1e-1] * 3)
+    kw = dict(hidden=8, n_classes=2, max_iter=80)
+    together = train_mlps(X, T, ~va, va, st, wd, **kw)
+    for i in range(B):
+        alone = train_mlps(X, T[i:i + 1], ~va[i:i + 1], va[i:i + 1], st[i:i + 1], wd[i:i + 1], **kw)
+        assert together["n_iter"][i] == alone["n_iter"][0]
+        assert np.allclose(together["W1"][i], alone["W1"][0], atol=1e-5)
+        assert np.allclose(together["W2"][i], alone["W2"][0], atol=1e-5)
