@@ -199,8 +199,10 @@ def _diff(d: dict) -> str | None:
         return None
     lo, hi = (d.get("ci") or [None, None])[:2]
     ci = "[n/a]" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+    dropped = d.get("n_dropped")
     return (f"{100 * d['estimate']:.1f} pp {ci} over {d['n_pairs']} pairs / {d['n_clusters']} questions "
-            "(bootstrap over questions)")
+            "(question-clustered interval)"
+            + (f"; {dropped} pair(s) left out because a side is unparsed" if dropped else ""))
 
 
 def _headline(s: dict, style: str) -> list[str]:

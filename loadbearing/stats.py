@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "FEW_CLUSTERS_MARK",
     "Rate",
     "format_rate",
     "wilson_rate",

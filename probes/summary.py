@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadbearing.stats import format_rate
+from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
 from loadbearing.tables import render_table
 
 
@@ -50,14 +50,22 @@ def format_summary(results: dict[str, Any], style: str = "text") -> str:
     mb = results.get("metadata_baseline")
     if mb:
         feats = ", ".join(mb.get("features") or []) or "none"
-        lines.append(f"{bullet}metadata-only baseline ({feats}; no activations): {_acc(mb['accuracy'], style)}")
+        won = ", ".join(f"{k} {v}" for k, v in (mb.get("chosen_counts") or {}).items())
+        lines.append(f"{bullet}metadata-only baseline ({feats}; no activations): {_acc(mb['accuracy'], style)}"
+                     + (f"; candidate chosen per fold: {won}" if won else ""))
     for pk, h in results.get("headline", {}).items():
         lines.append(f"{bullet}**{pk} headline** (nested CV, layers {h.get('chosen_layer_counts')}): "
                      f"{_acc(h['accuracy'], style)}; gain over metadata {_gain(h.get('gain_over_metadata'))}; "
-                     f"shuffled-label p = {_p(h.get('control_p_value'))}" if md else
+                     f"gain p = {_p(h.get('gain_p_value'))}; shuffled-label p = {_p(h.get('control_p_value'))}" if md
+                     else
                      f"{pk} HEADLINE (nested CV, layers {h.get('chosen_layer_counts')}): {_acc(h['accuracy'], style)}; "
-                     f"gain over metadata {_gain(h.get('gain_over_metadata'))}; shuffled-label p = "
-                     f"{_p(h.get('control_p_value'))}")
+                     f"gain over metadata {_gain(h.get('gain_over_metadata'))}; gain p = {_p(h.get('gain_p_value'))}; "
+                     f"shuffled-label p = {_p(h.get('control_p_value'))}")
+    scheme = results.get("control_scheme") or {}
+    if scheme.get("fallback") not in (None, "none"):
+        lines.append(f"{bullet}shuffled-label control: {scheme['fallback']}")
+    if any(FEW_CLUSTERS_MARK in ln for ln in lines):
+        lines.append(f"{bullet}{FEW_CLUSTERS_NOTE}")
     meta_rate = (mb or {}).get("accuracy", {}).get("rate")
     for pk, res in results.get("probes", {}).items():
         lines.append("")
@@ -76,8 +84,8 @@ def format_summary(results: dict[str, Any], style: str = "text") -> str:
         if wc:
             pooled = wc["pooled"]
             lines.append("")
-            lines.append(f"{bullet}{pk} within strategy x position cells (headline predictions): probe "
-                         f"{_pp(pooled['probe'], False)}% vs cell majority {_pp(pooled['cell_majority'], False)}% "
+            lines.append(f"{bullet}{pk} within strategy x position (x level) cells (headline predictions): probe "
+                         f"{_pp(pooled['probe'], False)}% vs smoothed cell lookup {_pp(pooled['cell_majority'], False)}% "
                          f"over {pooled['n_rows']} rows")
             for c, v in wc["cells"].items():
                 lines.append(f"{'  - ' if md else '    '}{c}: {v['n_rows']} rows / {v['n_questions']} q, probe "

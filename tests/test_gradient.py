@@ -119,6 +119,13 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     assert fam["missing"] == [] and set(fam["table"]["m1"]) == {"numerical", "text"}
     printed = capsys.readouterr().out
     assert "Per task or level" in printed and "difficulty first" in printed and "type first" in printed
+    # difficulty is tested at the level where it varies: 4 cells, Knapp-Hartung t on 2 df
+    dt = s["difficulty_test"]["per_model"]["m1"]
+    assert dt["status"] == "ok" and dt["n_cells"] == 4 and dt["df"] == 2 and dt["slope"] > 0 and 0 <= dt["p"] <= 1
+    assert "Difficulty test (one observation per cell)" in printed
+    assert reg["edit_type_model"]["status"] == "ok" and "C(edit_type)[T.text]" in reg["edit_type_model"]["coefficients"]
+    assert reg["deviance_partition_edit_type"]["type"] == "edit_type"
+    assert c["perturbed_coverage"]["method"] == "korn-graubard"
 
 
 def test_refuses_mixed_protocols_unless_allowed(tmp_path):

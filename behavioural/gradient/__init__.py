@@ -13,9 +13,12 @@ version, parser, stop rule, ``min_lines``, ``max_new_tokens``, where the labels 
 
 Per (model, task or level): baseline accuracy (the paper's definition: an unparseable answer is wrong) with
 its coverage, propagation with a question-clustered interval, control error, n questions, n distinct
-generations. Then: a logistic model of C on difficulty, strategy family (``behavioural.strategies.FAMILIES``),
-position and their interactions with errors clustered by question; the sequential deviance partition in both
-orders; the within-dataset slope; the position test; type-by-difficulty tables; propagation conditional on
+generations. Then: the test of difficulty at the level where it varies (one observation per cell: a random-
+effects meta-regression with the Knapp-Hartung t, :mod:`behavioural.gradient.cells`; descriptive below 3
+cells); a logistic model of C on difficulty, strategy family (``behavioural.strategies.FAMILIES``; and the
+paper's numerical / text edit type), position and their interactions with errors clustered by question and one
+row per generation (a generation shared by k memberships weighs 1/k per row); the sequential deviance
+partition in both orders; the within-dataset slope; the position test; type-by-difficulty tables; propagation conditional on
 perturbation uptake; cross-model paired differences on the shared eligible questions; the A/B/C taxonomy.
 
 Library use::
@@ -60,6 +63,7 @@ class GradientConfig:
 def analyse(cfg: GradientConfig) -> dict[str, Any]:
     """Load the runs and compute every section (no files written)."""
     from behavioural.gradient import analysis as A
+    from behavioural.gradient.cells import cell_slope
 
     data = load_runs(cfg.runs, allow_mixed=cfg.allow_mixed, allow_incomplete=cfg.allow_incomplete,
                      labelling=cfg.labelling)
@@ -82,6 +86,7 @@ def analyse(cfg: GradientConfig) -> dict[str, Any]:
         "axis": axis,
         "axis_description": axis_desc,
         "cells": cells,
+        "difficulty_test": cell_slope(data.rows, cells, diff, axis=axis),
         "regression": A.regression(data.rows, diff, axis=axis),
         "within_dataset": A.within_dataset(data.rows, diff, axis=axis),
         "position": A.position_test(data.rows, diff, seed=cfg.seed),

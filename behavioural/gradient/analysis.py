@@ -35,7 +35,8 @@ __all__ = ["POSITIONS", "cell_table", "crate", "cross_model", "deviance_partitio
 # ---------------------------------------------------------------------------------------------- the table
 def cell_table(data: Loaded, *, seed: int = 0) -> list[dict]:
     """One entry per (model, task-or-level): baseline accuracy (paper's definition) and coverage,
-    propagation and control error with question-clustered intervals, n questions, n distinct generations."""
+    propagation, control error and perturbed coverage with question-clustered intervals, n questions, n
+    distinct generations."""
     ext = {}
     for info in data.runs:
         for cell, v in info.external_accuracy.items():
@@ -81,7 +82,8 @@ def cell_table(data: Loaded, *, seed: int = 0) -> list[dict]:
             "baselines": n_b, "eligible": sum(bool(x["eligible"]) for x in b),
             "propagation": pooled(p, seed=seed),
             "control_error": pooled(c, seed=seed),
-            "perturbed_coverage": wrate(sum(r["label"] is not None for r in scored_first), len(scored_first)),
+            "perturbed_coverage": crate([r["label"] is not None for r in scored_first],
+                                        [r["qkey"] for r in scored_first], [r["gen"] for r in scored_first]),
             "n_questions": len({r["qkey"] for r in p}),
             "n_generations": len({r["gen"] for r in p}),
             "n_shared_generations": len({r["gen"] for r in p if r["shared"]}),

@@ -29,9 +29,11 @@ def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
         "y": [int(r["label"] == "C") for r in s],
         "difficulty": [diff[(r["model"], r["cell"])] for r in s],
         "family": [r["family"] for r in s],
+        "edit_type": [r.get("edit_type", "numerical" if r["family"] == "numerical" else "text") for r in s],
+        "w": [float(r.get("weight", 1.0)) for r in s],
         "strategy": [r["strategy"] for r in s],
         "position": [r["position"] for r in s],
-        "pos_index": [POSITIONS.index(r["position"]) if r["position"] in POSITIONS else 1 for r in s],
+        "pos_index": [POSITIONS.index(r["position"]) if r["position"] in POSITIONS else np.nan for r in s],
         "cell": [f"{r['model']}|{r['cell']}" for r in s],
         "model": [r["model"] for r in s],
         "dataset": [r["dataset"] for r in s],
@@ -48,7 +50,9 @@ def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str]]:
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = smf.glm(formula, data=df, family=sm.families.Binomial())
+        # one row per generation: a generation shared by k memberships enters as k rows of weight 1/k
+        model = smf.glm(formula, data=df, family=sm.families.Binomial(),
+                        freq_weights=df["w"].to_numpy() if "w" in df else None)
         try:
             if cluster and df["g"].nunique() >= 2:
                 groups = df["g"].astype("category").cat.codes.to_numpy()
@@ -141,24 +145,46 @@ def regression(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
     except _FitFailed as e:
         out.update(status="failed", message=str(e))
     out["deviance_partition"] = deviance_partition(df)
+    out["edit_type_model"] = _edit_type_model(df, has_d, has_p)
+    out["deviance_partition_edit_type"] = deviance_partition(df, "edit_type")
+    out["difficulty_note"] = ("difficulty varies only between cells: its p-value here treats rows as the evidence "
+                              "and is anti-conservative; the inference on difficulty is difficulty_test "
+                              "(cell-level meta-regression)")
     return out
 
 
-def deviance_partition(df) -> dict:
-    """Sequential deviance partition of difficulty, type and their interaction, in both orders (the split
-    depends on the order). Shares are of the deviance the full model explains over the null."""
-    has_d, has_t, _ = _terms(df)
+def _edit_type_model(df, has_d: bool, has_p: bool) -> dict:
+    """The same model with the paper's two-way edit type (numerical / text) in place of the three families."""
+    if df["edit_type"].nunique() < 2:
+        return {"status": "skipped", "message": f"one edit type only ({df['edit_type'].iloc[0]})"}
+    rhs = (["difficulty"] if has_d else []) + ["C(edit_type)"] + (["difficulty:C(edit_type)"] if has_d else [])
+    rhs += ["C(position)"] if has_p else []
+    formula = "y ~ " + " + ".join(rhs)
+    try:
+        res, problems = _fit(formula, df)
+    except (_Separation, _FitFailed) as e:
+        return {"status": "failed", "formula": formula, "message": str(e)}
+    return {"status": "ok", "formula": formula, "coefficients": _coefs(res), "problems": problems}
+
+
+def deviance_partition(df, type_col: str = "family") -> dict:
+    """Sequential deviance partition of difficulty, type (``type_col``: the 3 families, or ``edit_type``:
+    numerical / text as the paper codes it) and their interaction, in both orders (the split depends on the
+    order). Shares are of the deviance the full model explains over the null."""
+    has_d = df["difficulty"].nunique() >= 2
+    has_t = df[type_col].nunique() >= 2
     if not (has_d and has_t):
         missing = "difficulty" if not has_d else "strategy family"
         return {"status": "skipped", "message": f"needs >= 2 values of both difficulty and strategy family; "
                                                 f"{missing} does not vary"}
     if df["y"].nunique() < 2:
         return {"status": "skipped", "message": "no variation in C"}
-    orders = {"difficulty_first": ["difficulty", "C(family)"], "type_first": ["C(family)", "difficulty"]}
-    out: dict[str, Any] = {"status": "ok", "n": int(len(df)), "problems": []}
+    T = f"C({type_col})"
+    orders = {"difficulty_first": ["difficulty", T], "type_first": [T, "difficulty"]}
+    out: dict[str, Any] = {"status": "ok", "n": int(len(df)), "type": type_col, "problems": []}
     try:
         null_dev = _fit("y ~ 1", df, cluster=False)[0].deviance
-        full, prob = _fit("y ~ difficulty * C(family)", df, cluster=False)
+        full, prob = _fit(f"y ~ difficulty * {T}", df, cluster=False)
     except (_Separation, _FitFailed) as e:
         return {"status": "failed", "message": str(e)}
     out["problems"] += prob
@@ -172,7 +198,7 @@ def deviance_partition(df) -> dict:
             out[name] = {"status": "failed", "message": str(e)}
             continue
         parts = {first: null_dev - d1, second: d1 - d2, "interaction": d2 - full.deviance}
-        label = {"difficulty": "difficulty", "C(family)": "type", "interaction": "interaction"}
+        label = {"difficulty": "difficulty", T: "type", "interaction": "interaction"}
         out[name] = {label[k]: {"deviance": float(v), "share": (float(v / total) if total > 1e-12 else None)}
                      for k, v in parts.items()}
     return out
@@ -220,6 +246,9 @@ def position_test(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     if len(df) == 0 or df["position"].nunique() < 2:
         out.update(status="skipped", message="fewer than 2 positions with scored continuations")
         return out
+    n_unknown = int(df["pos_index"].isna().sum())
+    out["n_unknown_position"] = n_unknown  # rows whose position is not early/middle/late: left out of the trend
+    df = df[df["pos_index"].notna()]
     var = df.groupby("cell")["y"].transform("nunique") > 1
     dropped = sorted(set(df.loc[~var, "cell"]))
     sub = df[var]

@@ -26,6 +26,23 @@ def _h(title: str, style: str) -> str:
     return f"\n## {title}\n" if style == "md" else f"\n== {title} =="
 
 
+def _difficulty_test(t: dict[str, Any], style: str) -> list[str]:
+    """The cell-level test of difficulty (``behavioural.gradient.cells``): one line per model."""
+    out = [_h("Difficulty test (one observation per cell)", style)]
+    if not t.get("per_model"):
+        return out + ["skipped: no cell with scored continuations"]
+    for model, e in t["per_model"].items():
+        if e.get("status") == "ok":
+            lo, hi = e["ci95"]
+            out.append(f"{model}: slope {e['slope']:+.3f} per unit of {e['axis']} [{lo:+.2f}, {hi:+.2f}], "
+                       f"p = {_p(e['p'])} ({e['test']}; between-cell variance {e['tau2']:.3f})")
+        elif e.get("status") == "descriptive":
+            out.append(f"{model}: slope {e['slope']:+.3f} (descriptive, no p-value: {e['message']})")
+        else:
+            out.append(f"{model}: {e.get('status')}: {e.get('message')}")
+    return out
+
+
 def format_summary(s: dict[str, Any], style: str = "text") -> str:
     if style not in ("text", "md"):
         raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
@@ -47,8 +64,10 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
     out.append(render_table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
                              "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows, style))
     out.append(("\n" if style == "md" else "") + "(propagation: parseable perturbed continuations with a wrong "
-               "answer; each distinct generation once; interval: bootstrap over questions)")
+               "answer; each distinct generation once; interval: Korn-Graubard, clustered by question; "
+               "\u2020 = fewer than 20 questions)")
 
+    out += _difficulty_test(s.get("difficulty_test") or {}, style)
     reg = s["regression"]
     out.append(_h("Clustered logistic regression of C", style))
     if reg.get("status") != "ok":

@@ -58,6 +58,12 @@ def _family(strategy: str) -> str:
     return FAMILIES.get(strategy, "other")
 
 
+def edit_type(family: str) -> str:
+    """The paper's two-way coding of an edit: ``numerical`` (a changed number) or ``text`` (everything else:
+    textual and logical edits), beside the three families."""
+    return "numerical" if family == "numerical" else "text"
+
+
 @dataclass
 class RunInfo:
     path: str
@@ -176,8 +182,10 @@ def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_i
             }
             target = rows if c.condition == "perturbed" else controls
             for j, (strategy, position) in enumerate(members):
-                target.append(dict(base, strategy=strategy, position=position, family=_family(strategy),
-                                   shared=len(members) > 1, first=(j == 0)))
+                fam = _family(strategy)
+                target.append(dict(base, strategy=strategy, position=position or "unknown", family=fam,
+                                   edit_type=edit_type(fam), shared=len(members) > 1, first=(j == 0),
+                                   weight=1.0 / len(members)))
         if not conts:
             notes.append(f"{info.path}: no continuations (no eligible baselines)")
         if info.baselines_eligible_only and not info.external_accuracy:

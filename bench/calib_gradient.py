@@ -1,0 +1,130 @@
+"""python bench/calib_gradient.py [--fast] [--json F]   (the gradient entries of bench/calibration.py)
+
+Size of the gradient's test of difficulty (:func:`behavioural.gradient.cells.cell_slope`: one observation
+per cell, random-effects meta-regression, Knapp-Hartung t on C - 2 df) with no true slope, at the ladder's
+cell counts (3, 4 and 5 levels; 8 for a multi-task dataset), questions per cell as the ladder has them
+(40, 30, 16, 7, 5: the hard levels are small), 6 rows per question (2 strategies x 3 positions), a question
+effect (logit SD 1) and a cell effect beyond difficulty (logit SD 0, 0.35 or 0.7; rare: SD 0.35 at a base
+propagation of about 5%). Difficulty is 1 - the cell's
+baseline accuracy, estimated from one baseline per question (true accuracies 0.9 down to 0.3); propagation
+does not depend on it.
+
+* ``gradient.size.c{C}.sd{s}[.rare]``: how often p <= 0.05 (nominal 0.05);
+* ``gradient.row_glm_size.*`` (full run): the row-level logistic model clustered by question that the
+  difficulty p-value came from before (informational; issue 23: 7.7% and 15%).
+
+Seeded and deterministic. ``run(fast)`` returns ``{name: entry}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+QUESTIONS = (40, 30, 16, 7, 5, 24, 12, 9)
+ROWS = 6
+
+
+def _cells(C: int) -> tuple[np.ndarray, np.ndarray]:
+    K = np.array(sorted(QUESTIONS[:C], reverse=True))
+    acc = np.linspace(0.9, 0.3, C)
+    return K, acc
+
+
+def _simulate(rng: np.random.Generator, C: int, sd: float, base: float = -1.0):
+    """Per cell: per-question C counts (list of arrays), estimated accuracy, its n."""
+    K, acc = _cells(C)
+    out = []
+    for c in range(C):
+        u = base + rng.normal(0, sd) + rng.normal(0, 1.0, size=K[c])
+        k = rng.binomial(ROWS, 1 / (1 + np.exp(-u)))
+        a_hat = rng.binomial(K[c], acc[c]) / K[c]
+        out.append((k, a_hat, K[c]))
+    return out
+
+
+def size_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
+    from behavioural.gradient.cells import kh_slopes, logit_and_var
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for C in (3, 4, 5, 8):
+        for sd, base in ((0.0, -1.0), (0.35, -1.0), (0.7, -1.0), (0.35, -3.0)):
+            Y, X, VY, VX = (np.empty((n_sims, C)) for _ in range(4))
+            for s in range(n_sims):
+                sim = _simulate(rng, C, sd, base)
+                p_ref = (sum(k.sum() for k, _, _ in sim) + 0.5) / (sum(len(k) for k, _, _ in sim) * ROWS + 1.0)
+                for c, (k, a_hat, nb) in enumerate(sim):
+                    Y[s, c], VY[s, c] = logit_and_var(k, np.full(len(k), ROWS), p_ref)
+                    X[s, c], VX[s, c] = 1 - a_hat, a_hat * (1 - a_hat) / nb
+            p = kh_slopes(Y, X, VY, VX)["p"]
+            out[f"gradient.size.c{C}.sd{sd:g}" + ("" if base == -1.0 else ".rare")] = {
+                "test": "cell-level meta-regression of logit propagation on difficulty (Knapp-Hartung t)",
+                "n_cells": C, "questions_per_cell": _cells(C)[0].tolist(), "cell_effect_sd": sd,
+                "mean_propagation": float(1 / (1 + np.exp(-base))),
+                "size": float(np.mean(p <= 0.05)), "nominal": 0.05, "n_sims": n_sims}
+    return out
+
+
+def row_glm_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
+    """The old inference: row-level GLM clustered by question, its difficulty p-value (informational)."""
+    import warnings
+
+    import pandas as pd
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    rng = np.random.default_rng(seed + 7)
+    out = {}
+    for C, sd in ((5, 0.0), (5, 0.35)):
+        rej = []
+        for _ in range(n_sims):
+            ys, xs, gs = [], [], []
+            for c, (k, a_hat, _nb) in enumerate(_simulate(rng, C, sd)):
+                for q, kq in enumerate(k):
+                    ys += [1] * int(kq) + [0] * int(ROWS - kq)
+                    xs += [1 - a_hat] * ROWS
+                    gs += [c * 1000 + q] * ROWS
+            df = pd.DataFrame({"y": ys, "difficulty": xs, "g": gs})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = smf.glm("y ~ difficulty", data=df, family=sm.families.Binomial()).fit(
+                    cov_type="cluster", cov_kwds={"groups": df["g"].to_numpy()})
+            rej.append(float(res.pvalues["difficulty"]) <= 0.05)
+        out[f"gradient.row_glm_size.c{C}.sd{sd:g}"] = {
+            "test": "the replaced row-level GLM clustered by question (difficulty p)", "n_cells": C,
+            "cell_effect_sd": sd, "size": float(np.mean(rej)), "nominal": 0.05, "n_sims": n_sims,
+            "informational": True}
+    return out
+
+
+def run(fast: bool = True, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Every gradient calibration entry (``fast``: 1,000 simulations per setting, else 4,000 + the old GLM)."""
+    out = size_entries(1000 if fast else 4000, seed)
+    if not fast:
+        out.update(row_glm_entries(300, seed))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    p.add_argument("--fast", action="store_true", help="fewer simulations")
+    p.add_argument("--seed", type=int, default=0, help="simulation seed (default %(default)s)")
+    p.add_argument("--json", default=None, metavar="F", help="also write the entries as JSON to F")
+    args = p.parse_args(argv)
+    res = run(args.fast, args.seed)
+    for k, e in res.items():
+        print(f"{k:34s} size {e['size']:.3f} (nominal {e['nominal']}; {e['n_sims']} sims)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

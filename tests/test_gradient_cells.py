@@ -1,0 +1,80 @@
+"""The gradient's difficulty test at the cell level (behavioural.gradient.cells) and the row coding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from behavioural.gradient.cells import cell_slope, kh_slopes, logit_and_var, meta_regression
+
+
+def test_equal_variances_give_the_ordinary_regression_t_test():
+    rng = np.random.default_rng(0)
+    x = np.array([0.1, 0.3, 0.45, 0.6, 0.8])
+    y = 0.5 + 1.2 * x + rng.normal(0, 0.3, 5)
+    r = meta_regression(y, x, np.full(5, 0.05))
+    ref = stats.linregress(x, y)
+    assert r["slope"] == pytest.approx(ref.slope) and r["p"] == pytest.approx(ref.pvalue)
+    assert r["df"] == 3 and r["ci95"][0] < r["slope"] < r["ci95"][1]
+    many = kh_slopes(np.stack([y, y]), np.stack([x, x]), np.full((2, 5), 0.05))
+    assert np.allclose(many["p"], ref.pvalue)
+
+
+def test_difficulty_error_widens_the_slope_interval():
+    x = np.array([0.1, 0.3, 0.5, 0.7])
+    y = np.array([-2.0, -1.1, -0.2, 0.9])
+    a = meta_regression(y, x, np.full(4, 0.04))
+    b = meta_regression(y, x, np.full(4, 0.04), np.full(4, 0.01))
+    assert b["se"] >= a["se"] - 1e-12
+
+
+def test_logit_variance_is_clustered_by_question():
+    spread = logit_and_var([1, 1, 1, 1, 1, 1], [4] * 6)
+    lumped = logit_and_var([4, 2, 0, 0, 0, 0], [4] * 6)
+    assert spread[0] == pytest.approx(lumped[0]) and lumped[1] > spread[1]
+
+
+def _rows(cells: dict[str, list[tuple[str, int]]]):
+    out = []
+    for cell, qs in cells.items():
+        for qk, k in qs:
+            for i in range(4):
+                out.append({"model": "m", "cell": cell, "qkey": f"{cell}-{qk}", "label": "C" if i < k else "non-C",
+                            "first": True, "gen": f"{cell}-{qk}-{i}"})
+    return out
+
+
+def test_two_cells_are_descriptive_three_are_tested():
+    rows = _rows({"a": [("q1", 1), ("q2", 0)], "b": [("q1", 2), ("q2", 3)], "c": [("q1", 4), ("q2", 3)]})
+    acc = {"a": 0.9, "b": 0.6, "c": 0.3}
+    cells: list[dict] = [{"model": "m", "cell": c, "baseline_accuracy": {"rate": a, "n": 10}} for c, a in acc.items()]
+    diff = {("m", c): 1 - a for c, a in acc.items()}
+    two = cell_slope(rows, cells[:2], {k: v for k, v in diff.items() if k[1] != "c"}, axis="accuracy")["per_model"]["m"]
+    assert two["status"] == "descriptive" and two["p"] is None and ">= 3 cells" in two["message"]
+    three = cell_slope(rows, cells, diff, axis="accuracy")["per_model"]["m"]
+    assert three["status"] == "ok" and three["df"] == 1 and three["slope"] > 0
+    assert all(c["vx"] > 0 for c in three["cells"])  # the estimated accuracy's error is carried
+
+
+def test_rows_code_edit_type_weights_and_unknown_positions(tmp_path):
+    import json
+
+    from test_gradient import make_run
+
+    from behavioural.gradient.regression import _frame
+    from behavioural.gradient.rows import edit_type, load_runs
+
+    assert edit_type("numerical") == "numerical" and edit_type("logical") == "text" and edit_type("text") == "text"
+    d = make_run(tmp_path, "r", n_q=6)
+    conts = [json.loads(line) for line in (d / "continuations.jsonl").read_text().splitlines()]
+    i, j = [k for k, c in enumerate(conts) if c["condition"] == "perturbed"][:2]
+    conts[i]["memberships"] = [[conts[i]["strategy"], "middle"], [conts[i]["strategy"], "late"]]
+    conts[j]["position"] = None
+    (d / "continuations.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conts))
+    data = load_runs([str(d)])
+    shared = [r for r in data.rows if r["id"] == conts[i]["id"]]
+    assert [r["weight"] for r in shared] == [0.5, 0.5]  # one generation, two memberships: weight 1 in all
+    unknown = [r for r in data.rows if r["id"] == conts[j]["id"]]
+    assert unknown and unknown[0]["position"] == "unknown"
+    df = _frame(data.rows, {("m1", data.rows[0]["cell"]): 0.5})
+    assert df["pos_index"].isna().sum() >= 1  # not silently "middle"
