@@ -68,7 +68,7 @@ def size_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
                 "test": "cell-level meta-regression of logit propagation on difficulty (Knapp-Hartung t)",
                 "n_cells": C, "questions_per_cell": _cells(C)[0].tolist(), "cell_effect_sd": sd,
                 "mean_propagation": float(1 / (1 + np.exp(-base))),
-                "size": float(np.mean(p <= 0.05)), "nominal": 0.05, "n_sims": n_sims}
+                "size": float(np.mean(p <= 0.05)), "nominal": 0.05, "attainable": 0.05, "n_sims": n_sims}
     return out
 
 

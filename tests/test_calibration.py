@@ -53,7 +53,8 @@ def test_probe_gain_on_edit_only_activations_is_not_significant():
 def test_checks_apply_the_stated_bounds(calibration):
     ck = calibration.check_entry
     assert ck({"size": 0.081, "nominal": 0.05}).startswith("FAIL")
-    assert ck({"size": 0.015, "nominal": 0.05}).startswith("FAIL")
+    assert ck({"size": 0.015, "nominal": 0.05, "attainable": 0.05}).startswith("FAIL")
     assert ck({"size": 0.015, "nominal": 0.05, "attainable": 0.0156}) == "ok"  # an exact test at few clusters
+    assert ck({"size": 0.001, "nominal": 0.05}) == "ok (upper bound only)"  # a conservative compound rule
     assert ck({"coverage": 0.929, "nominal": 0.95}).startswith("FAIL") and ck({"coverage": 0.93, "nominal": 0.95}) == "ok"
     assert ck({"power": 0.5, "nominal": 0.8}) == ""
