@@ -59,10 +59,20 @@ def check_store_file(path: str | os.PathLike) -> None:
     if isinstance(size, int) and p.stat().st_size != size:
         raise StoreError(f"{p} is truncated or was changed after it was cached ({p.stat().st_size} bytes, recorded "
                          f"{size}); {fix}")
+    st = p.stat()
+    key = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, record["sha256"])
+    if key in _VERIFIED:
+        return  # this process already hashed these very bytes (same inode, size and mtime): no second pass
     try:
         check_sha256(p, record["sha256"], what="python -m activations.cache", fix=fix)
     except RunDirError as e:
         raise StoreError(str(e)) from None
+    _VERIFIED.add(key)
+
+
+#: stores whose sha256 this process has checked, keyed by (path, inode, size, mtime_ns, recorded sha256):
+#: a stage that opens one store several times (``is_complete``, then the read) hashes it once
+_VERIFIED: set[tuple] = set()
 
 
 def check_continuations(attrs: dict, run_dir: str | os.PathLike) -> None:

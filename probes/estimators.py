@@ -74,7 +74,7 @@ def inner_splits(y, groups, n_splits: int, seed: int = 0) -> list[tuple[np.ndarr
         return [(tr, te) for tr, te in cv.split(np.zeros(len(y)), y, groups) if len(np.unique(np.asarray(y)[tr])) > 1]
 
 
-def _checked_fit_input(est, X, y, groups):
+def checked_fit_input(est, X, y, groups):
     """``(X float64 [n, d], y [n])`` validated the scikit-learn way (finite, dense, 2-D X, 1-D y of the same
     length, a classification target; sets ``n_features_in_``); ``groups``, when given, one per row."""
     X, y = validate_data(est, X, y, dtype=np.float64)
@@ -111,7 +111,7 @@ class LogisticProbe(ClassifierMixin, BaseEstimator):
                                   warm_start=warm, random_state=self.random_state)
 
     def fit(self, X, y, groups=None):
-        X, y = _checked_fit_input(self, X, y, groups)
+        X, y = checked_fit_input(self, X, y, groups)
         self.classes_ = unique_labels(y)
         if len(self.classes_) < 2:
             raise ValueError(f"LogisticProbe needs at least two classes; got one class {list(self.classes_)}")
@@ -238,7 +238,7 @@ class MassMeanProbe(ClassifierMixin, BaseEstimator):
         return classes[np.argmax(s, axis=1)]
 
     def fit(self, X, y, groups=None):
-        X, y = _checked_fit_input(self, X, y, groups)
+        X, y = checked_fit_input(self, X, y, groups)
         self.classes_, self.directions_, self.offsets_ = self._fit_core(X, y)
         scores = []
         if groups is not None:

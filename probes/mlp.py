@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from probes.estimators import checked_fit_input
 from probes.mlp_train import (
     HIDDEN_SIZES,
     VALIDATION_FRACTION,
@@ -64,15 +64,11 @@ class MLPProbe(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y, groups=None):
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
+        X, y = checked_fit_input(self, X, y, groups)
+        groups = None if groups is None else np.asarray(groups)
         self.classes_, y_enc = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"MLPProbe needs at least two classes; got one class {list(self.classes_)}")
-        if groups is not None:
-            groups = np.asarray(groups)
-            if len(groups) != len(y):
-                raise ValueError(f"groups has {len(groups)} entries but X has {len(y)} rows")
         fit = fit_on_masks(X, y_enc, groups, [np.ones(len(y), dtype=bool)], hidden_sizes=self.hidden_sizes,
                            weight_decays=self.weight_decays, inner_folds=self.inner_folds,
                            seed=self._seed(), validation_fraction=self.validation_fraction,
