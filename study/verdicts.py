@@ -7,7 +7,8 @@
    perturbed continuations with a wrong answer; interval clustered by question) against the control error,
    with the paired perturbed - control difference. *yes* when that difference's 95% interval lies above 0.
 2. **Does the probe beat the metadata?** (``probes/results.json``): the nested-CV headline's gain over the
-   metadata-only baseline (same folds; paired question bootstrap) and its shuffled-label p. *yes* when the
+   metadata-only baseline (same folds; the interval the probes stage computed, with its method) and its
+   permutation p-values (of the gain, and of the accuracy). *yes* when the
    gain's interval lies above 0, *no* when below, *not shown* when it spans 0. With several probes the line
    gives the one with the largest gain and says how many there were.
 3. **Does steering move the outcome?** (``steering/summary.json``): the sweep's own verdict code (effect /
@@ -137,10 +138,12 @@ def probe_verdict(results: dict[str, Any] | None, study: str = "DIR") -> Verdict
     best = max(scored, key=lambda k: gains[k]["value"])  # ties: the first in the file's order
     g, h = gains[best], heads[best]
     meta = (results.get("metadata_baseline") or {}).get("accuracy")
-    p = h.get("control_p_value")
+    p, gp = h.get("control_p_value"), h.get("gain_p_value")
+    how = f" ({g['method']})" if g.get("method") else ""
     detail = (f"{best} probe (nested CV) {format_rate(h.get('accuracy'))} vs metadata only "
               f"{format_rate(meta) if meta else 'n/a'}: gain {_pp(g['value'])} pp {_interval(g.get('lo'), g.get('hi'))}"
-              f" (paired bootstrap over questions), shuffled-label p = {'n/a' if p is None else f'{p:.3f}'}")
+              f"{how}" + ("" if gp is None else f", gain p = {gp:.3f}")
+              + f", shuffled-label p = {'n/a' if p is None else f'{p:.3f}'}")
     if len(scored) > 1:
         detail += f" (largest gain of {len(scored)} probes: {', '.join(scored)})"
     lo, hi = g.get("lo"), g.get("hi")
