@@ -13,9 +13,9 @@ model input (one Continuation record, which lists every (strategy, position) cel
 
 * pooled rates (``overall``, by task/difficulty) count each distinct generation once;
 * per-strategy and per-position rates count a generation in every group it is a member of (once per group);
-* where a question contributes several rows the interval is a bootstrap over questions
-  (:func:`loadbearing.stats.clustered_rate`); a row-level Wilson interval is used only where every row is
-  a different question (e.g. baseline accuracy);
+* where a question contributes several rows the interval is clustered by question (Korn-Graubard:
+  Clopper-Pearson on a design-effect-adjusted n; :func:`loadbearing.stats.clustered_rate`); a row-level
+  Wilson interval is used only where every row is a different question (e.g. baseline accuracy);
 * every rate carries ``n_questions`` and ``n_generations``, and the tables print them.
 
 Baseline accuracy is reported two ways (issue #13): the paper's definition (an unparseable answer counts as
@@ -234,7 +234,7 @@ def format_summary(summary: dict, style: str = "text", min_rows: int = 5) -> str
         raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
     s = summary
     lines = _headline(s, style)
-    note = ("intervals: 95%, bootstrap over questions where a question contributes several rows, Wilson where "
+    note = ("intervals: 95%, clustered by question (Korn-Graubard) where a question contributes several rows, Wilson where "
             "each row is its own question; per-strategy/position rows count a generation in every group it belongs "
             "to, pooled rows count it once")
     rows = [("overall", s["overall"])] + [(f"{k}={g}", r) for k, groups in s.get("by", {}).items()

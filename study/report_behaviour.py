@@ -52,7 +52,8 @@ def _facts(s: dict[str, Any]) -> list[str]:
         lo, hi = (pd.get("ci") or [None, None])[:2]
         ci = "[n/a]" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
         facts.append(f"perturbed - control (paired by question and line): {100 * pd['estimate']:.1f} pp {ci} over "
-                     f"{pd.get('n_pairs')} pairs / {pd.get('n_clusters')} questions (bootstrap over questions)")
+                     f"{pd.get('n_pairs')} pairs / {pd.get('n_clusters')} questions "
+                     f"({pd.get('method') or 'clustered by question'})")
     return facts
 
 
@@ -71,7 +72,7 @@ def behaviour_section(s: dict[str, Any], style: str = "md") -> str:
              r.get("questions"), r.get("generations", "")] + ([flag(r)] if flagged else []) for name, r in rows]
     if flagged:
         header.append("note")
-    note = ("intervals: 95%, bootstrap over questions where a question contributes several rows, Wilson where each "
+    note = ("intervals: 95%, clustered by question (Korn-Graubard) where a question contributes several rows, Wilson where each "
             "row is its own question; a group row counts a generation once in every group whose cell it fills, the "
             "overall row counts it once")
     facts = _facts(s)
