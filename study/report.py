@@ -130,7 +130,7 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
     secs = [(VERDICTS_TITLE, _verdicts(out, style)),
             ("Study", _header(out, seconds) + "\n\n" + (CONVENTION if style == "md" else CONVENTION.replace("*", "")))]
     n = 0
-    for n, st in enumerate(STAGES, 1):
+    for st in STAGES:
         try:
             body = _behaviour(out, style) if st.name == "behaviour" else st.render(out, style)
             if body is not None:
@@ -144,6 +144,7 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
         else:
             figs = _figures(out, st.name, st.output(out))
             body += "".join(f"\n\n![{Path(f).stem}]({f})" if style == "md" else f"\nfigure: {f}" for f in figs)
+        n += 1  # numbered in the order shown (an optional stage that did not run takes no number)
         secs.append((f"{n}. {st.title}", body))
     for sec in SECTIONS:
         try:
