@@ -176,23 +176,32 @@ def behaviour_bound(c: StudyConfig) -> str:
 
 def generation_bound(c: StudyConfig) -> int:
     """Upper bound on the model generations of the behaviour and steering stages together."""
-    from loadbearing.cli import parse_float_list
 
     n, s, p = _sizes(c)
-    n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
-    per = 1 + n_l * len(parse_float_list(c.k, "--k")) * len(parse_float_list(c.alphas, "--alphas")) * (1 + c.random_seeds)
+    per = _steer_per_case(c)[0]
     sel = select_stages(c.stages)
     return (n + n * s * p + n * p) * ("behaviour" in sel) + c.max_cases * per * ("steering" in sel)
 
 
-def steering_bound(c: StudyConfig) -> str:
+def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int]:
+    """(generations per steered case, layers, k values, alphas, k values > 1): the unsteered rerun, then per
+    setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many covariance-matched
+    random ones for every k > 1 (the sweep adds those when it can read the store)."""
     from loadbearing.cli import parse_float_list
 
-    n_k, n_a = len(parse_float_list(c.k, "--k")), len(parse_float_list(c.alphas, "--alphas"))
+    ks = parse_float_list(c.k, "--k")
+    n_k, n_a, n_cov = len(ks), len(parse_float_list(c.alphas, "--alphas")), sum(1 for k in ks if k > 1)
     n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
-    per = 1 + n_l * n_k * n_a * (1 + c.random_seeds)
-    return (f"<= {c.max_cases} C cases x {per} (unsteered + {n_l} layer(s) x {n_k} k x {n_a} alphas x (probe + "
-            f"{c.random_seeds} random)) = {c.max_cases * per} generations, each <= {c.steer_max_new_tokens} new tokens")
+    per = 1 + n_l * n_a * (n_k * (1 + c.random_seeds) + n_cov * c.random_seeds)
+    return per, n_l, n_k, n_a, n_cov
+
+
+def steering_bound(c: StudyConfig) -> str:
+    per, n_l, n_k, n_a, n_cov = _steer_per_case(c)
+    cov = f" + {n_cov} k>1 x {c.random_seeds} covariance-matched" if n_cov else ""
+    return (f"<= {c.max_cases} C cases x {per} (unsteered + {n_l} layer(s) x {n_a} alphas x ({n_k} k x (probe + "
+            f"{c.random_seeds} random){cov})) = {c.max_cases * per} generations, each <= {c.steer_max_new_tokens} "
+            "new tokens")
 
 
 def plan_text(c: StudyConfig) -> str:
