@@ -22,14 +22,14 @@ no stage is imported, so the box renders for any study directory, finished or no
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
 
 #: answers that mean the stage gave no answer (the line says why)
-NO_ANSWER = ("not run", "too little data")
+NO_ANSWER = ("not run", "skipped", "too little data")
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Verdict:
 
     key: str  #: "propagation" | "probe" | "steering"
     question: str
-    answer: str  #: "yes" / "no" / "not shown" / a steering code / "not run" / "too little data"
+    answer: str  #: "yes" / "no" / "not shown" / a steering code / "not run" / "skipped" / "too little data"
     detail: str  #: the numbers (estimate, interval, counts) or why there are none
     n_questions: int | None
     command: str
@@ -223,7 +223,15 @@ def read_verdicts(study_dir: str | Path) -> list[Verdict]:
     steer = _read(out / "steering" / "summary.json")
     if steer is not None and "verdict_code" not in steer:
         steer = None
-    return [propagation_verdict(summary, s), probe_verdict(results, s), steering_verdict(steer, s)]
+    verdicts = [propagation_verdict(summary, s), probe_verdict(results, s), steering_verdict(steer, s)]
+    skipped = (_read(out / "stages.json") or {}).get("skipped") or {}
+    stage_of = {"probe": "probes", "steering": "steering"}
+    for i, v in enumerate(verdicts):
+        reason = skipped.get(stage_of.get(v.key, ""))
+        if v.answer == "not run" and reason:
+            # the study skipped the stage: say why (its recorded reason), not that it has not run yet
+            verdicts[i] = replace(v, answer="skipped", detail=f"the study skipped this stage: {reason}")
+    return verdicts
 
 
 def verdict_box(verdicts: list[Verdict], style: str = "md") -> str:

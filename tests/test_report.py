@@ -125,6 +125,16 @@ def test_read_verdicts_of_an_empty_directory(tmp_path):
     assert [v.answer for v in read_verdicts(tmp_path)] == ["yes", "not run", "not run"]
 
 
+def test_a_stage_the_study_skipped_gives_its_reason_in_the_box(tmp_path):
+    reason = "needs behaviour, which found too little data: no eligible baselines"
+    (tmp_path / "stages.json").write_text(json.dumps({"kind": "study.stages",
+                                                      "skipped": {"probes": reason, "steering": reason}}))
+    vs = read_verdicts(tmp_path)
+    assert [v.answer for v in vs] == ["not run", "skipped", "skipped"]
+    assert all(reason in v.detail and "have not been trained" not in v.detail for v in vs[1:])
+    assert not any(v.answered for v in vs)
+
+
 # ------------------------------------------------------------------------------------------ markdown edits
 def _table(n: int, extra_empty: bool = False) -> str:
     head = "| layer | acc |" + (" note |" if extra_empty else "")
