@@ -6,6 +6,19 @@
 The logistic probe is the same pipeline the cross-validation scores (scaler, optional PCA,
 ``LogisticProbe`` with C chosen by inner grouped CV), fitted on all rows; the result is written by
 :func:`probes.directions.write_directions` and read back by :func:`probes.directions.read_directions`.
+
+Beside the toolkit's basis, the two bases of the paper's multi-direction steering (r2m-ai/load-bearing-cot,
+``experiments/steering/multi_direction.py``, ``build_basis_M2`` and ``build_basis_probe``), on the same rows:
+
+* ``m2`` (:func:`m2_basis`): the class-mean difference, then the top principal axes of the within-C variation
+  after the mean-difference component is projected out;
+* ``probe_pc`` (:func:`probe_pc_basis`): the probe's weight direction, then the top principal components of
+  the (centred) features after the probe direction is projected out. The paper's probe is a 3-class
+  multinomial (three weight rows); this toolkit's direction probe is C vs non-C, so its probe basis has one
+  weight row and one more principal component.
+
+Signs follow this toolkit's convention (the mean difference and the probe direction point from C toward
+non-C; the paper's M2 row points toward C), so a positive alpha pushes toward the correct answer.
 """
 from __future__ import annotations
 
@@ -65,6 +78,31 @@ def within_class_pcs(X: np.ndarray, y: np.ndarray, k: int, seed: int = 0) -> np.
     return np.array([_sign_fix(v) for v in vt[:k]])
 
 
+def _lead_then_pcs(lead: np.ndarray, xc: np.ndarray, k: int, names: tuple[str, str]) -> tuple[np.ndarray, list[str]]:
+    """``lead`` (unit), then the top ``k - 1`` principal axes of the centred rows ``xc`` with ``lead``'s component
+    projected out; orthonormalised, named ``names[0]``, ``names[1]1``, ``names[1]2``..."""
+    xc = xc - np.outer(xc @ lead, lead)
+    n_pc = max(0, min(int(k) - 1, *xc.shape))
+    pcs = [_sign_fix(v) for v in np.linalg.svd(xc, full_matrices=False)[2][:n_pc]] if n_pc else []
+    return _orthonormalise([lead, *pcs], [names[0]] + [f"{names[1]}{i + 1}" for i in range(len(pcs))])
+
+
+def m2_basis(X: np.ndarray, y_c: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+    """The paper's M2 basis [<= k, d]: unit ``mean(non-C) - mean(C)``, then the top ``k - 1`` principal axes of
+    the C rows centred on their mean with the mean-difference component removed; orthonormalised."""
+    X = np.asarray(X, dtype=np.float64)
+    is_c = np.asarray(y_c).astype(bool)
+    d_mean = _unit(X[~is_c].mean(axis=0) - X[is_c].mean(axis=0))
+    return _lead_then_pcs(d_mean, X[is_c] - X[is_c].mean(axis=0), k, ("mean_diff", "within_c_pc"))
+
+
+def probe_pc_basis(w: np.ndarray, X: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+    """The paper's probe basis [<= k, d]: the unit probe direction ``w``, then the top ``k - 1`` principal
+    components of ``X`` (centred) after ``w`` is projected out; orthonormalised."""
+    X = np.asarray(X, dtype=np.float64)
+    return _lead_then_pcs(_unit(w), X - X.mean(axis=0), k, ("probe", "pc"))
+
+
 def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = None, *, n_directions: int = 8,
                    pca: int | None = None, seed: int = 0,
                    inner_folds: int = 3, Cs: Sequence[float] | None = None, solver: str = "sklearn",
@@ -74,7 +112,9 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     The logistic probe is the same pipeline the CV scores (scaler, optional PCA, ``LogisticProbe`` with C
     chosen by inner grouped CV), fitted on all rows; ``solver="torch"`` fits it with the batched solver
     (:func:`probes.fast.logistic_fits`, no PCA). Returns ``{"logistic", "mass_mean", "basis", "names",
-    "resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"}``.
+    "resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean", "basis_m2", "names_m2",
+    "basis_probe_pc", "names_probe_pc"}`` (the last four: the paper's two bases, :func:`m2_basis` and
+    :func:`probe_pc_basis`, each of up to ``n_directions`` rows).
     """
     from probes.cv import pipeline_for
     from probes.estimators import raw_direction
@@ -111,6 +151,8 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     cand_names = ["logistic", "mass_mean_orth"] + [f"within_pc{i + 1}" for i in range(len(pcs))]
     basis, names = _orthonormalise(cand, cand_names)
     basis, names = basis[: int(n_directions)], names[: int(n_directions)]
+    m2, m2_names = m2_basis(X, y_c, int(n_directions))
+    ppc, ppc_names = probe_pc_basis(logistic, X, int(n_directions))
     return {
         "logistic": logistic.astype(np.float32),
         "mass_mean": mass.astype(np.float32),
@@ -122,6 +164,10 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
         "n_C": int(np.sum(y_c == 1)),
         "n_nonC": int(np.sum(y_c == 0)),
         "cos_logistic_mass_mean": float(logistic @ mass),
+        "basis_m2": m2.astype(np.float32),
+        "names_m2": m2_names,
+        "basis_probe_pc": ppc.astype(np.float32),
+        "names_probe_pc": ppc_names,
     }
 
 

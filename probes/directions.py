@@ -22,8 +22,16 @@ coordinates.
     /layer_{L}/basis      float32 [k, d] orthonormal rows: logistic; mass_mean orthogonalised against it;
                                        then top principal components of within-class variation, each
                                        orthogonalised against the rows before (k <= n_directions)
+    /layer_{L}/basis_m2   float32 [k, d] the paper's M2 basis: mean difference (toward non-C), then within-C
+                                       principal axes with it projected out (probes.direction_fit.m2_basis)
+    /layer_{L}/basis_probe_pc float32 [k, d] the paper's probe basis: the logistic direction, then principal
+                                       components with it projected out (probes.direction_fit.probe_pc_basis)
     /layer_{L} attrs      resid_norm (mean L2 norm of the layer's activations over the fitted rows), names
-                          (basis row names), logistic_C, n_rows, n_C, n_nonC, cos_logistic_mass_mean
+                          (basis row names), names_m2, names_probe_pc, logistic_C, n_rows, n_C, n_nonC,
+                          cos_logistic_mass_mean
+
+The two paper bases are optional (files written before them hold only ``basis``):
+:meth:`Directions.named_basis` reads any of :data:`BASES` and says how to get a missing one.
 
 The directions are fitted on the labelled rows passed to the probes stage (for steering, not scored); the
 cross-validated scores in ``results.json`` say how well such directions decode the label. Reading needs
@@ -54,6 +62,8 @@ CONVENTIONS = ("raw residual-stream coordinates (scaler/PCA undone), unit norm; 
 # store attribute names under which the activations stage may record the decoder-layer module path
 LAYER_MODULE_KEYS = ("layer_module", "layer_module_path", "layers_path", "decoder_layers_path", "decoder_layers")
 REMAKE = "re-create it with: python -m probes.train STORE --output NEW_DIR"
+#: the bases a directions file may hold: the toolkit's ``basis`` and the paper's two (``m2``, ``probe_pc``)
+BASES = ("basis", "m2", "probe_pc")
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,9 @@ class Directions:
     layer_attrs: dict[int, dict[str, Any]] = field(default_factory=dict)  # layer -> group attrs
     attrs: dict[str, Any] = field(default_factory=dict)  # file attrs (store and question_split parsed from JSON)
     question_split: dict[str, Any] | None = None  # the ``question_split`` attr (None when the file records none)
+    #: the paper's bases: name ("m2", "probe_pc") -> layer -> float32 [k, d_model]; their row names likewise
+    extra_bases: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    extra_names: dict[str, dict[int, list[str]]] = field(default_factory=dict)
 
     def fit_split(self) -> dict[str, list[str]] | None:
         """The ``fit`` and ``held_out`` question lists of :attr:`question_split` (those present), or None when
@@ -100,6 +113,24 @@ class Directions:
         if k is not None and not 1 <= int(k) <= len(b):
             raise ProbeError(f"k={k} directions asked for layer {L} but {self.path} has {len(b)} there; "
                              f"use k between 1 and {len(b)}")
+        return b if k is None else b[: int(k)]
+
+    def named_basis(self, name: str, layer: int, k: int | None = None) -> np.ndarray:
+        """The first ``k`` (default all) rows of basis ``name`` (one of :data:`BASES`) at ``layer``; a basis the
+        file does not hold, or too few rows -> ProbeError naming the fix."""
+        if name == "basis":
+            return self.basis(layer, k)
+        if name not in BASES:
+            raise ProbeError(f"unknown basis {name!r}; choose one of {', '.join(BASES)}")
+        L = _as_layer(layer)
+        got = self.extra_bases.get(name, {})
+        if L not in got:
+            raise ProbeError(f"{self.path} holds no {name} basis for layer {layer!r} (written before the paper's bases "
+                             f"were stored); {REMAKE}")
+        b = got[L]
+        if k is not None and not 1 <= int(k) <= len(b):
+            raise ProbeError(f"k={k} directions asked of the {name} basis at layer {L} but {self.path} has {len(b)} "
+                             f"there; use k between 1 and {len(b)}")
         return b if k is None else b[: int(k)]
 
     def info(self, layer: int) -> dict[str, Any]:
@@ -168,6 +199,8 @@ def _read(p: Path) -> Directions:
         logi: dict[int, np.ndarray] = {}
         mass: dict[int, np.ndarray] = {}
         lattrs: dict[int, dict[str, Any]] = {}
+        extra: dict[str, dict[int, np.ndarray]] = {}
+        extra_names: dict[str, dict[int, list[str]]] = {}
         for L in layers:
             g = h.get(f"layer_{L}")
             if g is None or "basis" not in g:
@@ -191,11 +224,21 @@ def _read(p: Path) -> Directions:
             for ds_name, dst in (("logistic", logi), ("mass_mean", mass)):
                 if ds_name in g:
                     dst[L] = np.asarray(g[ds_name][()], dtype=np.float32)
+            for name in BASES[1:]:
+                if f"basis_{name}" in g:
+                    eb = np.asarray(g[f"basis_{name}"][()], dtype=np.float32).reshape(-1, b.shape[1])
+                    if not np.all(np.isfinite(eb)):
+                        raise ProbeError(f"{p}: the layer {L} {name} basis has non-finite values; {REMAKE}")
+                    extra.setdefault(name, {})[L] = eb
+                    en = la.pop(f"names_{name}", None)
+                    extra_names.setdefault(name, {})[L] = ([str(x) for x in en] if isinstance(en, list)
+                                                           else [f"{name}{i}" for i in range(len(eb))])
         sel = attrs.get("selected_layer")
     return Directions(path=str(p), sha256=file_sha256(p), layers=layers, bases=bases, names=names, resid_norm=norms,
                       selected_layer=int(sel) if sel is not None else None,
                       selected_layer_method=str(attrs.get("selected_layer_method", "")), logistic=logi,
-                      mass_mean=mass, layer_attrs=lattrs, attrs=attrs, question_split=split)
+                      mass_mean=mass, layer_attrs=lattrs, attrs=attrs, question_split=split, extra_bases=extra,
+                      extra_names=extra_names)
 
 
 #: Deprecated: the old name of :class:`Directions` (kept so that existing imports keep working).
@@ -275,6 +318,10 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
             g.create_dataset("mass_mean", data=np.asarray(r["mass_mean"], np.float32))
             g.create_dataset("basis", data=np.asarray(r["basis"], np.float32))
             g.attrs["names"] = np.array(r["names"], dtype=h5py.string_dtype("utf-8"))
+            for name in BASES[1:]:
+                if f"basis_{name}" in r:
+                    g.create_dataset(f"basis_{name}", data=np.asarray(r[f"basis_{name}"], np.float32))
+                    g.attrs[f"names_{name}"] = np.array(r[f"names_{name}"], dtype=h5py.string_dtype("utf-8"))
             for k in ("resid_norm", "logistic_C", "n_rows", "n_C", "n_nonC", "cos_logistic_mass_mean"):
                 if k in r:
                     g.attrs[k] = r[k]
@@ -287,5 +334,5 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
     return atomic_write_bytes(path, image)
 
 
-__all__ = ["Directions", "DirectionSet", "FILENAME", "KIND", "SCHEMA_VERSION", "layer_module_from",
+__all__ = ["BASES", "Directions", "DirectionSet", "FILENAME", "KIND", "SCHEMA_VERSION", "layer_module_from",
            "load_direction_info", "load_directions", "read_directions", "resolve_path", "write_directions"]

@@ -97,3 +97,42 @@ def test_directions_is_the_one_type_and_carries_the_question_split(tmp_path):
         f.attrs["question_split"] = "[1, 2]"
     with pytest.raises(ProbeError, match="question_split .* not a JSON object"):
         read_directions(tmp_path)
+
+
+def test_the_papers_two_bases_are_fitted_stored_and_read(tmp_path):
+    """M2 (mean difference + within-C PCs with it projected out) and the probe basis (probe direction + PCs with
+    it projected out), as r2m-ai/load-bearing-cot's multi_direction.py builds them, round-trip through the file."""
+    from probes.direction_fit import fit_directions, m2_basis
+
+    rng = np.random.default_rng(3)
+    n, d = 240, 12
+    y = (np.arange(n) % 3 == 0).astype(int)  # 1 = C
+    X = rng.normal(size=(n, d))
+    X[:, 0] += 3.0 * (1 - y)  # non-C shifted along e0
+    X[y == 1, 1] *= 6.0  # the C rows vary most along e1
+    r = fit_directions(X, y, np.arange(n) // 2, n_directions=4, solver="sklearn")
+    m2, ppc = r["basis_m2"], r["basis_probe_pc"]
+    assert m2.shape == (4, d) and ppc.shape == (4, d)
+    assert np.allclose(m2 @ m2.T, np.eye(4), atol=1e-5) and np.allclose(ppc @ ppc.T, np.eye(4), atol=1e-5)
+    diff = X[y == 0].mean(0) - X[y == 1].mean(0)
+    assert np.allclose(m2[0], diff / np.linalg.norm(diff), atol=1e-5)  # row 0: toward non-C
+    assert abs(m2[1] @ np.eye(d)[1]) > 0.95  # the top within-C axis once the mean difference is out
+    assert np.allclose(ppc[0], r["logistic"], atol=1e-5) and r["names_probe_pc"][0] == "probe"
+    assert r["names_m2"] == ["mean_diff", "within_c_pc1", "within_c_pc2", "within_c_pc3"]
+    b, names = m2_basis(X, y, 1)
+    assert b.shape == (1, d) and names == ["mean_diff"]
+
+    per = {2: {**r, "basis": r["basis"]}}
+    p = write_directions(tmp_path / "directions.h5", per, target="propagation", position="prefix_last",
+                         store={"path": "/x/a.h5"}, n_directions=4)
+    ds = read_directions(p)
+    assert np.allclose(ds.named_basis("m2", 2), m2) and np.allclose(ds.named_basis("probe_pc", 2, k=2), ppc[:2])
+    assert ds.extra_names["m2"][2] == r["names_m2"] and "names_m2" not in ds.layer_attrs[2]
+    assert np.array_equal(ds.named_basis("basis", 2), ds.bases[2])
+    with pytest.raises(ProbeError, match="k=5 directions asked of the m2 basis"):
+        ds.named_basis("m2", 2, k=5)
+    with pytest.raises(ProbeError, match="unknown basis"):
+        ds.named_basis("pca", 2)
+    old = _write(tmp_path / "old" if (tmp_path / "old").mkdir() is None else tmp_path)  # a file without them
+    with pytest.raises(ProbeError, match="holds no m2 basis for layer 1.*probes.train"):
+        read_directions(old).named_basis("m2", 1)
