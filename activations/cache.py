@@ -54,12 +54,16 @@ from activations.store import StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
 from loadbearing.cli import OneLineParser, UsageError, run_cli
 from loadbearing.cli import check_device as _check_device
+from loadbearing.engine.oom import BatchSize
 from loadbearing.runs import question_key_of
 from loadbearing.shards import Shard, ShardError, parse_shard
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
 DTYPES = ("float16", "float32")
+#: what the out-of-memory error at batch size 1 tells the user to change
+OOM_FIX = ("cache fewer --layers (the nnsight engine stops after the last one), or on a device with more memory "
+           "(--device)")
 
 
 @dataclass
@@ -250,18 +254,23 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
                 bound_heap()  # large tensors in their own mappings: freed memory goes back (flat RSS in N)
                 bar = _progress(len(items), len(items) - len(todo), config.progress, out)
                 t0 = time.perf_counter()
-                for bi, start in enumerate(range(0, len(todo), config.batch_size)):
-                    if max_batches is not None and bi >= max_batches:
-                        return out
-                    batch = todo[start : start + config.batch_size]
-                    acts = run_batch(eng, batch, pad_id, pos)
+                if max_batches is not None and max_batches <= 0:
+                    return out
+                # a batch out of accelerator memory runs again at half the size; only completed batches are written
+                sizer = BatchSize(config.batch_size, what="caching activations", fix=OOM_FIX)
+                n_done = 0
+                for bi, (batch, acts) in enumerate(sizer.chunks(todo, lambda part: run_batch(eng, part, pad_id, pos))):
                     spans = {p: np.array([it.spans[p] for it in batch], dtype=np.int32) for p in pos}
                     writer.append([it.row for it in batch], acts, spans)
+                    writer.set_attr("batching", sizer.record())
                     del acts
+                    n_done += len(batch)
                     bar.update(len(batch))
                     if on_batch is not None:
                         on_batch(writer.n_rows)
                     _release_memory()
+                    if max_batches is not None and bi + 1 >= max_batches and n_done < len(todo):
+                        return out
                 bar.close()
                 writer.set_attr("cache_seconds_last_session", round(time.perf_counter() - t0, 3))
                 writer.finish()

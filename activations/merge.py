@@ -115,6 +115,7 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
         attrs["shard"] = ""
         attrs["merged_from"] = [str(p) for p in paths]
         attrs.pop("cache_seconds_last_session", None)
+        attrs.pop("batching", None)  # each shard's own batch size (loadbearing.engine.oom); kept in the shards
         header = {"layers": first.layers, "positions": first.positions, "d_model": first.d_model,
                   "dtype": first.attrs["dtype"], "attrs": json.loads(json.dumps(attrs, default=str))}
 

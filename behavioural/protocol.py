@@ -265,9 +265,14 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
 
     ``generate_fn(lm, texts, *, max_new_tokens, batch_size, progress, desc)`` defaults to the HF backend.
     Records are written in chunks of ``chunk`` prompts (default 4 batches) so an interruption loses at most
-    one chunk of generation work and never a written record.
+    one chunk of generation work and never a written record. A chunk that runs out of accelerator memory is
+    generated again at half the batch size (:mod:`loadbearing.engine.oom`); the manifest's ``batching`` says
+    which size was used.
     """
+    from loadbearing.engine.oom import for_generate_fn
+
     gen_fn = generate_fn or generate
+    sizer = for_generate_fn(gen_fn, settings.batch_size)
     run_dir = Path(run_dir)
     if len({question_key(q.question) for q in questions}) < len(questions):  # one question per normalised text
         dropped = getattr(questions, "duplicates_dropped", 0)
@@ -293,10 +298,11 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
     else:
         runs_mod.create_run_dir(run_dir)
         manifest = make_manifest(lm, questions, settings, "running", extra={"shard": shard_info} if shard_info else None)
+    manifest["batching"] = sizer.record()
     rundir.write_json(run_dir / rundir.MANIFEST, manifest)
 
     def set_status(status: str, **extra):
-        manifest.update(status=status, updated=provenance_mod.now(), **extra)
+        manifest.update(status=status, updated=provenance_mod.now(), batching=sizer.record(), **extra)
         rundir.write_json(run_dir / rundir.MANIFEST, manifest)
 
     try:
@@ -307,8 +313,8 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
             with rundir.JsonlWriter(run_dir / BASELINES) as w:
                 for part in _chunks(todo, chunk):
                     prompts = [build_prompt(lm.tokenizer, q, few_shot=settings.few_shot) for q in part]
-                    gens = gen_fn(lm, prompts, max_new_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
-                                  progress=progress, desc=f"baselines {len(done)}/{len(questions)}")
+                    gens = sizer.call(gen_fn, lm, prompts, max_new_tokens=settings.max_new_tokens, progress=progress,
+                                      desc=f"baselines {len(done)}/{len(questions)}")
                     for q, p, g in zip(part, prompts, gens):
                         rec = _baseline_record(q, p, len(encode(lm.tokenizer, p)), g, settings.min_lines)
                         w.write(rec)
@@ -332,9 +338,8 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         if todo_jobs:
             with rundir.JsonlWriter(run_dir / CONTINUATIONS) as w:
                 for part in _chunks(todo_jobs, chunk):
-                    gens = gen_fn(lm, [j.input_text for j in part], max_new_tokens=settings.max_new_tokens,
-                                  batch_size=settings.batch_size, progress=progress,
-                                  desc=f"continuations {len(written)}/{len(jobs)}")
+                    gens = sizer.call(gen_fn, lm, [j.input_text for j in part], max_new_tokens=settings.max_new_tokens,
+                                      progress=progress, desc=f"continuations {len(written)}/{len(jobs)}")
                     for j, g in zip(part, gens):
                         w.write(_continuation_record(j, g, len(encode(lm.tokenizer, j.input_text))))
                         written.add(j.id)

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from loadbearing.cli import OneLineParser
+from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 from loadbearing.questions.data import DATASETS
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -27,13 +27,14 @@ RESULT_OPTIONS = {
     "model_revision": "model_revision", "dataset_revision": "dataset_revision", "quantize": "quantize",
     "dtype": "dtype", "n_per_level": "n_per_level", "shard": "shard",
 }
+#: CLI option dest -> its option, where the two differ
+OPTION_NAMES = {"positions": "--line-positions"}
 #: options that may change on resume (they do not change results)
 FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m behavioural.run", description=DESCRIPTION,
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = OneLineParser(prog="python -m behavioural.run", description=DESCRIPTION)
     m = p.add_argument_group("model")
     m.add_argument("--model", default=DEFAULT_MODEL, help="model name: the embedded default, a paper alias "
                    "(gemma-2-9b-it, llama-3.1-8b-instruct, deepseek-r1-distill-qwen-7b), a HF id, a local dir or a .gguf")
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = p.add_argument_group("protocol")
     e.add_argument("--strategy", default=None, help="one or several strategies (comma list) or 'all'; default: "
                    "arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, negation_flip for bbh")
-    e.add_argument("--positions", default="early,middle,late", help="edited line positions (comma list of early,middle,late)")
+    add_line_positions(e, "early,middle,late")
     e.add_argument("--max-new-tokens", type=int, default=4096, help="generation budget per baseline/continuation")
     e.add_argument("--min-lines", type=int, default=3, help="visible reasoning lines a correct baseline needs to be eligible")
     e.add_argument("--few-shot", dest="few_shot", action="store_true", default=None,
@@ -82,10 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM: how workers are launched (ray for multi-node); default: vLLM's choice")
 
     o = p.add_argument_group("output")
-    o.add_argument("--output-dir", default=None, help="new run directory (must not exist); default runs/<dataset>-<time>")
+    add_output(o, "dir", "new run directory (must not exist); default runs/<dataset>-<time>", deprecated=())
     o.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue this run directory with the settings in its manifest (options given beside it must match)")
-    o.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(o)
     return p
 
 
@@ -160,7 +161,7 @@ def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[s
             continue
         a, b = _norm(getattr(base, fname)), _norm(getattr(new, fname))
         if a != b:
-            opt = "--" + dest.replace("_", "-")
+            opt = OPTION_NAMES.get(dest, "--" + dest.replace("_", "-"))
             diffs.append(f"{opt} {b!r} differs from the run's {fname}={a!r}")
     if diffs:
         raise ProtocolError(f"cannot resume {run_dir}: {'; '.join(diffs)}; omit those options to continue with the "

@@ -83,13 +83,18 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
 
 def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dict], dirs: Directions, width: int,
                  layers: list[int], done: set, gen_path: Path, questions: dict[str, str], echo: Callable[[str], None],
-                 generate_fn: Callable[..., list] | None, cov: dict[int, np.ndarray] | None = None) -> None:
+                 generate_fn: Callable[..., list] | None, cov: dict[int, np.ndarray] | None = None) -> dict[str, Any]:
     """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk;
-    a random setting's vector is drawn per case (:func:`steering.controls.control_vector`)."""
+    a random setting's vector is drawn per case (:func:`steering.controls.control_vector`). A chunk out of
+    accelerator memory is generated again at half the batch size; returns the batch sizes used
+    (:meth:`loadbearing.engine.oom.BatchSize.record`)."""
+    from loadbearing.engine.oom import for_generate_fn
+
     if generate_fn is None:
         from steering.generate import generate_steered
 
         generate_fn = generate_steered
+    sizer = for_generate_fn(generate_fn, config.batch_size, what="steered generation")
     by_layer: dict[int, list] = defaultdict(list)
     for s in grid:
         for case in cases:
@@ -117,12 +122,12 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
                     rows.append(vec_cache[s.key])
                 vecs = np.stack(rows)  # [n, d_model]
                 alph = np.array([s.alpha for s, _ in part], dtype=np.float32)  # [n]
-                outs = generate_fn(lm, [c["input_text"] for _, c in part], vecs, alph, layers=[L],
-                                   positions=config.positions, max_new_tokens=config.max_new_tokens,
-                                   batch_size=config.batch_size, progress=config.progress,
-                                   desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}")
+                outs = sizer.call(generate_fn, lm, [c["input_text"] for _, c in part], vecs, alph, layers=[L],
+                                  positions=config.positions, max_new_tokens=config.max_new_tokens,
+                                  progress=config.progress, desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}")
                 for (s, case), g in zip(part, outs):
                     writer.write(generation_record(s, case, g, questions, config.seed))
+    return sizer.record()
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -247,10 +252,10 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
             echo(summary["verdict"])
             return summary
         done = {(r["setting"], r["case_id"]) for r in read_jsonl(gen_path, repair=True)}
-        generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo, generate_fn,
-                     cov)
+        batching = generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo,
+                                generate_fn, cov)
         summary = summarize(out_dir, config=cfg)
-        write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete"))
+        write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete", batching=batching))
     echo(format_summary(summary))
     return summary
 

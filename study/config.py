@@ -134,3 +134,29 @@ def write_stored(out: Path, config: StudyConfig) -> None:
 
     write_json(out / STUDY_FILE, {"kind": "study", "schema_version": SCHEMA_VERSION, "updated": now(),
                                   "settings": config.to_dict()})
+
+
+def record_batching(out: Path, name: str, target: Path) -> dict[str, Any] | None:
+    """Copy the batch sizes stage ``name`` used (``batching`` in its manifest, sweep record or store attributes:
+    :meth:`loadbearing.engine.oom.BatchSize.record`) from its output ``target`` into ``DIR/study.json``'s
+    ``batching``; returns it (None for a stage that runs no batched forward passes)."""
+    from loadbearing.files import read_json, write_json
+
+    record: Any = None
+    if target.is_file() and target.suffix == ".h5":  # an activation store (the browser's page holds none)
+        from activations.store import open_store
+
+        with open_store(target) as st:
+            record = st.attrs.get("batching") or None
+        record = json.loads(record) if isinstance(record, str) else record
+    else:
+        for file in ("manifest.json", "config.json"):
+            if (target / file).is_file():
+                record = read_json(target / file).get("batching")
+                break
+    if not isinstance(record, dict) or not (out / STUDY_FILE).is_file():
+        return None
+    stored = read_json(out / STUDY_FILE)
+    stored["batching"] = {**(stored.get("batching") or {}), name: record}
+    write_json(out / STUDY_FILE, stored)
+    return record

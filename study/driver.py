@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, write_stored
+from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
 from study.options import COMMAND_OPTIONS, build_parser
 
 
@@ -235,6 +235,7 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
                 raise StudyError(f"stage {name!r} did not complete its output {target}; fix the error above and rerun "
                                  f"with python -m study --resume {out}")
             log(f"{bar} {name} done in {time.perf_counter() - t:.0f} s {bar}")
+            record_batching(out, name, target)  # the batch size it ended at (smaller after out of memory)
             write_file()
         if name == "behaviour":
             why = behaviour_reason(out)

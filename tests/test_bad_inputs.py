@@ -226,7 +226,7 @@ CASES: list[Case] = [
                                                             "--output-dir", NEW(e)],
          lambda e: (e.tmp / "q.jsonl").write_text('{"id": "1", "question": "q?", "answer": "1", "task": "t"}\n'),
          absent=_absent_new),
-    Case("run-unknown-position", RUN, lambda e: [*GOOD_RUN, "--positions", "early,first", "--output-dir", NEW(e)],
+    Case("run-unknown-position", RUN, lambda e: [*GOOD_RUN, "--line-positions", "early,first", "--output-dir", NEW(e)],
          absent=_absent_new),
     Case("run-min-lines-1", RUN, lambda e: [*GOOD_RUN, "--min-lines", "1", "--output-dir", NEW(e)], absent=_absent_new),
     Case("run-unknown-strategy", RUN, lambda e: [*GOOD_RUN, "--strategy", "bogus", "--output-dir", NEW(e)],

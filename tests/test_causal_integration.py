@@ -22,7 +22,7 @@ def small_run(tmp_path_factory) -> Path:
     """8 easy questions, one strategy and position: a run with a few eligible chains in well under a minute."""
     run = tmp_path_factory.mktemp("causal-int") / "run"
     cmd = [sys.executable, "-m", "behavioural.run", "--dataset", "arith", "--task", "s2_o3", "--max-examples", "8",
-           "--strategy", "arithmetic", "--positions", "middle", "--max-new-tokens", "48", "--batch-size", "8",
+           "--strategy", "arithmetic", "--line-positions", "middle", "--max-new-tokens", "48", "--batch-size", "8",
            "--output-dir", str(run), "--quiet"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=110, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]

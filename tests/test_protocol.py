@@ -406,7 +406,7 @@ def test_cli_help_documents_every_option():
     r = _cli("--help")
     assert r.returncode == 0
     for opt in ("--model", "--dataset", "--task", "--data-dir", "--input-file", "--max-examples", "--all", "--seed",
-                "--strategy", "--positions", "--max-new-tokens", "--batch-size", "--model-revision",
+                "--strategy", "--line-positions", "--max-new-tokens", "--batch-size", "--model-revision",
                 "--dataset-revision", "--quantize", "--output-dir", "--resume", "--min-lines", "--backend"):
         assert opt in r.stdout, opt
 
@@ -414,7 +414,7 @@ def test_cli_help_documents_every_option():
 @pytest.mark.parametrize("args, message", [
     (["--strategy", "nope"], "unknown strategy 'nope'"),
     (["--dataset", "gsm8k", "--strategy", "wrong_elimination"], "does not apply to dataset 'gsm8k'"),
-    (["--positions", "early,first"], "unknown position"),
+    (["--line-positions", "early,first"], "unknown position"),
     (["--dataset", "mmlu", "--task", "astrology", "--data-dir", "DATA"], "astrology"),
     (["--resume", "/nonexistent/run"], "no manifest.json"),
 ])
@@ -439,7 +439,7 @@ def test_cli_existing_output_dir_is_refused(tmp_path):
 def test_cli_end_to_end_on_embedded_model(tmp_path):
     out = tmp_path / "run"
     r = _cli("--dataset", "arith", "--task", "s2_o5", "--max-examples", "4", "--strategy", "arithmetic",
-             "--positions", "middle", "--max-new-tokens", "64", "--output-dir", str(out), "--quiet")
+             "--line-positions", "middle", "--max-new-tokens", "64", "--output-dir", str(out), "--quiet")
     assert r.returncode == 0, r.stderr
     run = load_run(out)
     assert len(run["baselines"]) == 4 and run["summary"]["questions"] == 4
@@ -462,7 +462,7 @@ def test_cli_hf_plain_backend_gives_the_fast_paths_records(tmp_path):
     for backend in ("hf", "hf-plain"):
         out = tmp_path / backend
         r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "6", "--strategy", "arithmetic",
-                 "--positions", "middle", "--max-new-tokens", "48", "--backend", backend, "--output-dir", str(out),
+                 "--line-positions", "middle", "--max-new-tokens", "48", "--backend", backend, "--output-dir", str(out),
                  "--quiet")
         assert r.returncode == 0, r.stderr
         runs[backend] = Run(out)

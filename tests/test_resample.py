@@ -190,7 +190,7 @@ def test_answer_kl_is_zero_for_equal_distributions():
 def test_resample_on_the_embedded_model(tmp_path, smol):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "behavioural.run", "--dataset", "arith", "--task", "s2_o5", "--max-examples", "12",
-           "--strategy", "arithmetic", "--positions", "middle", "--max-new-tokens", "64", "--batch-size", "16",
+           "--strategy", "arithmetic", "--line-positions", "middle", "--max-new-tokens", "64", "--batch-size", "16",
            "--output-dir", str(run), "--quiet"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     assert r.returncode == 0, r.stderr[-2000:]

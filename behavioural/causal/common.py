@@ -105,20 +105,30 @@ def score_forced(generation: str, baseline: Baseline) -> tuple[str, str | None, 
 # ------------------------------------------------------------------------------------------------ engine
 @dataclass
 class Engine:
-    """Generation for a stage: the model, the generate function (the batched greedy fast path by default)."""
+    """Generation for a stage: the model, the generate function (the batched greedy fast path by default).
+    A call that runs out of accelerator memory is retried at half the batch size (``sizer``,
+    :mod:`loadbearing.engine.oom`; the stage's manifest records it as ``batching``)."""
 
     lm: Any
     generate_fn: Callable[..., list] | None = None
     batch_size: int = 16
     progress: bool = True
     extras: dict = dataclasses.field(default_factory=dict)  # what the stage's ``prepare`` loaded (a paraphraser)
+    sizer: Any = None  # loadbearing.engine.oom.BatchSize (made from batch_size when not given)
 
-    def generate(self, texts: Sequence[str], *, max_new_tokens: int, desc: str, lm: Any = None) -> list:
+    def __post_init__(self) -> None:
+        if self.sizer is None:
+            from loadbearing.engine.oom import for_generate_fn
+
+            self.sizer = for_generate_fn(self.generate_fn, self.batch_size)
+
+    def generate(self, texts: Sequence[str], *, max_new_tokens: int, desc: str, lm: Any = None, **kwargs: Any) -> list:
+        """``generate_fn(lm, texts, max_new_tokens=..., batch_size=..., progress=..., desc=..., **kwargs)``."""
         from loadbearing.engine.generation import generate
 
         fn = self.generate_fn or generate
-        return fn(lm or self.lm, list(texts), max_new_tokens=max_new_tokens, batch_size=self.batch_size,
-                  progress=self.progress, desc=desc)
+        return self.sizer.call(fn, lm or self.lm, list(texts), max_new_tokens=max_new_tokens, progress=self.progress,
+                               desc=desc, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -251,10 +261,10 @@ def drive(stage: Stage, config: Any, *, lm: Any = None, generate_fn: Callable[..
             summary = _execute(stage, config, run, chains, out, settings, engine, say)
         except BaseException as e:
             manifest.update(status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
-                            error=f"{type(e).__name__}: {e}", updated=provenance.now())
+                            error=f"{type(e).__name__}: {e}", updated=provenance.now(), batching=engine.sizer.record())
             write_json(out / MANIFEST, manifest)
             raise
-        manifest.update(status="ok", updated=provenance.now())
+        manifest.update(status="ok", updated=provenance.now(), batching=engine.sizer.record())
         manifest.pop("error", None)
         write_json(out / MANIFEST, manifest)
     return summary

@@ -119,9 +119,6 @@ def first_line(text: str) -> str:
 
 
 def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dict]:
-    from loadbearing.engine.generation import generate
-
-    fn = engine.generate_fn or generate
     sim = engine.extras.get("similarity") or load_similarity(config.similarity)
     s = config.sampling
     rows: dict[str, dict] = {}
@@ -132,9 +129,8 @@ def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dic
         forced = kind == "forced"
         texts = [forced_input(j.chain, j.data["assistant"]) if forced else j.chain.baseline.prompt + j.data["assistant"]
                  for j in part]
-        gens = fn(engine.lm, texts, max_new_tokens=config.max_answer_tokens if forced else config.max_new_tokens,
-                  batch_size=engine.batch_size, progress=engine.progress, desc=f"{NAME} {kind}s ({len(part)})",
-                  sampling=s, sample_keys=[j.id for j in part])
+        gens = engine.generate(texts, max_new_tokens=config.max_answer_tokens if forced else config.max_new_tokens,
+                               desc=f"{NAME} {kind}s ({len(part)})", sampling=s, sample_keys=[j.id for j in part])
         for j, g in zip(part, gens):
             c, k = j.chain, j.data["k"]
             row = {"id": j.id, **c.meta(), "kind": kind, "k": k, "rollout": j.data["j"],

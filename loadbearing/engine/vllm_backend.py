@@ -88,6 +88,10 @@ def _model_source(lm) -> tuple[str, str | None]:
 class VLLMGenerate:
     """A callable ``gen(lm, texts, *, max_new_tokens, batch_size, progress, desc, ...)`` over one vLLM engine."""
 
+    #: vLLM reserves its share of the device and schedules requests itself: no batch-size step-down on out of
+    #: memory (:mod:`loadbearing.engine.oom`); its own errors say what to change (--gpu-memory-utilization)
+    manages_memory = True
+
     def __init__(self, lm, *, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.85,
                  dtype: str | None = None, max_model_len: int | None = None, seed: int = 0,
                  engine_kwargs: dict[str, Any] | None = None):
