@@ -13,6 +13,8 @@ model input (one Continuation record, which lists every (strategy, position) cel
 
 * pooled rates (``overall``, by task/difficulty) count each distinct generation once;
 * per-strategy and per-position rates count a generation in every group it is a member of (once per group);
+  positions that share one generation are one group (``middle=late``: with 3-4 reasoning lines the middle
+  and late edits land on one line; :func:`loadbearing.design.merged_position`), never two identical rows;
 * where a question contributes several rows the interval is clustered by question (Korn-Graubard:
   Clopper-Pearson on a design-effect-adjusted n; :func:`loadbearing.stats.clustered_rate`); a row-level
   Wilson interval is used only where every row is a different question (e.g. baseline accuracy);
@@ -28,6 +30,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
+from loadbearing.design import merged_position, position_sort_key
 from loadbearing.records import LABEL_C
 from loadbearing.runs import question_key_of
 from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
@@ -98,7 +101,7 @@ def _collapsed_positions(conts: list[dict]) -> dict:
         inv: dict[int, list[str]] = defaultdict(list)
         for pos, idx in by_pos.items():
             inv[idx].append(pos)
-        same = ["=".join(sorted(ps)) for ps in inv.values() if len(ps) > 1]
+        same = [merged_position(ps) for ps in inv.values() if len(ps) > 1]
         hit += bool(same)
         pairs.update(same)
     return {"questions": hit, "of": len(lines), "pairs": dict(sorted(pairs.items()))}
@@ -150,8 +153,10 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
     for key in BREAKDOWNS:
         groups: dict[str, list[dict]] = defaultdict(list)
         for c in conts:
-            if key in CELL_BREAKDOWNS:
-                names = {s if key == "strategy" else p for s, p in _cells(c)}
+            if key == "strategy":
+                names = {s for s, _ in _cells(c)}
+            elif key == "position":  # per strategy, the positions this generation fills together: one group
+                names = {merged_position(p for s2, p in _cells(c) if s2 == s) for s, _ in _cells(c)}
             else:
                 names = {str(c.get(key))}
             for g in names:
@@ -162,7 +167,8 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
         out["by"][key] = {
             g: _rates([c for c in rows if c["condition"] == "perturbed"], [c for c in rows if c["condition"] == "control"],
                       ctrl_by_line, seed, n_boot)
-            for g, rows in sorted(groups.items())
+            for g, rows in sorted(groups.items(), key=lambda kv: position_sort_key(kv[0]) if key == "position"
+                                  else (0.0, kv[0]))
         }
     # baseline accuracy and eligibility per difficulty level (the arith ladder's design check)
     levels: dict[str, list[dict]] = defaultdict(list)

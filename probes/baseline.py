@@ -95,13 +95,28 @@ def one_hot(F: np.ndarray) -> np.ndarray:
     return np.concatenate(cols, axis=1) if cols else np.zeros((F.shape[0], 0))
 
 
+def metadata_design(F: np.ndarray, used: list[str]) -> tuple[np.ndarray, list[str]]:
+    """The logistic candidate's one-hot design of the metadata features ``F`` (columns named ``used``) with each
+    column that duplicates an earlier one merged (:func:`loadbearing.design.distinct_columns`: e.g. an arith
+    ``difficulty`` one-hot equals its ``task`` one-hot; a duplicate would halve its own penalty), and the notes
+    naming each merge."""
+    import pandas as pd
+
+    from loadbearing.design import distinct_columns
+
+    names = [f"{c}={u}" for j, c in enumerate(used) for u in np.unique(F[:, j].astype(str))]
+    X, notes = distinct_columns(pd.DataFrame(one_hot(F), columns=names))
+    return np.array(X, dtype=float), notes  # a writable copy (the solver hands it to torch)
+
+
 def metadata_predictions(meta: Any, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: tuple[float, ...],
                          device: str = "cpu") -> dict[str, Any]:
     """Held-out predictions of the metadata baseline for every label vector ``Y[p]`` (``[P, n]``) over the outer
     folds, with ``splits`` from :func:`probes.permuted.inner_masks` of the same ``Y``.
 
     Returns ``{"pred" [P, n] (-1 unscored), "chosen" [P, F] ("logistic" / "lookup" / "" skipped),
-    "inner_logistic" / "inner_lookup" [P, F], "C" [P, F], "features", "cells"}``."""
+    "inner_logistic" / "inner_lookup" [P, F], "C" [P, F], "features", "cells", "merged_columns" (notes naming the
+    one-hot columns merged as duplicates)}``."""
     from probes.permuted import cv_many
 
     Y = np.atleast_2d(np.asarray(Y))
@@ -111,8 +126,10 @@ def metadata_predictions(meta: Any, Y: np.ndarray, fold_ids: np.ndarray, splits:
     feats, used = metadata_features(meta)
     fine, coarse, cells_used = cell_columns(meta)
     fine, coarse = codes(fine), codes(coarse)
+    merged: list[str] = []
     if used:
-        lg = cv_many("logistic", one_hot(feats), Y, fold_ids, splits, Cs=Cs, device=device)
+        X, merged = metadata_design(feats, used)
+        lg = cv_many("logistic", X, Y, fold_ids, splits, Cs=Cs, device=device)
     else:
         lg = {"pred": np.full((P, n), -1, dtype=np.int64), "inner": np.full((P, Fo), np.nan),
               "C": np.full((P, Fo), np.nan)}
@@ -136,7 +153,7 @@ def metadata_predictions(meta: Any, Y: np.ndarray, fold_ids: np.ndarray, splits:
                 pred[p, te] = cell_lookup(fine, coarse, y, tr, K)[te]
                 chosen[p, k] = "lookup"
     return {"pred": pred, "chosen": chosen, "inner_logistic": lg["inner"], "inner_lookup": inner_lk, "C": lg["C"],
-            "features": used, "cells": cells_used}
+            "features": used, "cells": cells_used, "merged_columns": merged}
 
 
 
@@ -156,4 +173,5 @@ def study_baselines(meta: Any, y: np.ndarray, Yp: np.ndarray, groups: np.ndarray
     return baseline_entry(r, 0), fold_correct(r["pred"][1:], Y[1:], fold_ids), splits[1:]
 
 
-__all__ = ["metadata_predictions", "study_baselines", "cell_lookup", "cell_columns", "design_cells", "one_hot", "SMOOTH"]
+__all__ = ["metadata_predictions", "metadata_design", "study_baselines", "cell_lookup", "cell_columns", "design_cells",
+           "one_hot", "SMOOTH"]

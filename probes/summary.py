@@ -51,8 +51,12 @@ def format_summary(results: dict[str, Any], style: str = "text") -> str:
     if mb:
         feats = ", ".join(mb.get("features") or []) or "none"
         won = ", ".join(f"{k} {v}" for k, v in (mb.get("chosen_counts") or {}).items())
+        merged = mb.get("merged_columns") or []
         lines.append(f"{bullet}metadata-only baseline ({feats}; no activations): {_acc(mb['accuracy'], style)}"
-                     + (f"; candidate chosen per fold: {won}" if won else ""))
+                     + (f"; candidate chosen per fold: {won}" if won else "")
+                     + (f"; {len(merged)} duplicate one-hot column(s) merged before fitting "
+                        f"({'; '.join(m.split(':')[0] for m in merged[:3])}{'; ...' if len(merged) > 3 else ''})"
+                        if merged else ""))
     for pk, h in results.get("headline", {}).items():
         lines.append(f"{bullet}**{pk} headline** (nested CV, layers {h.get('chosen_layer_counts')}): "
                      f"{_acc(h['accuracy'], style)}; gain over metadata {_gain(h.get('gain_over_metadata'))}; "

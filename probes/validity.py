@@ -72,6 +72,7 @@ def baseline_entry(r: dict[str, Any], p: int) -> dict[str, Any]:
     chosen = [str(c) or None for c in r["chosen"][p]]
     counts = {c: chosen.count(c) for c in ("logistic", "lookup") if c in chosen}
     return {"pred": r["pred"][p], "features": r["features"], "cells": r["cells"],
+            "merged_columns": list(r.get("merged_columns") or []),
             "C_per_fold": [None if (c != "logistic" or not np.isfinite(v)) else float(v)
                            for c, v in zip(chosen, r["C"][p])],
             "chosen_per_fold": chosen, "chosen_counts": counts,

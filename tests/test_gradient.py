@@ -203,7 +203,8 @@ def test_memberships_count_one_generation(tmp_path):
     c = s["cells"][0]
     n_pert = sum(r["condition"] == "perturbed" for r in rows)
     assert c["propagation"]["n"] == n_pert and c["n_generations"] == n_pert and c["n_shared_generations"] == n_pert
-    assert set(s["position"]["rates"]) == {"middle", "late"}
+    # the generation fills middle and late: one position level, not the same outcome counted at two positions
+    assert set(s["position"]["rates"]) == {"middle=late"} and s["position"]["rates"]["middle=late"]["n"] == n_pert
 
 
 def test_taxonomy_from_labels(tmp_path):

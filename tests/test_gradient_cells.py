@@ -73,7 +73,8 @@ def test_rows_code_edit_type_weights_and_unknown_positions(tmp_path):
     (d / "continuations.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conts))
     data = load_runs([str(d)])
     shared = [r for r in data.rows if r["id"] == conts[i]["id"]]
-    assert [r["weight"] for r in shared] == [0.5, 0.5]  # one generation, two memberships: weight 1 in all
+    # one generation that is both the middle and the late edit: one row at the merged position, weight 1
+    assert [(r["position"], r["positions"], r["weight"]) for r in shared] == [("middle=late", ("middle", "late"), 1.0)]
     unknown = [r for r in data.rows if r["id"] == conts[j]["id"]]
     assert unknown and unknown[0]["position"] == "unknown"
     df = _frame(data.rows, {("m1", data.rows[0]["cell"]): 0.5})

@@ -112,6 +112,8 @@ CONCEPTS = {
     "atomic writes": (re.compile(r"\bos\.(replace|rename)\(|\.rename\(|\.replace\(tmp"), {"loadbearing/files.py"}),
     # drawing bootstrap resamples
     "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats.py"}),
+    # the rank check of a design matrix before a fit (duplicate / dependent columns merged with a note)
+    "design rank check": (re.compile(r"matrix_rank\("), {"loadbearing/design.py"}),
     # reading directions.h5
     "directions.h5 reader": (re.compile(r"h5py\.File\([^)]*direction"), {"probes/directions.py"}),
     # "question_key, else question_id"

@@ -179,10 +179,12 @@ def test_summary_counts_each_generation_once_pooled_and_in_every_group():
     assert (o["propagation"]["k"], o["propagation"]["n"], o["coverage"]["k"], o["coverage"]["n"]) == (2, 4, 4, 6)
     assert o["propagation"]["n_questions"] == 2 and o["controls"] == 4
     pos = s["by"]["position"]
-    assert pos["late"]["propagation"]["n"] == 2 and pos["middle"]["propagation"]["n"] == 2  # same generations
-    assert pos["middle"]["perturbed"] == 4 and pos["middle"]["controls"] == 2
+    # a's middle and late edits are one generation: one group middle=late (b's middle edit stays middle)
+    assert list(pos) == ["early", "middle", "middle=late"] and "late" not in pos
+    assert pos["middle=late"]["propagation"]["n"] == 2 and pos["middle=late"]["perturbed"] == 2
+    assert pos["middle"]["perturbed"] == 2 and pos["middle"]["controls"] == pos["middle=late"]["controls"] == 2
     assert s["by"]["strategy"]["b"]["controls"] == 2 and s["by"]["strategy"]["b"]["coverage"]["k"] == 0
-    assert s["collapsed_positions"]["pairs"] == {"late=middle": 2}
+    assert s["collapsed_positions"]["pairs"] == {"middle=late": 2}
     # baseline accuracy, paper definition vs parseable only
     assert (s["baseline_accuracy"]["k"], s["baseline_accuracy"]["n"]) == (2, 4)
     assert (s["baseline_accuracy_parseable"]["k"], s["baseline_accuracy_parseable"]["n"]) == (2, 3)
@@ -245,7 +247,7 @@ def test_protocol_summary_checked_by_hand(tokenizer, tmp_path):
     assert len(conts) == n_elig * 6 == s["continuations"] == s["generations"]["distinct"]
     assert len({c["input_text"] for c in conts}) == len(conts)  # one record per model input
     assert s["generations"]["cells"] == sum(len(c["memberships"]) for c in conts) == n_elig * 2 * 3 * 2
-    assert s["collapsed_positions"] == {"questions": n_elig, "of": n_elig, "pairs": {"late=middle": n_elig}}
+    assert s["collapsed_positions"] == {"questions": n_elig, "of": n_elig, "pairs": {"middle=late": n_elig}}
     for c in conts:
         m = [tuple(x) for x in c["memberships"]]
         assert m[0] == (c["strategy"], c["position"]) and c["id"].startswith(f"{c['question_id']}|{c['strategy']}|")
@@ -261,7 +263,8 @@ def test_protocol_summary_checked_by_hand(tokenizer, tmp_path):
     ac = by["arithmetic_change"]["propagation"]
     assert ac["rate"] == 1.0 and ac["n"] == n_elig * 2 and ac["n_questions"] == n_elig
     assert by["contradiction"]["propagation"]["rate"] == 0.0
-    assert s["by"]["position"]["late"]["propagation"]["n"] == s["by"]["position"]["middle"]["propagation"]["n"] == n_elig * 2
+    assert list(s["by"]["position"]) == ["early", "middle=late"]  # middle and late share every generation
+    assert s["by"]["position"]["middle=late"]["propagation"]["n"] == n_elig * 2
     assert s["by"]["position"]["early"]["controls"] == n_elig  # one control per line, shared across strategies
     pooled = s["overall"]["propagation"]
     assert pooled["k"] == n_elig * 2 and pooled["n"] == n_elig * 4 and pooled["n_generations"] == n_elig * 4

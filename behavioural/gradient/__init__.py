@@ -17,7 +17,8 @@ generations. Then: the test of difficulty at the level where it varies (one obse
 effects meta-regression with the Knapp-Hartung t, :mod:`behavioural.gradient.cells`; descriptive below 3
 cells); a logistic model of C on difficulty, strategy family (``behavioural.strategies.FAMILIES``; and the
 paper's numerical / text edit type), position and their interactions with errors clustered by question and one
-row per generation (a generation shared by k memberships weighs 1/k per row); the sequential deviance
+row per generation and strategy (positions that share one generation merged into one level, ``middle=late``,
+and every design reduced to full rank with a note: :mod:`loadbearing.design`); the sequential deviance
 partition in both orders; the within-dataset slope; the position test; type-by-difficulty tables; propagation conditional on
 perturbation uptake; cross-model paired differences on the shared eligible questions; the A/B/C taxonomy.
 
@@ -39,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from behavioural.gradient.rows import GradientError, load_runs
+from behavioural.gradient.rows import GradientError, load_runs, position_merges
 from loadbearing.files import RunDirError, atomic_write_text, publish_dir, write_json
 
 SCHEMA = "behavioural.gradient/1"
@@ -74,6 +75,7 @@ def analyse(cfg: GradientConfig) -> dict[str, Any]:
     for c in cells:
         c["difficulty"] = diff[(c["model"], c["cell"])]
     uptake = A.uptake_table(data.rows, seed=cfg.seed)  # sets row["uptake"] used below
+    merges = position_merges(data.rows)
     summary: dict[str, Any] = {
         "schema": SCHEMA,
         "status": "ok",
@@ -82,7 +84,8 @@ def analyse(cfg: GradientConfig) -> dict[str, Any]:
                  for r in data.runs],
         "mixed": data.mixed,
         "allow_mixed_used": bool(data.mixed),
-        "notes": list(data.notes),
+        "notes": list(data.notes) + ([merges["note"]] if merges["note"] else []),
+        "position_merges": merges,
         "axis": axis,
         "axis_description": axis_desc,
         "cells": cells,

@@ -26,6 +26,7 @@ from behavioural.gradient.regression import (
     within_dataset,
 )
 from behavioural.gradient.rows import DATASET_ORDER, GradientError, Loaded, by_key, level_order
+from loadbearing.design import position_sort_key
 
 __all__ = ["POSITIONS", "cell_table", "crate", "cross_model", "deviance_partition", "difficulty_axis",
            "logistic_curve", "position_test", "regression", "taxonomy", "type_by_difficulty", "uptake_table",
@@ -169,15 +170,18 @@ def uptake_table(rows: Sequence[dict], *, seed: int = 0) -> dict:
 
 
 def taxonomy(rows: Sequence[dict]) -> dict:
-    """A/B/C counts and shares by position, strategy and dataset (the paper's Table 4) from the labelling."""
-    lab = [r for r in rows if r.get("abc") in ("A", "B", "C")]
+    """A/B/C counts and shares by position, strategy and dataset (the paper's Table 4) from the labelling:
+    perturbed generations only (a control row, whose edit was not made, is never counted, even if passed)."""
+    lab = [r for r in rows if r.get("abc") in ("A", "B", "C") and r.get("condition", "perturbed") == "perturbed"]
+    n_controls = sum(r.get("condition") == "control" for r in rows)
     if not lab:
         return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.label)"}
-    out: dict[str, Any] = {"status": "ok", "n": len(lab)}
+    out: dict[str, Any] = {"status": "ok", "n": len(lab), "condition": "perturbed", "controls_excluded": n_controls}
     for key in ("position", "strategy", "dataset"):
         groups: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "C": 0})
         for r in lab:
             groups[str(r[key])][r["abc"]] += 1
-        out[key] = {g: {lbl: {"count": n, "share": n / sum(v.values())} for lbl, n in v.items()}
-                    for g, v in sorted(groups.items())}
+        order = sorted(groups, key=position_sort_key) if key == "position" else sorted(groups)
+        out[key] = {g: {lbl: {"count": n, "share": n / sum(groups[g].values())} for lbl, n in groups[g].items()}
+                    for g in order}
     return out

@@ -5,8 +5,12 @@ fitted curve of the figure.
     from behavioural.gradient.regression import regression
     regression(data.rows, diff, axis="accuracy")   # {"status": "ok", "formula": "y ~ difficulty + ...", ...}
 
-Each takes the flat rows of :mod:`behavioural.gradient.rows` and returns a JSON-ready dict; what the data
-cannot support is ``{"status": "skipped" | "separation" | "failed", "message": ...}``, never an exception.
+Each takes the flat rows of :mod:`behavioural.gradient.rows` (where positions that share one generation are
+already one position, ``middle=late``) and returns a JSON-ready dict; what the data cannot support is
+``{"status": "skipped" | "separation" | "failed", "message": ...}``, never an exception. Every fit goes
+through :func:`_fit`, which reduces its design matrix to full column rank first
+(:func:`loadbearing.design.full_rank`) and returns the notes naming each column merged or dropped; the
+dicts carry them as ``design_notes``.
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from behavioural.gradient.rates import POSITIONS, propagation, scored
+from behavioural.gradient.rates import propagation, scored
+from loadbearing.design import full_rank, position_index, position_parts, position_sort_key
 from loadbearing.stats import paired_difference_ci
 
 
@@ -33,7 +38,7 @@ def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
         "w": [float(r.get("weight", 1.0)) for r in s],
         "strategy": [r["strategy"] for r in s],
         "position": [r["position"] for r in s],
-        "pos_index": [POSITIONS.index(r["position"]) if r["position"] in POSITIONS else np.nan for r in s],
+        "pos_index": [np.nan if position_index(r["position"]) is None else position_index(r["position"]) for r in s],
         "cell": [f"{r['model']}|{r['cell']}" for r in s],
         "model": [r["model"] for r in s],
         "dataset": [r["dataset"] for r in s],
@@ -42,17 +47,23 @@ def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
     })
 
 
-def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str]]:
-    """GLM binomial fit; with cluster-robust covariance by question when asked. Returns (result, problems)."""
+def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str], list[str]]:
+    """GLM binomial fit on the formula's design reduced to full column rank (a duplicate column merged into
+    the earlier one, a dependent one dropped: :func:`loadbearing.design.full_rank`); with cluster-robust
+    covariance by question when asked. Returns (result, problems, design notes)."""
+    import pandas as pd
     import statsmodels.api as sm
     import statsmodels.formula.api as smf
 
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        # one row per generation: a generation shared by k memberships enters as k rows of weight 1/k
+        # one row per generation and strategy: a generation shared by k memberships weighs its share of them
         model = smf.glm(formula, data=df, family=sm.families.Binomial(),
                         freq_weights=df["w"].to_numpy() if "w" in df else None)
+        X, notes = full_rank(pd.DataFrame(model.exog, columns=model.exog_names))
+        if notes:
+            model = sm.GLM(model.endog, X, family=sm.families.Binomial(), freq_weights=model.freq_weights)
         try:
             if cluster and df["g"].nunique() >= 2:
                 groups = df["g"].astype("category").cat.codes.to_numpy()
@@ -74,7 +85,7 @@ def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str]]:
     params = np.asarray(res.params)
     if np.any(~np.isfinite(params)) or np.any(np.abs(params) > 20):
         problems.append("perfect or quasi-perfect separation (|coefficient| > 20): estimates not meaningful")
-    return res, sorted(set(problems))
+    return res, sorted(set(problems)), notes
 
 
 class _Separation(Exception):
@@ -121,6 +132,12 @@ def regression(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
         notes.append(f"one strategy family only ({df['family'].iloc[0]}): no type effect can be estimated")
     if not has_p:
         notes.append("one position only: no position effect")
+    merged = sorted({p for p in df["position"] if len(position_parts(p)) > 1}, key=position_sort_key)
+    if merged:
+        levels = sorted(set(df["position"]), key=position_sort_key)
+        notes.append(f"position levels {', '.join(levels)}: {', '.join(merged)} is one generation that edits the "
+                     "same line at both positions, merged into one level before fitting (coded as two it would give "
+                     "two identical coefficients)")
     rhs = []
     if has_d:
         rhs.append("difficulty")
@@ -136,9 +153,9 @@ def regression(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
     out: dict[str, Any] = {"status": "ok", "formula": formula, "axis": axis, "n": int(len(df)),
                            "n_questions": int(df["g"].nunique()), "cluster": "question", "notes": notes}
     try:
-        res, problems = _fit(formula, df)
+        res, problems, design = _fit(formula, df)
         out.update(coefficients=_coefs(res), deviance=float(res.deviance), null_deviance=float(res.null_deviance),
-                   problems=problems)
+                   problems=problems, design_notes=design)
     except _Separation as e:
         out.update(status="separation", message=f"perfect separation: {e}; the coefficients are infinite, "
                    "see the per-cell rates instead")
@@ -161,10 +178,11 @@ def _edit_type_model(df, has_d: bool, has_p: bool) -> dict:
     rhs += ["C(position)"] if has_p else []
     formula = "y ~ " + " + ".join(rhs)
     try:
-        res, problems = _fit(formula, df)
+        res, problems, design = _fit(formula, df)
     except (_Separation, _FitFailed) as e:
         return {"status": "failed", "formula": formula, "message": str(e)}
-    return {"status": "ok", "formula": formula, "coefficients": _coefs(res), "problems": problems}
+    return {"status": "ok", "formula": formula, "coefficients": _coefs(res), "problems": problems,
+            "design_notes": design}
 
 
 def deviance_partition(df, type_col: str = "family") -> dict:
@@ -181,13 +199,14 @@ def deviance_partition(df, type_col: str = "family") -> dict:
         return {"status": "skipped", "message": "no variation in C"}
     T = f"C({type_col})"
     orders = {"difficulty_first": ["difficulty", T], "type_first": [T, "difficulty"]}
-    out: dict[str, Any] = {"status": "ok", "n": int(len(df)), "type": type_col, "problems": []}
+    out: dict[str, Any] = {"status": "ok", "n": int(len(df)), "type": type_col, "problems": [], "design_notes": []}
     try:
         null_dev = _fit("y ~ 1", df, cluster=False)[0].deviance
-        full, prob = _fit(f"y ~ difficulty * {T}", df, cluster=False)
+        full, prob, design = _fit(f"y ~ difficulty * {T}", df, cluster=False)
     except (_Separation, _FitFailed) as e:
         return {"status": "failed", "message": str(e)}
     out["problems"] += prob
+    out["design_notes"] += design
     total = null_dev - full.deviance
     out.update(null_deviance=float(null_dev), full_deviance=float(full.deviance), explained=float(total))
     for name, (first, second) in orders.items():
@@ -219,7 +238,7 @@ def within_dataset(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
             out[key] = {"status": "skipped", "n_tasks": int(n_cells), "message": "no variation in difficulty or in C"}
             continue
         try:
-            res, problems = _fit("y ~ difficulty", sub)
+            res, problems, _design = _fit("y ~ difficulty", sub)  # one column beside the intercept: never reduced
         except (_Separation, _FitFailed) as e:
             out[key] = {"status": "failed", "message": str(e)}
             continue
@@ -234,14 +253,14 @@ def within_dataset(rows: Sequence[dict], diff: dict, *, axis: str) -> dict:
 def position_test(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     """Early vs middle vs late: clustered rates per position and a clustered logistic trend test with
     task-or-level (and family) fixed effects. Cells whose C does not vary add no within-cell evidence and
-    are left out of the test (named)."""
+    are left out of the test (named). A merged position (``middle=late``: one generation at both) is one
+    level, and its trend index is the mean of its parts (1.5)."""
     df = _frame(rows, diff)
     rates = {}
     rows_scored = scored(rows)
-    for pos in POSITIONS:
-        rs = [r for r in rows_scored if r["position"] == pos]
-        if rs:
-            rates[pos] = propagation(rs, seed=seed)
+    for pos in sorted({r["position"] for r in rows_scored if position_index(r["position"]) is not None},
+                      key=position_sort_key):
+        rates[pos] = propagation([r for r in rows_scored if r["position"] == pos], seed=seed)
     out: dict[str, Any] = {"rates": rates}
     if len(df) == 0 or df["position"].nunique() < 2:
         out.update(status="skipped", message="fewer than 2 positions with scored continuations")
@@ -262,14 +281,24 @@ def position_test(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     if sub["family"].nunique() > 1:
         rhs.append("C(family)")
     try:
-        res, problems = _fit("y ~ " + " + ".join(rhs), sub)
+        res, problems, design = _fit("y ~ " + " + ".join(rhs), sub)
     except (_Separation, _FitFailed) as e:
         out.update(status="failed", message=str(e), dropped_cells=dropped)
         return out
-    c = _coefs(res)["pos_index"]
+    coefs = _coefs(res)
+    if "pos_index" not in coefs:
+        out.update(status="skipped", dropped_cells=dropped, design_notes=design,
+                   message="the position index is not identified beside the cell and family effects")
+        return out
+    c = coefs["pos_index"]
+    index = {p: position_index(p) for p in sorted(set(sub["position"]), key=position_sort_key)}
+    merged = [f"{p}={i:g}" for p, i in index.items() if len(position_parts(p)) > 1]
     out.update(status="ok", trend_per_step=c, odds_ratio_per_step=math.exp(c["coef"]), n=int(len(sub)),
-               n_questions=int(sub["g"].nunique()), dropped_cells=dropped, problems=problems,
-               model="y ~ " + " + ".join(rhs) + " (position index early=0, middle=1, late=2; clustered by question)")
+               n_questions=int(sub["g"].nunique()), dropped_cells=dropped, problems=problems, design_notes=design,
+               position_index=index,
+               model="y ~ " + " + ".join(rhs) + " (position index early=0, middle=1, late=2"
+                     + (f"; merged {', '.join(merged)}: one generation at both, the mean of its indices" if merged
+                        else "") + "; clustered by question)")
     return out
 
 
@@ -293,7 +322,9 @@ def cross_model(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     for m in models:
         rs = [r for r in rows_scored if r["model"] == m and r["qkey"] in shared]
         out["rates"][m] = propagation(rs, seed=seed)
-        cellmap[m] = {(r["qkey"], r["strategy"], r["position"]): float(r["label"] == "C") for r in rs}
+        # matched per protocol position: one model's middle=late generation pairs with the other's middle and late
+        cellmap[m] = {(r["qkey"], r["strategy"], p): float(r["label"] == "C") for r in rs
+                      for p in (r.get("positions") or position_parts(r["position"]))}
         cell_of.update({r["qkey"]: r["cell"] for r in rs})
     out["pairs_by_cell"] = {}
     for i, a in enumerate(models):
@@ -309,10 +340,10 @@ def cross_model(rows: Sequence[dict], diff: dict, *, seed: int = 0) -> dict:
     df = _frame(rows, diff)
     if df["difficulty"].nunique() >= 2 and df["y"].nunique() >= 2:
         try:
-            res, problems = _fit("y ~ difficulty * C(model)", df)
+            res, problems, design = _fit("y ~ difficulty * C(model)", df)
             coefs = _coefs(res)
             out["model_x_difficulty"] = {"coefficients": {k: v for k, v in coefs.items() if ":" in k},
-                                         "problems": problems,
+                                         "problems": problems, "design_notes": design,
                                          "note": "a negative interaction means a flatter gradient than the baseline model"}
         except (_Separation, _FitFailed) as e:
             out["model_x_difficulty"] = {"status": "failed", "message": str(e)}
@@ -325,7 +356,7 @@ def logistic_curve(rows: Sequence[dict], diff: dict, model: str) -> dict | None:
     if len(df) == 0 or df["difficulty"].nunique() < 2 or df["y"].nunique() < 2:
         return None
     try:
-        res, problems = _fit("y ~ difficulty", df)
+        res, problems, _design = _fit("y ~ difficulty", df)
     except (_Separation, _FitFailed):
         return None
     return {"intercept": float(res.params["Intercept"]), "slope": float(res.params["difficulty"]), "problems": problems}

@@ -80,7 +80,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         out.append(render_table(["term", "coef", "cluster SE", "95% CI", "p"], rows, style))
         for pr in reg.get("problems", []):
             out.append(f"WARNING: {pr}")
-    for n in reg.get("notes", []):
+    for n in reg.get("notes", []) + reg.get("design_notes", []):
         out.append(f"note: {n}")
     dp = reg.get("deviance_partition") or {}
     out.append(_h("Sequential deviance partition (share of explained deviance)", style))
@@ -101,6 +101,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         out.append(render_table(["order", "difficulty", "type", "interaction"], rows, style))
         for pr in dp.get("problems", []):
             out.append(f"WARNING: {pr}")
+        for n in dp.get("design_notes", []):
+            out.append(f"note: {n}")
 
     out.append(_h("Within-dataset slope", style))
     for key, v in s["within_dataset"].items():
@@ -124,6 +126,13 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
             out.append(f"cells without variation in C left out: {', '.join(pos['dropped_cells'])}")
     else:
         out.append(f"{pos.get('status')}: {pos.get('message')}")
+    merged = (s.get("position_merges") or {}).get("merged") or {}
+    if merged:
+        of = s["position_merges"]["of"]
+        out.append("merged positions (one generation edits the same line at both): "
+                   + "; ".join(f"{k} in {n} of {of} questions" for k, n in merged.items()))
+    for n in pos.get("design_notes", []):
+        out.append(f"note: {n}")
 
     tbd = s["type_by_difficulty"]["family"]
     out.append(_h("Type against difficulty (rows: strategy family; columns: task or level)", style))
@@ -177,6 +186,7 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
             for g, v in tx[key].items():
                 rows.append([key, g] + [f"{v[lbl]['count']} ({100 * v[lbl]['share']:.1f}%)" for lbl in ("A", "B", "C")])
         out.append(render_table(["by", "group", "A silent bypass", "B self-correction", "C error propagation"], rows, style))
+        out.append(f"(perturbed generations only, {tx['n']} labelled rows; the controls are left out)")
     return "\n".join(out)
 
 

@@ -9,8 +9,12 @@ Units (``docs``: DESIGN.md "Units of analysis"):
 * the *cluster* is the question: ``question_key`` (hash of the normalised text) when the record carries it,
   else the key computed from the baseline's question text, else ``question_id``;
 * a *generation* is one distinct model input (``input_text``). A continuation shared by several
-  (strategy, position) cells carries ``memberships``; cell-level rows expand it (one row per membership,
-  flagged ``shared``), pooled rates count the generation once.
+  (strategy, position) cells carries ``memberships``; cell-level rows expand it (one row per strategy,
+  flagged ``shared``, weight = its share of the memberships), pooled rates count the generation once;
+* positions that share one generation are one position: a generation that is both the middle and the late
+  edit of a strategy (3 or 4 reasoning lines) is one row at position ``middle=late``
+  (:func:`loadbearing.design.merged_position`; ``positions`` keeps the parts), so no table or fit counts one
+  outcome as two positions. :func:`position_merges` says where that happened.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.strategies import FAMILIES
+from loadbearing.design import SEP, merged_position, position_sort_key
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError
 from loadbearing.questions.data import ARITH_LEVELS, question_key
@@ -179,13 +184,17 @@ def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_i
                 "question_id": c.question_id, "gen": c.input_text, "label": c.label,
                 "abc": abc_of[info.path].get(c.id), "line_index": c.line_index, "n_lines": c.n_lines,
                 "original_line": c.original_line, "edited_line": c.edited_line, "continuation": c.continuation,
+                "condition": c.condition,
             }
             target = rows if c.condition == "perturbed" else controls
-            for j, (strategy, position) in enumerate(members):
+            by_strategy: dict[str, list[str]] = {}
+            for strategy, position in members:  # one row per strategy; its positions merged (middle=late)
+                by_strategy.setdefault(strategy, []).append(position or "unknown")
+            for j, (strategy, poss) in enumerate(by_strategy.items()):
                 fam = _family(strategy)
-                target.append(dict(base, strategy=strategy, position=position or "unknown", family=fam,
-                                   edit_type=edit_type(fam), shared=len(members) > 1, first=(j == 0),
-                                   weight=1.0 / len(members)))
+                target.append(dict(base, strategy=strategy, position=merged_position(poss), positions=tuple(poss),
+                                   family=fam, edit_type=edit_type(fam), shared=len(members) > 1, first=(j == 0),
+                                   weight=len(poss) / len(members)))
         if not conts:
             notes.append(f"{info.path}: no continuations (no eligible baselines)")
         if info.baselines_eligible_only and not info.external_accuracy:
@@ -193,6 +202,28 @@ def load_runs(paths: Sequence[str | Path], *, allow_mixed: bool = False, allow_i
                          "(pass --baseline-accuracy to the importer to record the published figure)")
     return Loaded(runs=[i for _, i in runs], rows=rows, controls=controls, baselines=baselines, mixed=mixed,
                   notes=notes)
+
+
+def position_merges(rows: Sequence[dict]) -> dict[str, Any]:
+    """Where positions were merged because they share one generation: ``{"merged": {"middle=late": n
+    questions}, "of": n questions, "every_question": {label: bool}, "levels": [position levels in the fits],
+    "note": one sentence or ""}`` (questions are (model, question) pairs of the perturbed rows)."""
+    of = {(r["model"], r["qkey"]) for r in rows}
+    hit: dict[str, set] = defaultdict(set)
+    for r in rows:
+        if SEP in r["position"]:
+            hit[r["position"]].add((r["model"], r["qkey"]))
+    levels = sorted({r["position"] for r in rows}, key=position_sort_key)
+    merged = {k: len(v) for k, v in sorted(hit.items(), key=lambda kv: position_sort_key(kv[0]))}
+    every = {k: n == len(of) for k, n in merged.items()}
+    note = ""
+    if merged:
+        what = "; ".join(f"{k} in {n} of {len(of)} questions" for k, n in merged.items())
+        note = (f"positions merged: {what}: the edited line is min(n - 2, floor(n x fraction)), so with few "
+                "reasoning lines these positions edit the same line and share one generation; each such "
+                "generation is one row at the merged position in every table and fit (position levels: "
+                f"{', '.join(levels)}; trend index early=0, middle=1, late=2, a merged level the mean of its parts)")
+    return {"merged": merged, "of": len(of), "every_question": every, "levels": levels, "note": note}
 
 
 def by_key(rows: Sequence[dict], *keys: str) -> dict[tuple, list[dict]]:
