@@ -1,8 +1,8 @@
 """Cache the hidden states of a run's continuations into an HDF5 activation store.
 
-    python -m activations.cache RUN_DIR [--layers all|LIST] [--positions prefix_last,edit_mean,edit_last]
-        [--engine nnsight|transformer-lens|hf] [--dtype float16|float32] [--batch-size N] [--output FILE]
-        [--resume] [--labels NAME] [--allow-outcome-tokens] [--conditions perturbed|control|all] [--model NAME]
+    python -m activations.cache RUN_DIR [--layers all|LIST] [--token-positions prefix_last,edit_mean,edit_last]
+        [--engine nnsight|transformer-lens|hf] [--dtype float16|float32] [--batch-size N] [--output-file FILE]
+        [--resume] [--labelling NAME] [--allow-outcome-tokens] [--conditions perturbed|control|all] [--model NAME]
         [--device cpu|cuda|cuda:N|auto] [--shard I/N] [--allow-incomplete]
 
 Reads the run through :class:`loadbearing.runs.Run` (``continuations.jsonl``, the newest labelling under
@@ -52,7 +52,7 @@ from activations.inputs import (
 from activations.memory import bound_heap
 from activations.store import StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
-from loadbearing.cli import OneLineParser, UsageError, run_cli
+from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.runs import question_key_of
@@ -163,21 +163,21 @@ def _labels(run, name: str | None) -> tuple[dict[str, str | None], str]:
     try:
         found, labels = run.labels(name)
     except RunDirError as e:
-        raise CacheError(f"{e}, or pass --labels none") from None
+        raise CacheError(f"{e}, or pass --labelling none") from None
     return (labels, f"labels/{found}") if found else ({}, "")
 
 
 def _check_output(out: Path, resume: bool) -> None:
     exists = out.exists() or parts_dir(out).exists()
     if exists and not resume:
-        raise CacheError(f"{out} already exists; pass --resume to continue it, or --output another file")
+        raise CacheError(f"{out} already exists; pass --resume to continue it, or --output-file another file")
     if out.is_dir():
-        raise CacheError(f"--output {out} is a directory; give a file name such as {out / DEFAULT_OUTPUT}")
+        raise CacheError(f"--output-file {out} is a directory; give a file name such as {out / DEFAULT_OUTPUT}")
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not os.access(parent, os.W_OK):
-        raise CacheError(f"cannot write {out}: {parent} is not writable; choose another --output")
+        raise CacheError(f"cannot write {out}: {parent} is not writable; choose another --output-file")
 
 
 def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int | None = None,
@@ -249,7 +249,7 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
                 if writer.finished:
                     if todo:
                         raise CacheError(f"{out} is complete but the run now has {len(todo)} more continuations; "
-                                         f"cache into a new --output")
+                                         f"cache into a new --output-file")
                     return out
                 bound_heap()  # large tensors in their own mappings: freed memory goes back (flat RSS in N)
                 bar = _progress(len(items), len(items) - len(todo), config.progress, out)
@@ -331,37 +331,42 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m activations.cache",
         description="Cache the hidden states of a run's continuations (before the outcome) into an HDF5 store.",
     )
-    ap.add_argument("run_dir", help="run directory written by python -m behavioural.run (reads continuations.jsonl)")
-    ap.add_argument("--layers", default="all",
-                    help="HF hidden_states indices: 'all' (default), a list '0,6,12,-1' or a range '10-20' "
-                         "(0 = embeddings, L = after block L-1)")
-    ap.add_argument("--positions", default="prefix_last",
-                    help=f"comma-separated token positions: {', '.join(SAFE_POSITIONS)} (default prefix_last); "
-                         f"{', '.join(OUTCOME_POSITIONS)} needs --allow-outcome-tokens")
-    ap.add_argument("--engine", default="nnsight", choices=ENGINES,
-                    help="nnsight (default), transformer-lens (TransformerBridge) or hf (output_hidden_states)")
-    ap.add_argument("--dtype", default="float32", choices=DTYPES, help="stored dtype (default float32)")
-    ap.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default 8); memory scales with it")
-    ap.add_argument("--output", default=None,
-                    help=f"store path (default RUN_DIR/{DEFAULT_OUTPUT}; RUN_DIR/activations.shard-I-of-N.h5 for a shard)")
-    ap.add_argument("--resume", action="store_true", help="continue an interrupted store (stored rows are skipped)")
-    ap.add_argument("--labels", default=None,
-                    help="labelling under RUN_DIR/labels/ for the A/B/C label3 column (default: the most recent; "
-                         "'none' for no label3)")
-    ap.add_argument("--allow-outcome-tokens", action="store_true",
-                    help="allow the continuation_mean position (averages over outcome tokens: label leakage); "
-                         "marks the store leaky")
-    ap.add_argument("--conditions", default="all", choices=CONDITIONS,
-                    help="which continuations to cache (default all: perturbed and control)")
-    ap.add_argument("--model", default=None,
-                    help="model to load instead of the manifest's (its weights hash must still match the run's)")
-    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the model loader's choice)")
-    ap.add_argument("--shard", default=None,
-                    help="I/N: cache only shard I of N (a deterministic partition by question key); merge the "
-                         "shards with python -m activations.merge")
-    ap.add_argument("--allow-incomplete", action="store_true",
-                    help="cache a run whose manifest says it has not finished")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    inp = ap.add_argument_group("inputs")
+    inp.add_argument("run_dir", help="run directory written by python -m behavioural.run (reads continuations.jsonl)")
+    add_labelling(inp, "labelling under RUN_DIR/labels/ for the A/B/C label3 column (default: the most recent; "
+                       "'none' for no label3)", dest="labels", deprecated=("--labels",))
+    inp.add_argument("--conditions", default="all", choices=CONDITIONS,
+                     help="which continuations to cache (default all: perturbed and control)")
+    inp.add_argument("--shard", default=None,
+                     help="I/N: cache only shard I of N (a deterministic partition by question key); merge the "
+                          "shards with python -m activations.merge")
+    inp.add_argument("--allow-incomplete", action="store_true",
+                     help="cache a run whose manifest says it has not finished")
+    what = ap.add_argument_group("what is cached")
+    what.add_argument("--layers", default="all",
+                      help="HF hidden_states indices: 'all' (default), a list '0,6,12,-1' or a range '10-20' "
+                           "(0 = embeddings, L = after block L-1)")
+    add_option(what, "--token-positions", dest="positions", default="prefix_last", metavar="LIST",
+               deprecated=("--positions",),
+               help=f"comma-separated token positions: {', '.join(SAFE_POSITIONS)} (default prefix_last); "
+                    f"{', '.join(OUTCOME_POSITIONS)} needs --allow-outcome-tokens")
+    what.add_argument("--allow-outcome-tokens", action="store_true",
+                      help="allow the continuation_mean position (averages over outcome tokens: label leakage); "
+                           "marks the store leaky")
+    what.add_argument("--dtype", default="float32", choices=DTYPES, help="stored dtype (default float32)")
+    model = ap.add_argument_group("model and engine")
+    model.add_argument("--engine", default="nnsight", choices=ENGINES,
+                       help="nnsight (default), transformer-lens (TransformerBridge) or hf (output_hidden_states)")
+    model.add_argument("--model", default=None,
+                       help="model to load instead of the manifest's (its weights hash must still match the run's)")
+    model.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the model loader's choice)")
+    model.add_argument("--batch-size", type=int, default=8,
+                       help="rows per forward pass (default 8); memory scales with it")
+    out = ap.add_argument_group("output")
+    add_output(out, "file", f"store path (default RUN_DIR/{DEFAULT_OUTPUT}; RUN_DIR/activations.shard-I-of-N.h5 for "
+                            "a shard)", dest="output")
+    out.add_argument("--resume", action="store_true", help="continue an interrupted store (stored rows are skipped)")
+    add_quiet(out, "no progress bar")
     return ap
 
 

@@ -88,7 +88,7 @@ def check_continuations(attrs: dict, run_dir: str | os.PathLike) -> None:
                          f"store was cached from")
     try:
         check_sha256(path, str(expected), what="the activation store",
-                     fix=f"the store is stale: {recache_hint(run_dir)} --output NEW_FILE")
+                     fix=f"the store is stale: {recache_hint(run_dir)} --output-file NEW_FILE")
     except RunDirError as e:
         raise StoreError(str(e)) from None
 

@@ -1,7 +1,7 @@
 """Merge the shards of an activation store into the store one unsharded run writes.
 
     python -m activations.merge RUN/activations.shard-0-of-2.h5 RUN/activations.shard-1-of-2.h5 \
-        --output RUN/activations.h5
+        --output-file RUN/activations.h5
 
 Each shard comes from ``python -m activations.cache RUN --shard I/N`` (a deterministic partition by question
 key, so shards can run on different machines or GPUs, e.g. one Slurm array task per shard). The merge checks
@@ -24,7 +24,7 @@ import numpy as np
 from activations.assemble import Block, publish_h5
 from activations.reader import open_store
 from activations.schema import CHUNK_ROWS, StoreError, parts_dir
-from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.cli import OneLineParser, add_output, run_cli
 from loadbearing.shards import ShardError, parse_shard
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
@@ -57,9 +57,9 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
     if len({p.resolve() for p in paths}) != len(paths):
         raise MergeError("the same shard is given twice; pass each shard once")
     if out.exists() or parts_dir(out).exists():
-        raise MergeError(f"{out} already exists; choose another --output or delete it")
+        raise MergeError(f"{out} already exists; choose another --output-file or delete it")
     if any(out.resolve() == p.resolve() for p in paths):
-        raise MergeError(f"--output {out} is one of the shards; choose another --output")
+        raise MergeError(f"--output-file {out} is one of the shards; choose another --output-file")
     stores = []
     try:
         for p in paths:
@@ -148,8 +148,10 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(prog="python -m activations.merge",
                  description="Merge activation-store shards (--shard I/N) into the store of one unsharded run.")
-    ap.add_argument("parts", nargs="+", help="the shard stores (.h5), all N of them, in any order")
-    ap.add_argument("--output", required=True, help="the merged store to write (must not exist)")
+    ap.add_argument_group("inputs").add_argument("parts", nargs="+",
+                                                 help="the shard stores (.h5), all N of them, in any order")
+    add_output(ap.add_argument_group("output"), "file", "the merged store to write (must not exist)", dest="output",
+               required=True)
     return ap
 
 

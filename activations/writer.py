@@ -93,7 +93,7 @@ class StoreWriter:
         self._n_parts = 0
         exists = self.path.exists() or self.parts.exists()
         if exists and not resume:
-            raise StoreError(f"{self.path} already exists; pass --resume to continue it (or --output another file, "
+            raise StoreError(f"{self.path} already exists; pass --resume to continue it (or --output-file another file, "
                              f"or delete it to start over)")
         if self.path.exists():
             self._open_finished(attrs)
@@ -123,7 +123,7 @@ class StoreWriter:
         diff = [f"{k}: store has {have_cmp[k]!r}, now {want[k]!r}" for k in want if have_cmp.get(k) != want[k]]
         if diff:
             raise StoreError(f"cannot resume {self.path}: it was written with different settings ({'; '.join(diff)}); "
-                             f"rerun with the original settings, or --output a new file")
+                             f"rerun with the original settings, or --output-file a new file")
 
     def _open_parts(self, attrs: dict) -> None:
         meta = read_meta(self.parts)
@@ -203,7 +203,7 @@ class StoreWriter:
         if self._closed:
             raise StoreError("the store writer is closed")
         if self._finished_before:
-            raise StoreError(f"{self.path} is already complete; cache into a new --output to add rows")
+            raise StoreError(f"{self.path} is already complete; cache into a new --output-file to add rows")
         if len(rows) == 0:
             return
         arrays, ids = self._check_batch(rows, acts, spans)

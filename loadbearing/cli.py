@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,17 +36,22 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+#: an option's help that already says its default ("(default 8)", "default: the run's", "...; default runs/<time>")
+SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:|[;,]\s*default\b|^default\b|%\(default\)", re.IGNORECASE)
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """``--help`` that says each option's default once and leaves deprecated aliases out.
 
-    The default is appended as ``(default: X)`` unless the help already says it in words (its text contains
-    "default": a default that depends on the model or the run, or one written with ``%(default)s``) or there is
-    none to say (None, an on/off switch). A deprecated alias (:func:`add_option`) still works but is not listed.
+    The default is appended as ``(default: X)`` unless the help already says it in words (:data:`SAYS_DEFAULT`:
+    "(default ...", "default: ...", "...; default ...", ``%(default)s``: a default that depends on the model or the
+    run) or there is none to say (None, an on/off switch). A deprecated alias (:func:`add_option`) still works but
+    is not listed.
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help
-        if not text or text is argparse.SUPPRESS or "default" in text.lower():
+        if not text or text is argparse.SUPPRESS or SAYS_DEFAULT.search(text):
             return text
         d = action.default
         if d is None or d is argparse.SUPPRESS or isinstance(d, bool) or d == "" or action.nargs == 0:

@@ -257,7 +257,7 @@ def test_store_writer_contract(tmp_path):
 def test_cli_on_embedded_model(tmp_path, tokenizer, smol, capsys):
     run_dir, recs = make_run(tmp_path / "run", tokenizer, n_questions=2, weights_hash=smol.weights_hash,
                              name="smollm2-135m-instruct")
-    assert main([str(run_dir), "--layers", "0,15,30", "--positions", "prefix_last,edit_mean", "--quiet"]) == 0
+    assert main([str(run_dir), "--layers", "0,15,30", "--token-positions", "prefix_last,edit_mean", "--quiet"]) == 0
     assert "4 rows" in capsys.readouterr().out
     with open_store(run_dir / "activations.h5") as st:
         assert st.layers == [0, 15, 30] and st.d_model == 576 and st.attrs["settings"]["model_check"] == "verified"

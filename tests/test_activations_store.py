@@ -299,7 +299,7 @@ def test_shards_merge_into_the_unsharded_store(run, lm, tmp_path, capsys):
     with open_store(s0) as a, open_store(s1) as b:
         assert a.attrs["shard"] == "0/2" and a.n_rows + b.n_rows == 12
         assert not set(a.rows.question_key) & set(b.rows.question_key)  # a partition by question
-    assert merge_main([str(s1), str(s0), "--output", str(tmp_path / "merged.h5")]) == 0
+    assert merge_main([str(s1), str(s0), "--output-file", str(tmp_path / "merged.h5")]) == 0
     assert_same_store(tmp_path / "merged.h5", whole, exact=True)
     with open_store(tmp_path / "merged.h5") as m:
         assert m.attrs["shard"] == "" and len(m.attrs["merged_from"]) > 0
@@ -309,7 +309,7 @@ def test_shards_merge_into_the_unsharded_store(run, lm, tmp_path, capsys):
         merge_stores([s0, _copy(s0, tmp_path)], tmp_path / "m3.h5")
     with pytest.raises(MergeError, match="not a shard"):
         merge_stores([whole], tmp_path / "m4.h5")
-    assert merge_main([str(s0), str(s1), "--output", str(tmp_path / "merged.h5")]) == 2
+    assert merge_main([str(s0), str(s1), "--output-file", str(tmp_path / "merged.h5")]) == 2
     assert "already exists" in capsys.readouterr().err
     assert not (tmp_path / "m2.h5").exists() and not (tmp_path / "m3.h5").exists()
 
@@ -354,11 +354,11 @@ def test_bad_cli_inputs(case, tokenizer, tmp_path, capsys, monkeypatch):
         lines[1] = "{not json\n"
         (run_dir / "continuations.jsonl").write_text("".join(lines))
     else:
-        args += {"engine": ["--engine", "pyvene"], "positions": ["--positions", "answer"],
+        args += {"engine": ["--engine", "pyvene"], "positions": ["--token-positions", "answer"],
                  "layers": ["--layers", "abc"], "layer_range": ["--layers", "5-2"], "batch0": ["--batch-size", "0"],
                  "batch_text": ["--batch-size", "x"], "device": ["--device", "mps"], "shard": ["--shard", "2/2"],
                  "conditions": ["--conditions", "edited"],
-                 "outcome": ["--positions", "continuation_mean"]}[case]
+                 "outcome": ["--token-positions", "continuation_mean"]}[case]
     before = _snapshot(tmp_path)
     try:
         rc = main(args)
