@@ -12,6 +12,11 @@ what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse
   parsed answers against gold, the label with the rule labeller's evidence spans highlighted in the text, the
   judge's per-variant verdicts, and - when ``RUN_DIR/steering/generations.jsonl`` exists - every steered
   generation of the case beside its unsteered one, "moved" (a C case now correct) marked.
+* **Causal tests** panel (when the run has them; :mod:`study.browse_causal`): the question's early-answering
+  curve (a small plot and the table of cut -> forced answer, same as the full chain's), its resamples per step
+  (rollouts, how many differ, importance, a few rollouts folded), its paraphrase (original prefix, paraphrase,
+  the continuation's answer against the reference), and for a patched C case its restored fraction per layer
+  and position group.
 * Keys: ``j``/``k`` or the arrow keys step through the visible samples, ``/`` focuses the search.
 
 **URL fragment** (permalinks and links from ``report.html``): ``#ID`` selects one sample (clearing filters),
@@ -90,13 +95,18 @@ def embed_json(obj: Any) -> str:
 
 
 def render(data: dict[str, Any], *, title: str = "trace browser") -> str:
-    """The whole HTML page for :func:`collect`'s data: ``page.html`` with the CSS, the script and the data inlined."""
+    """The whole HTML page for :func:`collect`'s data: ``page.html`` with the CSS, the script and the data inlined.
+
+    The causal tests' block (``data["causal"]``) goes into a data element of its own, which the page parses only
+    when a question's causal panel is first shown. Every placeholder is filled in one pass, so text inside the
+    data that looks like a placeholder stays as it is."""
+    import re
     from html import escape
 
-    return (page_file("page.html").replace("__TITLE__", escape(title))
-            .replace("__CSS__", page_file("browse.css"))
-            .replace("__JS__", page_file("browse.js"))
-            .replace("__DATA__", embed_json(data)))
+    rest = {k: v for k, v in data.items() if k != "causal"}
+    parts = {"TITLE": escape(title), "CSS": page_file("browse.css"), "JS": page_file("browse.js"),
+             "DATA": embed_json(rest), "CAUSAL": embed_json(data.get("causal"))}
+    return re.sub(r"__(TITLE|CSS|JS|DATA|CAUSAL)__", lambda m: parts[m.group(1)], page_file("page.html"))
 
 
 def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],

@@ -2,10 +2,13 @@
 steered generations as compact columnar JSON with one string table.
 
     from study.browse_data import collect
-    data = collect(["runs/study"])   # {"v", "meta", "S", "c", "Q", "steer"}
+    data = collect(["runs/study"])   # {"v", "meta", "S", "c", "Q", "steer", "causal"}
 
 Repeated strings (labels, strategies, lines, answers) are stored once in ``S`` and referred to by index; the
 continuations (``c``), questions (``Q``) and steered generations (``steer``) are columns of equal length.
+``causal`` is each question's early-answering curve, resamples and paraphrase, and each patched C case's
+patching row (:mod:`study.browse_causal`; None when the runs have none): the page embeds it in a block of its
+own and parses it only when a question's panel is first shown.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import read_jsonl
 from loadbearing.runs import LABELS_FILE, Run
+from study.browse_causal import CausalData
 
 SCHEMA_VERSION = 1
 
@@ -116,6 +120,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
     steer: dict[str, list] = {k: [] for k in ("row", "setting", "basis", "layer", "k", "alpha", "text", "ans", "ok",
                                              "effect")}
     meta_runs, labellings = [], []
+    causal = CausalData()
     multi = len(runs) > 1
     for ri, run in enumerate(runs):
         model = _model_name(run)
@@ -192,6 +197,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             ev, judge = _evidence(lrec)
             C["ev"].append([[a, b, S(t), S(x)] for a, b, t, x in ev] if ev else None)
             C["judge"].append([[S(a), S(b), _tri(c), e] for a, b, c, e in judge] if judge else None)
+        causal.add_run(run, qindex, rows)
         for r in _steering(run, steering):
             row = rows.get(str(r.get("case_id")))
             if row is None:
@@ -214,6 +220,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
         "c": C,
         "Q": Q,
         "steer": steer if steer["row"] else None,
+        "causal": causal.to_dict(),
     }
 
 

@@ -69,8 +69,16 @@ def _counting(out: Path) -> str | None:
     return counting_table(out)
 
 
+def _causal(out: Path) -> str | None:
+    from study.report_causal import causal_section
+
+    return causal_section(out)
+
+
 #: the optional sections, in report order (after the stages' sections)
 SECTIONS: list[ReportSection] = [
+    ReportSection("causal", "Causal tests side by side: propagation, early answering, filler, paraphrase, resampling",
+                  _causal),
     ReportSection("patching", "Activation patching: where is the error carried?",
                   included_markdown("patching/patching.md", figures=("patching.png",))),
     ReportSection("counting", "Counting conventions", _counting),

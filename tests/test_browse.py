@@ -107,7 +107,79 @@ def make_small_run(root: Path, tokenizer) -> Path:
                     "case_id": c.id, "question_id": c.question_id, "case_label": "C", "strategy": c.strategy,
                     "position": c.position, "text": text, "parsed_answer": c.gold if ok else c.parsed_answer,
                     "gold": c.gold, "correct": ok, "finish_reason": "eos", "new_tokens": 5}) + "\n")
+    add_causal_outputs(root, tokenizer)
     return root
+
+
+#: what the scripted paraphraser puts before every line it rewrites (markup that must show as text)
+PARA_MARK = '<img src=x onerror="window.__pwned=4"><i>In other words</i> '
+#: the restored fraction per (layer, group) of the patched case (steering.patch's record format)
+PATCHED = {0: [1.0, 0.0, 0.0, 1.0], 1: [0.5, 0.0, 0.25, 0.75]}
+
+
+def add_causal_outputs(root: Path, tokenizer) -> None:
+    """The causal tests on the small run, by their own stage code with scripted models: early answering (the
+    answer is known once the chain holds two lines), a paraphrase of every prefix (each line behind
+    :data:`PARA_MARK`), resampling of 4 questions (even rollouts replace the step; at step 1 they then answer
+    999); and ``patching/patching.json`` in steering.patch's format for one C case of a resampled question."""
+    import re
+
+    from fakes import fake_lm, scripted_generate
+
+    from behavioural.causal.common import ANSWER_PREFIX
+    from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
+    from behavioural.causal.paraphrase import ParaphraseConfig, run_paraphrase
+    from behavioural.causal.resample import ResampleConfig, run_resample
+
+    base = {b.prompt: b for b in Run(root).baselines()}
+
+    def chain_of(t: str):
+        p = next(p for p in base if t.startswith(p))
+        return base[p], [x for x in t[len(p):].removesuffix(ANSWER_PREFIX).split("\n") if x.strip()]
+
+    def forced(lm, texts, **kw):
+        return [Generation(f" {b.gold if len(lines) >= 2 else 999}\n", 2, "eos") for b, lines in map(chain_of, texts)]
+
+    def paraphrase(lm, texts, **kw):
+        out = []
+        for t in texts:
+            m = re.search(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", t, re.S)
+            if m and not any(t.startswith(p) for p in base):
+                out.append(Generation("\n".join(PARA_MARK + x for x in m.group(1).split("\n")), 9, "eos"))
+            else:
+                out += scripted_generate(lm, [t], **kw)
+        return out
+
+    def sample(lm, texts, *, sample_keys, **kw):
+        out = []
+        for t, key in zip(texts, sample_keys):
+            b, _ = chain_of(t)
+            k, j = (int(x) for x in re.search(r"k=(\d+)\|r=(\d+)$", key).groups())
+            if t.endswith(ANSWER_PREFIX):
+                out.append(Generation(f" {b.gold if k >= 2 else 999}\n", 2, "eos"))
+                continue
+            rest = list(b.lines[k:])
+            if rest and j % 2 == 0:
+                rest[0] = f"Something else entirely {j}"
+            out.append(Generation("\n".join(rest + [f"Answer: {999 if k == 1 and j % 2 == 0 else b.gold}"]), 9, "eos"))
+        return out
+
+    lm = fake_lm(tokenizer)
+    run_early_answer(EarlyAnswerConfig(root, n_boot=50, progress=False), lm, generate_fn=forced, echo=None)
+    run_paraphrase(ParaphraseConfig(root, n_boot=50, progress=False), lm, generate_fn=paraphrase, echo=None)
+    rs = run_resample(ResampleConfig(root, rollouts=4, max_questions=4, n_boot=50, progress=False), lm,
+                      generate_fn=sample, echo=None)
+    sampled = {q["question_id"] for q in rs["questions"]}
+    case = next(c for c in Run(root).continuations("perturbed") if c.label == "C" and c.question_id in sampled)
+    groups = ["edit", "before", "last", "all"]
+    results = [{"kind": "sweep", "layer": L, "group": g, "n_positions": 3, "ld": 0.0, "restored": r}
+               for L, row in PATCHED.items() for g, r in zip(groups, row)]
+    results.append({"kind": "random-layer", "layer": 1, "group": "edit", "n_positions": 3, "ld": 0.0, "restored": 9.0})
+    (root / "patching").mkdir()
+    (root / "patching" / "patching.json").write_text(json.dumps({
+        "schema_version": 1, "kind": "steering.patch", "settings": {"layers": list(PATCHED), "groups": groups},
+        "cases": [{"id": case.id, "question_id": case.question_id, "gold": case.gold, "propagated": case.parsed_answer,
+                   "ld_edited": 2.0, "ld_clean": -1.0, "gap": -3.0, "excluded": False, "results": results}]}))
 
 
 @pytest.fixture(scope="module")
@@ -161,15 +233,70 @@ def test_embedded_json_cannot_close_the_script(small_run):
     assert "<" not in s and ">" not in s and "&" not in s
     assert json.loads(s) == json.loads(json.dumps(data))
     page = render(data)
-    body = page.split('<script type="application/json" id="data">', 1)[1]
-    assert body.index("</script>") == len(embed_json(data))  # the first </script> closes the data, nothing earlier
-    assert HOSTILE[:20] not in page  # the hostile text is only present escaped
+    main_part = {k: v for k, v in data.items() if k != "causal"}
+    for block, want in (("data", main_part), ("causal", data["causal"])):
+        body = page.split(f'<script type="application/json" id="{block}">', 1)[1]
+        # the first </script> closes the block, nothing earlier; the causal tests are a block of their own
+        assert body.index("</script>") == len(embed_json(want)) and json.loads(body[:body.index("</script>")]) == want
+    assert HOSTILE[:20] not in page and PARA_MARK[:8] not in page  # the hostile text is only present escaped
+
+
+def test_placeholder_text_in_the_data_is_left_as_it_is(small_run):
+    data = collect([small_run])
+    data["c"]["text"][0] = "__CAUSAL__ __DATA__ __JS__"
+    page = render(data)
+    assert page.count('id="causal"') == 1 and "__CAUSAL__ __DATA__ __JS__" in page
+
+
+def test_causal_panels_data_come_from_the_runs_files(small_run):
+    data = collect([small_run])
+    ca, Q, C = data["causal"], data["Q"], data["c"]
+    assert ca["stages"] == ["early_answer", "paraphrase", "patching", "resample"]
+    qrow = {qid: i for i, qid in enumerate(Q["id"])}
+    ea = json.loads((small_run / "early_answer" / "summary.json").read_text())["questions"]
+    assert len(ca["ea"]) == len(ea) == sum(1 for b in Run(small_run).baselines() if b.eligible)
+    for q in ea:
+        got = ca["ea"][str(qrow[q["question_id"]])]
+        assert (got["k"], got["a"], got["s"], got["n"]) == (q["k"], q["answers"], q["same"], q["n_lines"])
+        assert got["s"] == [0, 0] + [1] * (q["n_lines"] - 1)  # the scripted answerer knows it after two lines
+    paras = [json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()]
+    for r in paras:
+        got = ca["pp"][str(qrow[r["question_id"]])]
+        assert got["orig"] == r["original_lines"] and got["para"] == r["paraphrased_lines"]
+        assert got["cont"] == r["continuation"] and (got["ans"], got["ref"], got["same"]) == (
+            r["parsed_answer"], r["reference_answer"], r["same_answer"])
+        assert all(x.startswith(PARA_MARK) for x in got["para"])
+    rs = json.loads((small_run / "resample" / "summary.json").read_text())
+    rows = [json.loads(x) for x in (small_run / "resample" / "records.jsonl").read_text().splitlines()]
+    assert len(ca["rs"]) == len(rs["questions"]) == 4
+    for q in rs["questions"]:
+        got = ca["rs"][str(qrow[q["question_id"]])]
+        assert got["anchor"] == q["anchor"] == 1 and got["rollouts"] == 4
+        for st, g in zip(q["steps"], got["steps"]):
+            assert (g["n"], g["nd"], g["rank"]) == (st["n_rollouts"], st["n_different"], st["rank"])
+            assert g["cf"] == pytest.approx(st["cf_importance"], abs=1e-4) if st["cf_importance"] is not None else g["cf"] is None
+            mine = [r for r in rows if r["question_id"] == q["question_id"] and r["kind"] == "rollout" and r["k"] == st["step"]]
+            want = sorted(mine, key=lambda r: (not r["different"], r["rollout"]))[:3]
+            assert [x[4] for x in g["roll"]] == [r["generation"] for r in want] and [x[0] for x in g["roll"]] == [
+                r["new_step"] for r in want]
+        assert got["steps"][1]["roll"][0][0].startswith("Something else entirely")  # different ones first
+    patch = json.loads((small_run / "patching" / "patching.json").read_text())["cases"][0]
+    (row, pt), = ca["pt"].items()
+    assert C["id"][int(row)] == patch["id"] and S_(data, C["lab"][int(row)]) == "C"
+    assert pt["layers"] == [0, 1] and pt["groups"] == ["edit", "before", "last", "all"]
+    assert pt["r"] == [PATCHED[0], PATCHED[1]]  # the sweep rows only (the random-layer control is left out)
+
+
+def S_(data: dict, i: int | None) -> str | None:
+    return None if i is None else data["S"][i]
 
 
 def test_page_needs_no_network(small_run):
     from study import browse
 
     for part in (browse.page_file(name) for name in browse.PAGE_FILES):
+        assert part.count("'http://www.w3.org/2000/svg'") <= 1  # the SVG namespace: a name, never fetched
+        part = part.replace("'http://www.w3.org/2000/svg'", "")
         assert "http://" not in part and "https://" not in part and "//cdn" not in part
         assert "innerHTML" not in part and "insertAdjacentHTML" not in part and "eval(" not in part
 
@@ -233,7 +360,7 @@ def test_run_without_labels_or_baseline_lines(tmp_path, tokenizer):
     rd, recs = make_run(tmp_path / "r", tokenizer, n_questions=4)
     (rd / "baselines.jsonl").write_text("")
     data = collect([rd])
-    assert data["meta"]["labelling"] is None and data["steer"] is None
+    assert data["meta"]["labelling"] is None and data["steer"] is None and data["causal"] is None
     assert [data["S"][x] for x in data["c"]["lab"]] == [r["label"] or "none" for r in recs]
     assert data["c"]["prefix"] == [r["prefix_text"] for r in recs]  # no baseline: the prefix is embedded
 
@@ -464,7 +591,7 @@ def test_hostile_text_renders_as_text(driver, page, small_run, tmp_path):
     assert not driver.find_elements(By.CSS_SELECTOR, "#detail img, #detail script")
     assert driver.execute_script("return [...arguments[0].querySelectorAll('*')].map(e => e.tagName)", panel) == ["MARK"]
     assert not driver.find_elements(By.CSS_SELECTOR, "#detail [onerror]")
-    assert len(driver.find_elements(By.TAG_NAME, "script")) == 2  # the data and the page's own script
+    assert len(driver.find_elements(By.TAG_NAME, "script")) == 3  # the data, the causal tests' data, the script
     # 10,000 characters without a newline wrap inside the panel instead of widening the page
     width = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1] + 2
@@ -474,6 +601,52 @@ def test_hostile_text_renders_as_text(driver, page, small_run, tmp_path):
     time.sleep(0.4)
     assert _visible(driver) >= 1 and driver.execute_script("return window.__pwned") is None
     driver.save_screenshot(str(tmp_path / "hostile.png"))
+    assert _errors(driver) == []
+
+
+@pytest.mark.integration
+def test_causal_panels_render_as_text(driver, page, small_run, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _open(driver, page)
+    assert driver.execute_script("return document.body.dataset.causal") is None  # parsed only when first shown
+    patch = json.loads((small_run / "patching" / "patching.json").read_text())["cases"][0]
+    _open(driver, page, "#" + quote(patch["id"], safe=""))
+    assert driver.execute_script("return document.body.dataset.causal") == "parsed"
+    box = driver.find_element(By.CSS_SELECTOR, '[data-role="causal"]')
+    # early answering: the curve (one point per cut) and the table of cut -> forced answer, same
+    ea = next(q for q in json.loads((small_run / "early_answer" / "summary.json").read_text())["questions"]
+              if q["question_id"] == patch["question_id"])
+    panel = box.find_element(By.CSS_SELECTOR, '[data-role="early-answer"]')
+    assert len(panel.find_elements(By.CSS_SELECTOR, "svg.curve circle")) == len(ea["k"])
+    cells = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in panel.find_elements(By.CSS_SELECTOR, "tr")[1:]]
+    assert [c[0] for c in cells] == [f"{k}/{ea['n_lines']}" for k in ea["k"]]
+    assert [c[2] for c in cells] == ea["answers"] and [c[3] for c in cells] == [
+        "same" if x == 1 else "different" for x in ea["same"]]
+    # resampling: one row per step (the anchor starred), the rollouts folded until opened
+    rs = box.find_element(By.CSS_SELECTOR, '[data-role="resample"]')
+    steps = [tr.text for tr in rs.find_elements(By.CSS_SELECTOR, "tr")[1:]]
+    assert len(steps) == ea["n_lines"] and steps[1].startswith("2 (edited) *")
+    folds = rs.find_elements(By.CSS_SELECTOR, "details.rollouts")
+    assert folds and not any(d.get_attribute("open") for d in folds)
+    folds[1].find_element(By.TAG_NAME, "summary").click()
+    assert "Something else entirely 0" in folds[1].text and "answer 999" in folds[1].text
+    # the paraphrase, its markup shown as text
+    pp = box.find_element(By.CSS_SELECTOR, '[data-role="paraphrase"]')
+    assert PARA_MARK.strip() in pp.text and "reference (control)" in pp.text
+    assert not pp.find_elements(By.CSS_SELECTOR, "img, i") and driver.execute_script("return window.__pwned") is None
+    # patching of this C case: layer x position group
+    pt = box.find_element(By.CSS_SELECTOR, '[data-role="patching"]')
+    assert [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in pt.find_elements(By.CSS_SELECTOR, "tr")[1:]] == [
+        [str(L)] + [f"{x:.2f}" for x in row] for L, row in PATCHED.items()]
+    driver.save_screenshot(str(tmp_path / "causal.png"))
+    # a question outside the resampled sample says so, and an unpatched case has no patching panel
+    sampled = {q["question_id"] for q in json.loads((small_run / "resample" / "summary.json").read_text())["questions"]}
+    other = next(c for c in Run(small_run).continuation_dicts("perturbed") if c["question_id"] not in sampled)
+    _open(driver, page, "#" + quote(other["id"], safe=""))
+    box = driver.find_element(By.CSS_SELECTOR, '[data-role="causal"]')
+    assert "Not in resample" in box.text and not box.find_elements(By.CSS_SELECTOR, '[data-role="patching"]')
+    assert box.find_elements(By.CSS_SELECTOR, '[data-role="early-answer"] svg.curve')
     assert _errors(driver) == []
 
 

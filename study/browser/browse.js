@@ -302,6 +302,121 @@ function steerBlock(i) {
   }
   return box;
 }
+// ---------------------------------------------------------------- causal tests (parsed on first use)
+let CA;
+function causalData() {
+  if (CA === undefined) { const e = $('causal'); CA = e ? JSON.parse(e.textContent) : null; document.body.dataset.causal = 'parsed'; }
+  return CA;
+}
+const SVGNS = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+const fmt = (x, d) => (x === null || x === undefined ? 'n/a' : (x > 0 && d === 2 ? '+' : '') + Number(x).toFixed(d));
+function table(head, rows) {
+  const t = el('table');
+  const hr = el('tr');
+  for (const h of head) hr.append(el('th', null, h));
+  t.append(hr);
+  for (const r of rows) { const tr = el('tr'); for (const c of r) tr.append(c instanceof Node ? (() => { const td = el('td'); td.append(c); return td; })() : el('td', null, c)); t.append(tr); }
+  return t;
+}
+function curveSvg(ea) {
+  const W = 260, H = 120, L = 30, R = 8, T = 8, B = 24;
+  const px = (x) => L + x * (W - L - R), py = (y) => T + (1 - y) * (H - T - B);
+  const svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, class: 'curve', role: 'img' });
+  svg.append(svgEl('title', {}, 'same answer as the full chain vs fraction of the chain kept'));
+  svg.append(svgEl('line', { x1: L, y1: py(0), x2: W - R, y2: py(0), stroke: '#999' }),
+             svgEl('line', { x1: L, y1: py(0), x2: L, y2: py(1), stroke: '#999' }));
+  for (const [y, t] of [[0, 'diff'], [1, 'same']]) svg.append(svgEl('text', { x: 2, y: py(y) + 4, 'font-size': 9 }, t));
+  for (const x of [0, 0.5, 1]) svg.append(svgEl('text', { x: px(x) - 6, y: H - 12, 'font-size': 9 }, String(x)));
+  svg.append(svgEl('text', { x: L + 40, y: H - 2, 'font-size': 9 }, 'fraction of the chain kept (k/n)'));
+  const pts = [];
+  ea.k.forEach((k, j) => { if (ea.s[j] !== null) pts.push([px(k / ea.n), py(ea.s[j])]); });
+  if (pts.length > 1) svg.append(svgEl('polyline', { points: pts.map((p) => p.join(',')).join(' '), fill: 'none', stroke: '#1565c0', 'stroke-width': 1.5 }));
+  ea.k.forEach((k, j) => {
+    const y = ea.s[j] === null ? 0.5 : ea.s[j];
+    svg.append(svgEl('circle', { cx: px(k / ea.n), cy: py(y), r: 3, fill: ea.s[j] === null ? '#fff' : '#1565c0', stroke: '#1565c0' }));
+  });
+  return svg;
+}
+function eaPanel(ea, qi) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'early-answer';
+  p.append(el('h4', null, 'Early answering \u2014 AOC ' + (ea.aoc === null ? 'n/a' : Number(ea.aoc).toFixed(3)) + ', full-chain answer ' + (ea.full === null ? 'unparsed' : ea.full)));
+  p.append(curveSvg(ea));
+  const lines = (Q.lines[qi] || []).map((x) => S[x]);
+  p.append(table(['cut', 'last line kept', 'forced answer', 'same as full chain'], ea.k.map((k, j) => [
+    k + '/' + ea.n, k === 0 ? '(no chain)' : (lines[k - 1] || ''), ea.a[j] === null ? 'unparsed' : ea.a[j],
+    ea.s[j] === 1 ? 'same' : ea.s[j] === 0 ? 'different' : 'n/a'])));
+  return p;
+}
+function rsPanel(rs) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'resample';
+  p.append(el('h4', null, 'Resampling \u2014 ' + rs.rollouts + ' rollouts per prefix, anchor ' + (rs.anchor === null ? 'none' : 'step ' + (rs.anchor + 1))));
+  p.append(table(['step', 'original', 'rollouts', 'different', 'cf [95% CI]', 'rank'], rs.steps.map((st) => [
+    (st.i + 1) + (rs.edited.includes(st.i) ? ' (edited)' : '') + (rs.anchor === st.i ? ' *' : ''), st.orig || '', String(st.n), String(st.nd),
+    fmt(st.cf, 2) + (st.ci && st.ci[0] !== null ? ' [' + fmt(st.ci[0], 2) + ', ' + fmt(st.ci[1], 2) + ']' : ''),
+    st.rank === null ? '' : String(st.rank)])));
+  for (const st of rs.steps) {
+    if (!st.roll.length) continue;
+    const d = el('details', 'rollouts');
+    d.append(el('summary', null, 'step ' + (st.i + 1) + ': ' + st.roll.length + ' of ' + st.n + ' rollouts (different ones first)'));
+    for (const r of st.roll) {
+      d.append(el('div', 'kv', 'new step: ' + (r[0] || '(empty)') + ' \u00b7 ' + (r[1] ? 'different' : 'similar') + ' \u00b7 answer ' +
+                  (r[2] === null ? 'unparsed' : r[2]) + ' ' + (r[3] === 1 ? '\u2713' : r[3] === 0 ? '\u2717' : '?')),
+               el('div', 'text', r[4] || ''));
+    }
+    p.append(d);
+  }
+  return p;
+}
+function ppPanel(pp) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'paraphrase';
+  p.append(el('h4', null, 'Paraphrase of lines 1\u2013' + (pp.li + 1) + ' (by ' + pp.by + ')'));
+  p.append(el('div', 'kv', 'original prefix'), el('div', 'text', (pp.orig || []).join('\n')));
+  p.append(el('div', 'kv', 'paraphrase' + (pp.same_text ? ' (identical to the original)' : '') + (pp.num ? ' \u00b7 every number kept' : ' \u00b7 numbers changed')),
+           el('div', 'text', (pp.para || []).length ? pp.para.join('\n') : '(empty once answer lines were dropped; raw: ' + (pp.raw || '') + ')'));
+  if (pp.cont !== null) p.append(el('div', 'kv', 'continuation from the paraphrase'), el('div', 'text', pp.cont));
+  const a = el('div', 'ans');
+  a.append('answer ', el('b', 'ok' + (pp.ok === null ? 'null' : pp.ok ? 1 : 0), pp.ans === null ? (pp.status === 'ok' ? 'unparsed' : 'none') : pp.ans),
+           ' \u00b7 reference (' + pp.src + ') ', el('b', null, pp.ref === null ? 'n/a' : pp.ref),
+           ' \u00b7 ' + (pp.same === null ? 'not scored' : pp.same ? 'same answer' : 'answer changed'));
+  p.append(a);
+  return p;
+}
+function ptPanel(pt) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'patching';
+  p.append(el('h4', null, 'Activation patching of this C case \u2014 restored fraction (0 = edited run, 1 = clean run)'));
+  p.append(table(['layer', ...pt.groups], pt.layers.map((L, j) => [String(L), ...pt.r[j].map((x) => (x === null ? 'n/a' : Number(x).toFixed(2)))])));
+  p.append(el('div', 'kv', 'clean \u2212 edited log-probability difference ' + fmt(pt.gap, 2) + ' nats \u00b7 correct ' + pt.gold + ' vs propagated ' + pt.propagated +
+              (pt.excluded ? ' \u00b7 excluded from the means (gap too small)' : '')));
+  return p;
+}
+function causalBlock(qi, row) {
+  const ca = causalData();
+  if (!ca) return null;
+  const k = String(qi), ea = ca.ea[k], rs = ca.rs[k], pp = ca.pp[k], pt = row >= 0 ? ca.pt[String(row)] : undefined;
+  const box = el('div', 'panel causal');
+  box.dataset.role = 'causal';
+  box.append(el('h4', null, 'Causal tests of this question'));
+  const cols = el('div', 'cols');
+  if (ea) cols.append(eaPanel(ea, qi));
+  if (rs) cols.append(rsPanel(rs));
+  if (pp) cols.append(ppPanel(pp));
+  if (cols.childNodes.length) box.append(cols);
+  if (pt) box.append(ptPanel(pt));
+  const absent = [['early_answer', ea], ['resample', rs], ['paraphrase', pp]].filter(([n, v]) => ca.stages.includes(n) && !v).map(([n]) => n);
+  if (absent.length) box.append(el('div', 'kv', 'Not in ' + absent.join(', ') + ' (the stage tests eligible questions only; resampling a seeded sample of them).'));
+  if (ca.stages.includes('patching') && !pt && row >= 0 && s(C.lab[row]) === 'C') box.append(el('div', 'kv', 'This C case was not patched (patching takes a few cases, one per question).'));
+  return box.childNodes.length > 1 ? box : null;
+}
 let partnerPick = 0;
 function renderDetail() {
   const det = $('detail');
@@ -340,6 +455,8 @@ function renderDetail() {
   if (pert >= 0) det.append(labelBlock(pert));
   const sb = pert >= 0 ? steerBlock(pert) : null;
   if (sb) det.append(sb);
+  const cb = causalBlock(qi, pert);
+  if (cb) det.append(cb);
 }
 function select(i, fromClick) {
   if (selected !== i) partnerPick = 0;
