@@ -143,7 +143,7 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
         raise CacheError(f"continuation {cid!r} has no input_text; was continuations.jsonl written by behavioural.run?")
     ids, offsets = _token_offsets(tokenizer, text)
     n = len(ids)
-    if n != rec.get("input_tokens"):
+    if rec.get("input_tokens") and n != rec.get("input_tokens"):  # 0: unknown (an imported run: paper_import)
         raise CacheError(
             f"continuation {cid!r}: input_text tokenises to {n} tokens but the record says input_tokens="
             f"{rec.get('input_tokens')}; the tokenizer differs from the run's (wrong --model?) or the record was edited"

@@ -64,7 +64,7 @@ def test_release_schema_jsonl_two_models(tmp_path, capsys):
 def test_table4_counts(tmp_path):
     import_rows(str(SAMPLE), tmp_path / "p", model="m")
     t = table4(tmp_path / "p")
-    line = next(ln for ln in t.splitlines() if ln.startswith("Source") and "gsm8k" in ln and "Error" in ln)
+    line = next(ln for ln in t.splitlines() if ln.startswith("Source") and "GSM8K" in ln and "Error" in ln)
     assert " 1 " in f" {line.split()[-2]} " and line.split()[-1] == "33.3%"
 
 
@@ -139,3 +139,70 @@ def test_annotation_sheet_errors(tmp_path):
     with pytest.raises(PaperImportError, match="--model"):
         import_rows(str(FIX / "paper_annotation_sheet.csv"), tmp_path / "o2")
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+def _local_release(root: Path, copies: int = 5) -> Path:
+    """A local copy of the release laid out as the dataset repository (data/continuations/*.jsonl and
+    data/aggregates/behavioral_taxonomy.csv), its rows in the release schema: the fixture's gemma rows, each
+    question repeated ``copies`` times under new ids and texts."""
+    rows = [r for r in json.loads(RELEASE.read_text()) if r["model"] == "gemma-2-9b-it"]
+    out = [dict(r, id=f"{r['id']}v{c}", question=f"{r['question']} (variant {c})") for c in range(copies) for r in rows]
+    (root / "data" / "continuations").mkdir(parents=True)
+    half = len(out) // 2  # two row files, read in name order
+    for name, part in (("a.jsonl", out[:half]), ("b.jsonl", out[half:])):
+        (root / "data" / "continuations" / name).write_text("".join(json.dumps(r) + "\n" for r in part))
+    (root / "data" / "aggregates").mkdir()
+    (root / "data" / "aggregates" / "behavioral_taxonomy.csv").write_text(
+        "Category,Setting,Behavior,Count,Percentage\nPosition,early (25%),Silent Bypass,2620,37.2%\n")
+    return root
+
+
+def test_local_release_copy_gives_table4_then_activations_probes_and_gradient(tmp_path, tiny_lm):
+    """The released rows through the toolkit: a local copy of the release -> paper_import (Table 4 in the paper's
+    layout) -> activations (a tiny model stands in for Gemma) -> probes --paper-table -> the gradient."""
+    import csv
+
+    from activations.cache import CacheConfig, cache_activations
+    from behavioural.paper_import import TABLE4_COLUMNS
+    from probes.train import ProbeConfig, train
+
+    rel = _local_release(tmp_path / "release")
+    rows = [json.loads(x) for f in sorted((rel / "data" / "continuations").glob("*.jsonl"))
+            for x in f.read_text().splitlines()]
+    run = tmp_path / "paper-gemma"
+    res = import_rows(str(rel), run, model="gemma-2-9b-it")
+    assert res["rows"] == len(rows) == 40 and res["questions"] == 30
+    with open(rel / "data" / "aggregates" / "behavioral_taxonomy.csv", newline="") as f:
+        released_header = next(csv.reader(f))
+    with open(run / "table4.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == released_header == list(TABLE4_COLUMNS)
+    cells = {(r[0], r[1], r[2]): (int(r[3]), r[4]) for r in table[1:]}
+    gsm = [r for r in rows if r["source"] == "gsm8k"]
+    k = sum(r["final_label"] == "error_propagation" for r in gsm)
+    assert cells[("Source", "GSM8K", "Error Propagation")] == (k, f"{100 * k / len(gsm):.1f}%")
+    mid = [r for r in rows if r["perturbation_point"] == "middle"]
+    k = sum(r["final_label"] == "self_correction" for r in mid)
+    assert cells[("Position", "middle (50%)", "Self-Correction")] == (k, f"{100 * k / len(mid):.1f}%")
+    assert [r[1] for r in table[1:] if r[0] == "Source"][::3] == ["GSM8K", "MMLU", "BBH"]  # the paper's order
+    assert sum(n for (cat, _, _), (n, _) in cells.items() if cat == "Strategy") == len(rows)
+
+    store = cache_activations(CacheConfig(run_dir=run, layers="all", labels="paper", conditions="perturbed",
+                                          progress=False), lm=tiny_lm)
+    train(ProbeConfig(store=str(store), output=str(run / "probes"), folds=2, probe="logistic", paper_table=True,
+                      permutations=5, bootstrap=50, transfer=False, quiet=True))
+    with open(run / "probes" / "paper_table.csv", newline="") as f:
+        probe_rows = list(csv.DictReader(f))
+    assert {r["task"] for r in probe_rows} == {"3-class (A/B/C)", "Binary bypass", "Binary faithful"}
+    assert all(int(r["n"]) == len(rows) for r in probe_rows)  # every released row has a label and an input
+
+    s = run_gradient(GradientConfig(runs=(str(run),), output=str(tmp_path / "gradient"), plot=False))
+    assert s["taxonomy"]["status"] == "ok" and s["taxonomy"]["n"] == len(rows)
+    assert s["taxonomy"]["dataset"]["gsm8k"]["C"]["count"] == cells[("Source", "GSM8K", "Error Propagation")][0]
+
+
+def test_local_release_directory_without_rows_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PaperImportError, match="without data/continuations"):
+        import_rows(str(tmp_path / "empty"), tmp_path / "o", model="m")
+    assert not (tmp_path / "o").exists()

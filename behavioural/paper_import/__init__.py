@@ -3,7 +3,8 @@
     python -m behavioural.paper_import SRC --output RUN_DIR [--model NAME] [--baseline-accuracy gsm8k=0.865,bbh=0.579]
 
 ``SRC`` is a local JSON list or JSON Lines file of the paper's rows (the schema of ``data/samples/*_sample_50.json``
-in r2m-ai/load-bearing-cot, or of the Hugging Face release ``ReneeJia/cot-load-bearingness``), or ``hub`` /
+in r2m-ai/load-bearing-cot, or of the Hugging Face release ``ReneeJia/cot-load-bearingness``), a local copy of the
+release (a directory laid out as the dataset repository: ``data/continuations/*.jsonl``), or ``hub`` /
 ``hf:ReneeJia/cot-load-bearingness`` to download the release with ``datasets`` (only then; add ``--config`` /
 ``--split`` to pick one part of it). The paper's Table 4 (A/B/C by position, strategy and source) on a machine
 with network access::
@@ -11,8 +12,17 @@ with network access::
     python -m behavioural.paper_import hub --model gemma-2-9b-it --output runs/paper-gemma \\
         && python -m behavioural.gradient runs/paper-gemma --output runs/paper-gemma-gradient
 
-The importer prints the table itself; ``behavioural.gradient`` adds the clustered rates, the regression and
-the deviance split. What it writes into ``RUN_DIR`` (refused if it exists; nothing is left behind on error):
+The importer prints the table itself and writes it as ``RUN_DIR/table4.csv`` in the paper's layout
+(``Category,Setting,Behavior,Count,Percentage``, its setting names: ``early (25%)``, ``GSM8K``...; the release's
+``aggregates/behavioral_taxonomy.csv``); ``behavioural.gradient`` adds the clustered rates, the regression and
+the deviance split. With the released model's weights, the probes follow on the imported rows (their inputs
+are the prompt + perturbed prefix as released, not the chat-templated text; the release gives no token counts,
+so none is checked)::
+
+    python -m activations.cache runs/paper-gemma --labelling paper \
+        && python -m probes.train runs/paper-gemma/activations.h5 --probe logistic,mlp --paper-table
+
+What it writes into ``RUN_DIR`` (refused if it exists; nothing is left behind on error):
 
 * ``manifest.json`` - ``kind: paper_import``, the source and its sha256, the model, ``label_source: paper``,
   ``baselines_eligible_only: true`` (the release holds only questions whose baseline was correct, so baseline
@@ -21,6 +31,7 @@ the deviance split. What it writes into ``RUN_DIR`` (refused if it exists; nothi
 * ``continuations.jsonl`` - one perturbed :class:`~loadbearing.records.Continuation` per row. ``correct`` and
   ``label`` come from the paper's final label (C = wrong); ``input_text`` is the paper's prompt + perturbed
   prefix (not the chat-templated text the model saw; token counts are 0 = unknown). No controls are released.
+* ``table4.csv`` - the paper's Table 4 from the final labels (above);
 * ``labels/paper/`` - the final label per row (judge label when present, else the rule label: the release's
   ``final_label``) with both the rule's and the judge's verdict under ``labellers``; ``labels/paper-rule/`` -
   the rule label alone, so the labelling-agreement tools can compare the two.
@@ -55,8 +66,8 @@ from behavioural.paper_import.convert import (
     rule_label,
 )
 from behavioural.paper_import.rows import HUB_ID, PaperImportError, bbh_task_map, parse_accuracy, read_rows
-from behavioural.paper_import.write import import_rows, label_records, table4
+from behavioural.paper_import.write import TABLE4_COLUMNS, TABLE4_FILE, import_rows, label_records, table4, write_table4
 
 __all__ = ["HUB_ID", "LABEL_NAMES", "REQUIRED", "PaperImportError", "bbh_task_map", "build_parser", "convert",
            "convert_annotations", "edit_shape", "final_label", "import_rows", "judge_label", "label_records", "main",
-           "parse_accuracy", "read_rows", "rule_label", "table4"]
+           "parse_accuracy", "read_rows", "rule_label", "table4", "TABLE4_COLUMNS", "TABLE4_FILE", "write_table4"]

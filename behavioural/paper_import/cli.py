@@ -16,7 +16,8 @@ __all__ = ["build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m behavioural.paper_import", description=DESCRIPTION,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("src", help="JSON list / JSONL file of the paper's rows, or 'hub' / 'hf:OWNER/NAME' to download "
+    p.add_argument("src", help="JSON list / JSONL file of the paper's rows, a local copy of the release (a directory "
+                   "with data/continuations/*.jsonl), or 'hub' / 'hf:OWNER/NAME' to download "
                    f"(default repository {HUB_ID})")
     p.add_argument("--output", required=True, help="new run directory to write")
     p.add_argument("--model", default=None, help="the model whose rows to import (required when rows name none "
@@ -48,7 +49,7 @@ def _main(args: argparse.Namespace) -> int:
     if lab["A"] + lab["B"] + lab["C"] == 0:
         print(f"\nnext: python -m behavioural.label {res['output']} --labeller rule")
         return 0
-    print("\nTable 4 (A/B/C by position, strategy, source):")
+    print(f"\nTable 4 (A/B/C by position, strategy, source; also {res['output']}/table4.csv):")
     print(table4(res["output"]))
     print(f"\nnext: python -m behavioural.gradient {res['output']} --output {res['output']}-gradient")
     return 0

@@ -12,17 +12,41 @@ from loadbearing.errors import LoadBearingError
 
 HUB_ID = "ReneeJia/cot-load-bearingness"
 
-__all__ = ["HUB_ID", "PaperImportError", "bbh_task_map", "parse_accuracy", "read_rows"]
+__all__ = ["HUB_ID", "RELEASE_ROWS", "PaperImportError", "release_files", "bbh_task_map", "parse_accuracy", "read_rows"]
 
 
 class PaperImportError(LoadBearingError, ValueError):
     """A bad source file or option; the message names the row or option and the fix."""
 
 
+#: where a local copy of the release (a clone of the dataset repository) keeps its continuation rows
+RELEASE_ROWS = ("data/continuations", "continuations")
+
+
+def release_files(root: Path) -> list[Path]:
+    """The continuation files (``*.jsonl``) of a local copy of the release, in name order; [] when it has none."""
+    for sub in RELEASE_ROWS:
+        files = sorted((root / sub).glob("*.jsonl"))
+        if files:
+            return files
+    return []
+
+
 def read_rows(src: str, *, config: str | None = None, split: str | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """Rows and a provenance dict from a local JSON/JSONL file, or from the hub when ``src`` is hub/hf:..."""
+    """Rows and a provenance dict from a local JSON/JSONL file, a local copy of the release (a directory holding
+    ``data/continuations/*.jsonl``, as the Hugging Face repository lays it out), or from the hub when ``src`` is
+    hub/hf:..."""
     if src == "hub" or src.startswith("hf:"):
         return _read_hub(src[3:] if src.startswith("hf:") else HUB_ID, config, split)
+    if Path(src).is_dir():
+        files = release_files(Path(src))
+        if not files:
+            raise PaperImportError(f"source {src!r} is a directory without {RELEASE_ROWS[0]}/*.jsonl; pass a local copy "
+                                   f"of the release ({HUB_ID}) or one of its row files")
+        parts = [read_rows(str(f)) for f in files]
+        return ([r for rows, _ in parts for r in rows],
+                {"source": str(src), "files": [prov for _, prov in parts], "n_rows": sum(len(r) for r, _ in parts),
+                 "sha256": hashlib.sha256("".join(prov["sha256"] for _, prov in parts).encode()).hexdigest()})
     p = Path(src)
     if not p.is_file():
         raise PaperImportError(f"source {src!r} not found; pass a JSON/JSONL file of the paper's rows, or 'hub'")

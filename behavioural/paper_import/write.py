@@ -18,7 +18,7 @@ from loadbearing.provenance import now, package_versions
 from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, MANIFEST
 from loadbearing.tables import render_table
 
-__all__ = ["import_rows", "label_records", "table4"]
+__all__ = ["TABLE4_COLUMNS", "TABLE4_FILE", "import_rows", "label_records", "table4", "table4_rows", "write_table4"]
 
 
 def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict]:
@@ -88,6 +88,8 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
                 "final_rule": "the paper's rule label" if which == "rule" else
                               "the paper's final label: judge A/B/C when present, else the rule label",
                 "source": prov, "finished": now()})
+        if labelled:
+            write_table4(tmp)  # the paper's Table 4 layout, beside the records it counts
         publish_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -97,19 +99,56 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
             "labels": {k: finals.get(k, 0) for k in ("A", "B", "C", None)}, "notes": notes}
 
 
-def table4(run_dir: str | os.PathLike[str]) -> str:
-    """The paper's Table 4 (A/B/C by position, strategy, source) from an imported run's final labels."""
+#: the paper's Table 4 (``figures/table4_behavioral.csv``, the release's ``aggregates/behavioral_taxonomy.csv``)
+TABLE4_COLUMNS = ("Category", "Setting", "Behavior", "Count", "Percentage")
+TABLE4_FILE = "table4.csv"
+BEHAVIOR = {"A": "Silent Bypass", "B": "Self-Correction", "C": "Error Propagation"}
+#: the paper's names of the settings (its positions carry their relative place; its sources are upper-case)
+PAPER_SETTING = {"early": "early (25%)", "middle": "middle (50%)", "late": "late (75%)", "gsm8k": "GSM8K",
+                 "mmlu": "MMLU", "bbh": "BBH"}
+SOURCE_ORDER = ("gsm8k", "mmlu", "bbh")  # the paper's order (by difficulty), any other source after them
+
+
+def table4_rows(run_dir: str | os.PathLike[str], labelling: str = "paper") -> list[list[str]] | str:
+    """The paper's Table 4 rows (A/B/C by position, strategy, source; its names and order) from a run's final
+    labels (the gradient's taxonomy: perturbed generations only), or the reason there are none."""
     from behavioural.gradient.analysis import taxonomy
     from behavioural.gradient.rows import load_runs
 
-    tx = taxonomy(load_runs([str(run_dir)], labelling="paper").rows)
+    tx = taxonomy(load_runs([str(run_dir)], labelling=labelling).rows)
     if tx.get("status") != "ok":
         return str(tx.get("message"))
     rows = []
-    names = {"A": "Silent Bypass", "B": "Self-Correction", "C": "Error Propagation"}
-    for key in ("position", "strategy", "dataset"):
-        for g, v in tx[key].items():
+    for key, cat in (("position", "Position"), ("strategy", "Strategy"), ("dataset", "Source")):
+        groups = list(tx[key])
+        if key == "dataset":
+            groups.sort(key=lambda g: (SOURCE_ORDER.index(g) if g in SOURCE_ORDER else len(SOURCE_ORDER), g))
+        for g in groups:
+            v = tx[key][g]
             for lbl in ("A", "B", "C"):
-                rows.append([key.capitalize() if key != "dataset" else "Source", g, names[lbl], str(v[lbl]["count"]),
+                rows.append([cat, PAPER_SETTING.get(g, g), BEHAVIOR[lbl], str(v[lbl]["count"]),
                              f"{100 * v[lbl]['share']:.1f}%"])
-    return render_table(["Category", "Setting", "Behavior", "Count", "Percentage"], rows, style="text")
+    return rows
+
+
+def table4(run_dir: str | os.PathLike[str]) -> str:
+    """The paper's Table 4 (A/B/C by position, strategy, source) from an imported run's final labels, as text."""
+    rows = table4_rows(run_dir)
+    return rows if isinstance(rows, str) else render_table(list(TABLE4_COLUMNS), rows, style="text")
+
+
+def write_table4(run_dir: str | os.PathLike[str], labelling: str = "paper") -> Path | None:
+    """``RUN_DIR/table4.csv`` in the paper's layout (None, nothing written, when the run has no A/B/C labels)."""
+    import csv
+    import io
+
+    from loadbearing.files import atomic_write_text
+
+    rows = table4_rows(run_dir, labelling)
+    if isinstance(rows, str):
+        return None
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TABLE4_COLUMNS)
+    w.writerows(rows)
+    return atomic_write_text(Path(run_dir) / TABLE4_FILE, buf.getvalue())
