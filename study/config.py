@@ -1,8 +1,8 @@
 """python -m study --output-dir DIR  (this module: the study's settings, stored in ``DIR/study.json``)
 
 The rules that fill the settings left unset (the model's budgets, the dataset's tasks and strategies) are in
-:mod:`study.settings`. The CPU default is the ``arith`` ladder at the two levels where SmolLM2-135M-Instruct answers a useful
-fraction correctly (s2_o3, s2_o5), with three edits that together give both outcomes: ``arithmetic`` (the
+:mod:`study.settings`. The CPU default is the ``arith`` ladder at three levels that SmolLM2-135M-Instruct answers a
+useful, different fraction of (s2_o3, s2_o5, s2_o9), with three edits that together give both outcomes: ``arithmetic`` (the
 original evaluator's edit of the first number, often an operand the model then ignores),
 ``arithmetic_change`` (the line's result, which the model copies forward) and ``contradiction``.
 """
@@ -33,11 +33,11 @@ class StudyConfig:
     output_dir: str
     model: str = "smollm2-135m-instruct"
     dataset: str = "arith"
-    #: None: arith -> the two demo levels; gsm8k -> none; mmlu/bbh -> every subject/task. A comma list is accepted.
+    #: None: arith -> the three demo levels; gsm8k -> none; mmlu/bbh -> every subject/task. A comma list is accepted.
     task: str | None = None
     data_dir: str | None = None
     max_examples: int = 160
-    #: arith questions generated per level (the sample is drawn from them; 80 x 2 levels = every one)
+    #: arith questions generated per level (the sample is drawn from them; 53 x 3 levels = every one)
     n_per_level: int | None = None
     strategy: str | None = None
     positions: str = "early,middle,late"

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = p.add_argument_group("questions")
     q.add_argument("--dataset", default=d.dataset, help=f"gsm8k | mmlu | bbh | arith (default {d.dataset})")
     q.add_argument("--task", default=d.task, help="MMLU subjects, BBH tasks or arith levels, a comma list (default: "
-                   "arith's two demo levels; every subject/task of mmlu/bbh)")
+                   "arith's three demo levels; every subject/task of mmlu/bbh)")
     q.add_argument("--data-dir", default=d.data_dir, help="benchmark data directory holding gsm8k/, mmlu/, bbh/ "
                    "(default: the hub)")
     q.add_argument("--max-examples", type=int, default=d.max_examples, help=f"questions (default {d.max_examples})")

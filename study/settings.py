@@ -6,7 +6,7 @@
 
 Budgets follow the model: the embedded SmolLM2-135M keeps its small CPU budgets (96 new tokens, 64 when
 steering); any other model gets the paper's (4,096 each) unless the user sets them. Tasks and strategies
-follow the dataset (the arith ladder keeps its demo levels and edits; the benchmarks take every task and the
+follow the dataset (the arith ladder keeps its three demo levels and edits; the benchmarks take every task and the
 paper's strategies). Few-shot: the benchmark's own exemplars for the embedded model (it needs them), the
 dataset's default for any other model. Resolving a resolved config changes nothing.
 """
@@ -20,10 +20,15 @@ EMBEDDED = "smollm2-135m-instruct"
 #: the generation budgets: (behaviour, steering)
 EMBEDDED_BUDGET = (96, 64)
 PAPER_BUDGET = (4096, 4096)
-#: the arith demo: two levels the embedded model answers a useful fraction of, three edits that give both outcomes
-ARITH_TASK = "s2_o3,s2_o5"
+#: the arith demo: three levels of different difficulty for the embedded model (baseline accuracy about 41-45%,
+#: 38-41% and 20%: three cells for the difficulty test and the within-dataset slope), three edits that give both
+#: outcomes. 53 per level: 159 questions, every one sampled under the study's max_examples of 160, about 55
+#: eligible (correct with >= 3 lines): make demo stays within 10 minutes on 2 CPU cores. No level the
+#: model answers gives distinct middle and late edits (it writes 3 or 4 reasoning lines even at s3/s4, where
+#: min(n - 2, floor(n f)) puts both on one line); the fits merge them into one position, middle=late.
+ARITH_TASK = "s2_o3,s2_o5,s2_o9"
 ARITH_STRATEGY = "arithmetic,arithmetic_change,contradiction"
-ARITH_PER_LEVEL = 80
+ARITH_PER_LEVEL = 53
 #: the paper's edits per dataset (numerical + text on GSM8K; the four multiple-choice edits on MMLU; both on
 #: BBH, where a multiple-choice edit is recorded as not applicable on a task without options)
 MC = "wrong_elimination,false_analogy,reversed_logic,confidence_injection"
@@ -50,7 +55,7 @@ def resolve(c: StudyConfig) -> tuple[StudyConfig, dict[str, str]]:
         fill["steer_max_new_tokens"], rules["steer_max_new_tokens"] = budget[1], who
     if c.dataset == "arith":
         if c.task is None:
-            fill["task"], rules["task"] = ARITH_TASK, "arith: the demo's two levels"
+            fill["task"], rules["task"] = ARITH_TASK, "arith: the demo's three levels"
         if c.n_per_level is None:
             fill["n_per_level"], rules["n_per_level"] = ARITH_PER_LEVEL, "arith: every question of a level sampled"
     elif c.task is None and c.dataset in ("mmlu", "bbh"):

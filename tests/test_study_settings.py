@@ -35,7 +35,8 @@ def test_defaults_follow_the_model_and_the_dataset():
     mine, rules = resolve(StudyConfig(output_dir="x", model="gemma-2-9b-it", max_new_tokens=512))
     assert mine.max_new_tokens == 512 and "max_new_tokens" not in rules
     arith, _ = resolve(StudyConfig(output_dir="x"))
-    assert arith.task == "s2_o3,s2_o5" and arith.n_per_level == 80 and arith.few_shot is None
+    assert arith.task == "s2_o3,s2_o5,s2_o9" and arith.n_per_level == 53 and arith.few_shot is None
+    assert 3 * arith.n_per_level <= arith.max_examples  # every generated question of the three levels is sampled
     assert resolve(arith)[0] == arith  # resolving twice changes nothing
 
 
@@ -139,7 +140,7 @@ def test_presets_are_package_files_and_dry_run(capsys):
     text = capsys.readouterr().out
     assert text.count("---- run ") == 9 and "all 9 runs" in text and "deepseek-r1-distill-qwen-7b on bbh" in text
     assert main(["--config", "embedded-cpu", "--dry-run"]) == 0
-    assert "s2_o3,s2_o5" in capsys.readouterr().out
+    assert "s2_o3,s2_o5,s2_o9" in capsys.readouterr().out
 
 
 @pytest.fixture
