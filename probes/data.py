@@ -105,7 +105,7 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
     if conditions not in ("perturbed", "all"):
         raise ProbeError(f"unknown --conditions {conditions!r}; choose 'perturbed' or 'all'")
     if position not in store.positions:
-        raise ProbeError(f"unknown --position {position!r}; this store has positions {store.positions}")
+        raise ProbeError(f"unknown --token-position {position!r}; this store has positions {store.positions}")
     layer_list = parse_layers(layers, store.layers) if not isinstance(layers, (list, tuple)) else \
         parse_layers(",".join(str(x) for x in layers), store.layers)
     rows = store.rows

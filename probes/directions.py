@@ -61,7 +61,7 @@ CONVENTIONS = ("raw residual-stream coordinates (scaler/PCA undone), unit norm; 
                "from C toward non-C (toward the correct answer); basis rows orthonormal")
 # store attribute names under which the activations stage may record the decoder-layer module path
 LAYER_MODULE_KEYS = ("layer_module", "layer_module_path", "layers_path", "decoder_layers_path", "decoder_layers")
-REMAKE = "re-create it with: python -m probes.train STORE --output NEW_DIR"
+REMAKE = "re-create it with: python -m probes.train STORE --output-dir NEW_DIR"
 #: the bases a directions file may hold: the toolkit's ``basis`` and the paper's two (``m2``, ``probe_pc``)
 BASES = ("basis", "m2", "probe_pc")
 

@@ -46,7 +46,7 @@ def train(config: ProbeConfig) -> Path:
     config.validate()
     out = config.out_dir()
     if out.exists():
-        raise ProbeError(f"output directory {out} already exists (nothing was overwritten); pass --output NEW_DIR "
+        raise ProbeError(f"output directory {out} already exists (nothing was overwritten); pass --output-dir NEW_DIR "
                          f"or move the old one away")
     out.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(out, config.command or None):  # one writer per output; a second gets a one-line error
@@ -153,7 +153,7 @@ def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
             publish_dir(tmp, out)
         except RunDirError:
             raise ProbeError(f"output directory {out} appeared while probing (nothing was overwritten); "
-                             f"pass --output NEW_DIR") from None
+                             f"pass --output-dir NEW_DIR") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -40,7 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, run_cli
 from probes.config import ALL_PROBES, RESULTS, SOLVERS, TARGETS, ProbeConfig, parse_cs, parse_floats, parse_ints
 from probes.data import ProbeError
 from probes.estimators import DEFAULT_CS
@@ -54,17 +54,18 @@ __all__ = ["ProbeConfig", "train", "train_stage", "train_probes", "is_complete",
 
 def build_parser() -> argparse.ArgumentParser:
     d = ProbeConfig(store="")
-    p = OneLineParser(prog="python -m probes.train", description=(__doc__ or "").split("\n\n")[0],
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("store", help="activation store (.h5) written by python -m activations.cache")
-    p.add_argument("--output", default=None, help="new output directory (must not exist); default <store dir>/probes")
+    p = OneLineParser(prog="python -m probes.train", description=(__doc__ or "").split("\n\n")[0])
+    io = p.add_argument_group("input and output")
+    io.add_argument("store", help="activation store (.h5) written by python -m activations.cache")
+    add_output(io, "dir", "new output directory (must not exist); default <store dir>/probes", dest="output")
 
     data = p.add_argument_group("data (which rows, labels and features)")
     data.add_argument("--target", choices=TARGETS, default=d.target,
                       help="propagation: C vs non-C (y=1 for C, from 'label'); three_class: A/B/C (from 'label3'); "
                            "bypass: A vs B or C (y=1 for A, from 'label3'; the paper's 'Binary bypass')")
     data.add_argument("--layers", default=d.layers, help="'all', a comma list '0,4,8' or ranges '4-8' of stored layers")
-    data.add_argument("--position", default=d.position, help="which stored token position's hidden states to use")
+    add_option(data, "--token-position", dest="position", default=d.position, metavar="POSITION",
+               deprecated=("--position",), help="which stored token position's hidden states to use")
     data.add_argument("--conditions", choices=("perturbed", "all"), default=d.conditions,
                       help="which continuations to probe: perturbed only, or perturbed + unedited controls")
     data.add_argument("--allow-incomplete", action="store_true", help="read a store whose caching did not finish")
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--solver", choices=SOLVERS, default=d.solver,
                      help="torch: batched solver (same optimum as sklearn's lbfgs); sklearn: the reference")
     run.add_argument("--device", default=d.device, help="torch device: auto, cpu, cuda, cuda:N")
-    run.add_argument("--quiet", action="store_true", help="no per-layer progress lines")
+    add_quiet(run, "no per-layer progress lines")
     return p
 
 

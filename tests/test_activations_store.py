@@ -234,7 +234,7 @@ def test_random_bytes_in_the_middle_are_refused_before_probe_work(tmp_path, caps
             if hasattr(mod, fn):
                 monkeypatch.setattr(mod, fn, no_work)
     out = tmp_path / "probes"
-    assert train.main([str(p), "--output", str(out), "--quiet"]) == 2
+    assert train.main([str(p), "--output-dir", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err

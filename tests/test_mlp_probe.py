@@ -120,7 +120,7 @@ def test_paper_table_csv_cell_recomputed_by_hand(tmp_path, capsys):
     p2 = write_store(tmp_path / "noB.h5", np.stack([np.asarray(_read(path, L)) for L in (0, 1)], axis=1), lab(y),
                      rows["question_id"].tolist(), label3=list(np.where(y == 1, "C", "A")))
     out = tmp_path / "probes"
-    rc = main([str(p2), "--output", str(out), "--probe", "logistic,mlp", "--paper-table", "--solver", "sklearn",
+    rc = main([str(p2), "--output-dir", str(out), "--probe", "logistic,mlp", "--paper-table", "--solver", "sklearn",
                "--folds", "3", "--permutations", "5", "--mlp-permutations", "3", "--bootstrap", "50",
                "--no-transfer", "--no-directions", "--mlp-hidden", "16", "--cs", "0.01,1,100"])
     text = capsys.readouterr().out
@@ -166,7 +166,7 @@ def test_probe_sets_and_both():
 
 
 def test_cli_refuses_a_bad_probe_set_in_one_line(tmp_path, capsys):
-    rc = main([str(tmp_path / "missing.h5"), "--probe", "logistic,svm", "--output", str(tmp_path / "o")])
+    rc = main([str(tmp_path / "missing.h5"), "--probe", "logistic,svm", "--output-dir", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("error: ") and "\n" not in err and "unknown --probe 'svm'" in err
 

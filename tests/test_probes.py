@@ -237,7 +237,7 @@ def _small(tmp_path, labels, qs=None, name="s.h5", **kw):
     ("oneclass", r"only class 'non-C' among the 40 labelled perturbed rows"),
     ("rare", r"class 'C' occurs in only 2 question\(s\) \(3 rows\), fewer than --folds 5.*use --folds 2 or fewer"),
     ("layer", r"unknown layer\(s\) \[7\].*this store has layers \[0, 1\]"),
-    ("position", r"unknown --position 'edit_last'"),
+    ("position", r"unknown --token-position 'edit_last'"),
     ("incomplete", r"incomplete"),
 ])
 def test_bad_input_clear_one_line_errors(tmp_path, capsys, case, pattern):
@@ -255,9 +255,9 @@ def test_bad_input_clear_one_line_errors(tmp_path, capsys, case, pattern):
         p = _small(tmp_path, lab(np.arange(n) % 2), complete=False)
     else:
         p = _small(tmp_path, lab(np.arange(n) % 2))
-        argv = ["--layers", "0,7"] if case == "layer" else ["--position", "edit_last"]
+        argv = ["--layers", "0,7"] if case == "layer" else ["--token-position", "edit_last"]
     out = tmp_path / "out"
-    rc = main([str(p), "--output", str(out), "--quiet"] + argv)
+    rc = main([str(p), "--output-dir", str(out), "--quiet"] + argv)
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err.startswith("error: ") and "\n" not in err
@@ -275,7 +275,7 @@ def test_existing_output_never_overwritten(tmp_path, capsys):
     (out / "results.json").write_text("keep me")
     assert main([str(p), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "already exists" in err and "--output" in err
+    assert "already exists" in err and "--output-dir" in err
     assert (out / "results.json").read_text() == "keep me"
 
 
@@ -323,5 +323,5 @@ def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
 
     assert read_directions(tmp_path / "probes").selected_layer == 1
     # bad fractions are refused in one line before any work
-    assert main([str(p), "--steer-holdout", "1.5", "--output", str(tmp_path / "x")]) == 2
+    assert main([str(p), "--steer-holdout", "1.5", "--output-dir", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()

@@ -29,7 +29,7 @@ def test_bad_settings_refused_before_work(tmp_path, capsys, argv, pattern):
     import re
 
     out = tmp_path / "out"
-    rc = main([str(tmp_path / "missing.h5"), "--output", str(out), "--quiet", *argv])
+    rc = main([str(tmp_path / "missing.h5"), "--output-dir", str(out), "--quiet", *argv])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("error: ") and "\n" not in err
     assert re.search(pattern, err), err
@@ -40,7 +40,7 @@ def test_pca_larger_than_rows_refused(tmp_path, capsys):
     rng = np.random.default_rng(0)
     p = write_store(tmp_path / "a.h5", rng.normal(size=(40, 2, 50)).astype(np.float32), lab(np.arange(40) % 2),
                     np.arange(40) // 2)
-    rc = main([str(p), "--output", str(tmp_path / "o"), "--quiet", "--solver", "sklearn", "--pca", "45"])
+    rc = main([str(p), "--output-dir", str(tmp_path / "o"), "--quiet", "--solver", "sklearn", "--pca", "45"])
     err = capsys.readouterr().err
     assert rc == 2 and "--pca 45 exceeds" in err and "use --pca 32 or fewer" in err
 
@@ -141,10 +141,10 @@ def test_second_writer_refused_and_no_lock_left(tmp_path, capsys):
     p = _study_store(tmp_path)
     out = tmp_path / "probes"
     with output_lock(out):
-        rc = main([str(p), "--output", str(out), "--quiet", "--permutations", "0", "--no-transfer"])
+        rc = main([str(p), "--output-dir", str(out), "--quiet", "--permutations", "0", "--no-transfer"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err.startswith("error: ") and "\n" not in err and not out.exists()
-    assert main([str(p), "--output", str(out), "--quiet", "--permutations", "2", "--no-transfer", "--folds", "3"]) == 0
+    assert main([str(p), "--output-dir", str(out), "--quiet", "--permutations", "2", "--no-transfer", "--folds", "3"]) == 0
     assert is_complete(out) and not list(tmp_path.glob("*.lock"))
 
 
