@@ -14,8 +14,9 @@ Layout (the first screen answers the study's three questions):
    pointer line to the stage's file in markdown and text). The behaviour section is laid out from
    ``summary.json`` by :mod:`study.report_behaviour`; the steering figure is redrawn with a short title
    (:mod:`study.report_figures`).
-4. The optional sections of :data:`study.report_sections.SECTIONS` whose files exist (activation patching;
-   the counting-conventions appendix last). **To add a section for a new stage**, register a
+4. The optional sections of :data:`study.report_sections.SECTIONS` whose files exist (the causal tests side by
+   side, :mod:`study.report_causal`, with the early-answering curves; activation patching; the
+   counting-conventions appendix last). **To add a section for a new stage**, register a
    :class:`study.report_sections.ReportSection` there (its docstring says how, in three steps).
 
 The report is deterministic: the same study files give the same three files (the wall time appears only
