@@ -50,7 +50,8 @@ POINTERS = {"probes": ("full per-layer table", ("probes/results.json", "probes/s
 _LABELS_NOTE = ("_Counts: per generation, by recorded cell: each generation once, under the (strategy, position) "
                 "cell it was recorded with (the behaviour section counts it in every group it fills)._")
 _GRADIENT_NOTE = ("_Counts: per cell where a rate shows both rows and `gen` (position gradient, type table) and in "
-                  "Table 4: a generation counted once for every (strategy, position) cell it fills._")
+                  "Table 4: a generation counted once for every (strategy, position) cell it fills, the positions it "
+                  "fills for one strategy being one merged cell (e.g. middle=late)._")
 
 
 def _pointer(out: Path, name: str) -> str:

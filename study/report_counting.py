@@ -8,7 +8,10 @@ the same edit). The stages count three ways, and the report labels each table wi
   every group whose cell it fills; a pooled row counts it once;
 * **per generation, by recorded cell** (the labels section's by-table): a generation counted once, under
   the first cell it was recorded with, so a position that always shares another's line has no row;
-* **per cell** (the difficulty gradient, the paper's Table 4): one (generation, cell) pair per cell it fills.
+* **per cell** (the difficulty gradient, the paper's Table 4): one (generation, cell) pair per cell it fills,
+  where the positions one generation fills for one strategy are one merged cell (``middle=late``,
+  :func:`loadbearing.design.merged_position`), so a strategy row counts each generation once and a merged
+  position is one group, never two identical ones.
 
 :func:`counting_table` computes, from the run's records, C / parseable (and A) in each group under the three
 ways, so a reader can see why, e.g., ``position=early`` is 154/187 in one section and 161/194 in another.
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from loadbearing.design import merged_position, position_sort_key
 from loadbearing.files import RunDirError
 from loadbearing.runs import Run
 from loadbearing.tables import render_table
@@ -25,8 +29,9 @@ from loadbearing.tables import render_table
 CONVENTION = ("Counting: one *generation* is one distinct model input, recorded once even when it fills several "
               "(strategy, position) cells. Counts and rates are **per generation** unless a table says otherwise: "
               "a group row counts a generation once in every group whose cell it fills, a pooled row once. Tables "
-              "labelled *per cell* count (generation, cell) pairs; *by recorded cell* counts each generation once, "
-              "under the cell it was recorded with. The table \"Counting conventions\" shows both where they differ.")
+              "labelled *per cell* count (generation, cell) pairs, the positions one generation fills for a strategy "
+              "being one merged cell (e.g. middle=late); *by recorded cell* counts each generation once, under the "
+              "cell it was recorded with. The table \"Counting conventions\" shows both where they differ.")
 
 WAYS = ("per generation", "per generation, by recorded cell", "per cell")
 
@@ -53,18 +58,21 @@ def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
             add: Counter[str] = Counter()
         else:
             add = Counter(n=1, C=int(c.correct is False), A=int(labels.get(c.id) == "A"))
+        # per strategy, the positions this generation fills together are one merged cell (middle=late)
+        merged = [(st, merged_position(p for s2, p in cells if s2 == st)) for st in dict.fromkeys(s for s, _ in cells)]
+        first_cell = cells[0]
         for axis, idx in (("position", 1), ("strategy", 0)):
-            per_gen = {cell[idx] for cell in cells}
-            first = cells[0][idx]
+            per_gen = {cell[idx] for cell in merged}
+            first = first_cell[idx]
             for g in sorted(per_gen | {first}):
                 row = counts.setdefault((axis, g), [Counter(), Counter(), Counter()])
                 if g in per_gen:
                     row[0].update(add)
                 if g == first:
                     row[1].update(add)
-                row[2].update(Counter({k: v * sum(1 for cell in cells if cell[idx] == g) for k, v in add.items()}))
-    order = {"position": {"early": 0, "middle": 1, "late": 2}}
-    keys = sorted(counts, key=lambda k: (k[0] != "position", order.get(k[0], {}).get(k[1], 9), k[1]))
+                row[2].update(Counter({k: v * sum(1 for cell in merged if cell[idx] == g) for k, v in add.items()}))
+    keys = sorted(counts, key=lambda k: (k[0] != "position", position_sort_key(k[1]) if k[0] == "position" else (0, ""),
+                                         k[1]))
     rows = [[f"{a}={g}", *(_fmt(x) for x in counts[(a, g)])] for a, g in keys]
     differ = [r for r in rows if len(set(r[1:])) > 1]
     header = ["group (perturbed, parseable)", *WAYS]
