@@ -340,19 +340,19 @@ def test_label_run_rule(tmp_path):
 
 def test_cli_never_overwrites(tmp_path, capsys):
     rd, _ = fake_run(tmp_path)
-    assert main([str(rd), "--no-progress"]) == 0
+    assert main([str(rd), "--quiet"]) == 0
     first = (rd / "labels" / "rule" / "labels.jsonl").read_bytes()
-    assert main([str(rd), "--labeller", "rule", "--no-progress"]) == 0
+    assert main([str(rd), "--labeller", "rule", "--quiet"]) == 0
     assert (rd / "labels" / "rule-2" / "labels.jsonl").is_file()
     assert (rd / "labels" / "rule" / "labels.jsonl").read_bytes() == first
-    assert main([str(rd), "--name", "rule", "--no-progress"]) == 2
+    assert main([str(rd), "--labelling", "rule", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "already exists" in err and "never overwritten" in err and err.count("\n") == 1
     assert sorted(p.name for p in (rd / "labels").iterdir()) == ["rule", "rule-2"]
     name, labels = load_labels(rd)
     assert name in ("rule", "rule-2") and len(labels) == 9 and set(labels.values()) == {"A", "B", "C", None}
     assert load_labels(rd, "rule")[1] == labels
-    assert main([str(rd), "--final", "judge", "--no-progress"]) == 2
+    assert main([str(rd), "--final", "judge", "--quiet"]) == 2
     assert main([str(rd), "--labeller", "bogus"]) == 2
     assert main([str(tmp_path / "nope")]) == 2
 
@@ -401,7 +401,7 @@ def test_export_sheet_is_blind_seeded_and_never_overwrites(tmp_path):
 
 def test_sheet_kappa_between_annotators_and_labellers(tmp_path, capsys):
     rd, conts = fake_run(tmp_path)
-    assert main([str(rd), "--no-progress"]) == 0
+    assert main([str(rd), "--quiet"]) == 0
     assert main([str(rd), "--export-sheet", "6", "--seed", "1"]) == 0
     sheet = rd / "annotation" / "sheet-s1-n6.csv"
     items = json.loads((rd / "annotation" / "sheet-s1-n6.key.json").read_text())["items"]
@@ -476,7 +476,7 @@ def test_judge_end_to_end_tiny_model_via_cli(tmp_path, tiny_lm, capsys):
     tiny_lm.model.save_pretrained(mdir)
     tiny_lm.tokenizer.save_pretrained(mdir)
     assert main([str(rd), "--labeller", "rule", "--labeller", f"judge:{mdir}", "--final", "judge",
-                 "--judge-max-new-tokens", "3", "--judge-batch-size", "16", "--no-progress", "--device", "cpu"]) == 0
+                 "--judge-max-new-tokens", "3", "--judge-batch-size", "16", "--quiet", "--device", "cpu"]) == 0
     out = rd / "labels" / "rule+judge-tiny-judge_final-judge-tiny-judge"
     recs = read_jsonl(out / "labels.jsonl")
     jn = f"judge:{mdir}"
@@ -572,9 +572,9 @@ def test_cli_resume_alone_uses_stored_labellers(tmp_path, capsys):
     rd, _ = fake_run(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         label_run(rd, [_Dies(1)], name="x", progress=False, specs=["rule"])
-    assert main([str(rd), "--resume", "--no-progress"]) == 0
+    assert main([str(rd), "--resume", "--quiet"]) == 0
     assert json.loads((rd / "labels" / "x" / "settings.json").read_text())["status"] == "ok"
-    assert main([str(rd), "--resume", "--no-progress"]) == 2  # nothing left to resume
+    assert main([str(rd), "--resume", "--quiet"]) == 2  # nothing left to resume
     assert "no unfinished labelling" in capsys.readouterr().err
 
 
@@ -582,15 +582,15 @@ def test_unfinished_or_damaged_run_is_refused(tmp_path, capsys):
     rd, _ = fake_run(tmp_path)
     m = json.loads((rd / "manifest.json").read_text())
     (rd / "manifest.json").write_text(json.dumps(dict(m, status="running")))
-    assert main([str(rd), "--no-progress"]) == 2
+    assert main([str(rd), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "behavioural.run --resume" in err and err.count("\n") == 1
     assert not (rd / "labels").exists()
-    assert main([str(rd), "--no-progress", "--allow-incomplete"]) == 0
+    assert main([str(rd), "--quiet", "--allow-incomplete"]) == 0
     (rd / "manifest.json").write_text(json.dumps(m))
     with open(rd / "continuations.jsonl", "a") as f:
         f.write('{"id": "half')
-    assert main([str(rd), "--no-progress"]) == 2
+    assert main([str(rd), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "half-written" in err and "behavioural.run --resume" in err and err.count("\n") == 1
 

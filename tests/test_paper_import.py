@@ -125,7 +125,7 @@ def test_annotation_sheet_is_scored_shaped_and_left_for_the_labeller(tmp_path, c
     assert {i: conts[f"annotation-{i}"].strategy for i in (7, 8, 9, 10)} == {
         7: "paper:arithmetic", 8: "paper:arithmetic", 9: "paper:replaced", 10: "paper:appended"}
     assert not (out / "labels").exists()
-    assert label.main([str(out), "--labeller", "rule", "--no-progress"]) == 0
+    assert label.main([str(out), "--labeller", "rule", "--quiet"]) == 0
     _, labels = run.labels("rule")
     assert labels["annotation-7"] == "B"  # "Wait, 4 * 6 = 24, not 30."
     assert labels["annotation-8"] == "A" and labels["annotation-10"] == "C" and labels["annotation-11"] is None

@@ -196,18 +196,18 @@ def test_labelling_killed_then_resumed(seed, frac, tmp_path, driver, reference_r
     shutil.copytree(reference_run, run)
     ref = tmp_path / "ref"
     shutil.copytree(reference_run, ref)
-    assert main([str(ref), "--no-progress"]) == 0
+    assert main([str(ref), "--quiet"]) == 0
     labels = run / "labels" / "rule" / "labels.jsonl"
     n = max(1, int(frac * _lines(run / "continuations.jsonl")))
-    rc = kill_when(driver, "behavioural.labels.stage", [str(run), "--no-progress"], lambda: _lines(labels) >= n, seed=seed,
+    rc = kill_when(driver, "behavioural.labels.stage", [str(run), "--quiet"], lambda: _lines(labels) >= n, seed=seed,
                    env={"CRASH_LABEL_DELAY": "0.01", "CRASH_LABEL_CHUNK": "4"})
     assert rc == -signal.SIGKILL
-    assert main([str(run), "--resume", "--no-progress"]) == 0
+    assert main([str(run), "--resume", "--quiet"]) == 0
     assert read_jsonl(labels) == read_jsonl(ref / "labels" / "rule" / "labels.jsonl")
     got, want = (json.loads((d / "labels" / "rule" / "summary.json").read_text()) for d in (run, ref))
     assert got == want
     # a fresh labelling (not a resume) still never touches the finished one
-    assert main([str(run), "--no-progress"]) == 0 and (run / "labels" / "rule-2").is_dir()
+    assert main([str(run), "--quiet"]) == 0 and (run / "labels" / "rule-2").is_dir()
 
 
 # ------------------------------------------------------------------------------------------ study

@@ -119,10 +119,10 @@ def _claim_dir(root: Path, name: str, explicit: bool) -> Path:
                 st = _status(cand)
                 if st != "ok":
                     raise RunDirError(f"labelling {str(cand)!r} already exists unfinished (status {st!r}); continue it "
-                                      f"with --resume --name {cand.name}, or pick another --name") from None
+                                      f"with --resume --labelling {cand.name}, or pick another --labelling") from None
                 raise RunDirError(
-                    f"labelling {str(cand)!r} already exists and labellings are never overwritten; pick another --name "
-                    "or omit --name for an automatic one"
+                    f"labelling {str(cand)!r} already exists and labellings are never overwritten; pick another --labelling "
+                    "or omit --labelling for an automatic one"
                 ) from None
     raise AssertionError("unreachable")
 
@@ -133,7 +133,7 @@ def _find_resumable(root: Path, name: str | None, run_dir: Path) -> Path:
         d = root / name
         if not (d / LABEL_SETTINGS).is_file():
             raise RunDirError(f"--resume: labelling {str(d)!r} not found; start it with python -m behavioural.label "
-                              f"{run_dir} --name {name}")
+                              f"{run_dir} --labelling {name}")
         return d
     cands = [p.parent for p in sorted(root.glob(f"*/{LABEL_SETTINGS}"))] if root.is_dir() else []
     unfinished = [d for d in cands if _status(d) != "ok"]
@@ -143,7 +143,7 @@ def _find_resumable(root: Path, name: str | None, run_dir: Path) -> Path:
         raise RunDirError(f"--resume: no unfinished labelling in {root}; start one with python -m behavioural.label "
                           f"{run_dir}")
     raise RunDirError(f"--resume: several unfinished labellings in {root} ({', '.join(d.name for d in unfinished)}); "
-                      "pick one with --name")
+                      "pick one with --labelling")
 
 
 def _jsonable(x: Any) -> Any:

@@ -1,7 +1,7 @@
 """Blind human annotation: export a seeded blind sheet, read filled copies back, report Cohen's kappa.
 
     python -m behavioural.label RUN_DIR --export-sheet 40 --seed 1
-    python -m behavioural.label RUN_DIR --import-sheet alice.csv bob.csv [--key KEY] [--name LABELLING]
+    python -m behavioural.label RUN_DIR --import-sheet alice.csv bob.csv [--key KEY] [--labelling NAME]
 
 ``export_sheet`` writes ``RUN_DIR/annotation/sheet-sS-nN.csv``: a seeded random sample of N perturbed
 continuations in shuffled order under opaque item ids (no condition, strategy, answer or label shown), and

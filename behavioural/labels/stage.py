@@ -1,9 +1,9 @@
 """Label a run's continuations A/B/C (resumable), and measure agreement with blind human annotators.
 
-    python -m behavioural.label RUN_DIR [--labeller rule] [--labeller judge:<model>] [--final rule|judge|...] [--name NAME]
-    python -m behavioural.label RUN_DIR --resume [--name NAME]       # continue an interrupted labelling
+    python -m behavioural.label RUN_DIR [--labeller rule] [--labeller judge:<model>] [--final rule|judge|...] [--labelling NAME]
+    python -m behavioural.label RUN_DIR --resume [--labelling NAME]       # continue an interrupted labelling
     python -m behavioural.label RUN_DIR --export-sheet N --seed S     # blind annotation (behavioural.labels.sheets)
-    python -m behavioural.label RUN_DIR --import-sheet FILE [FILE ...] [--key KEY] [--name LABELLING]
+    python -m behavioural.label RUN_DIR --import-sheet FILE [FILE ...] [--key KEY] [--labelling NAME]
 
 Labelling never touches the generation records: it reads the run through :class:`loadbearing.runs.Run`
 (refusing a run whose manifest is not finished, unless ``--allow-incomplete``, or whose
@@ -20,12 +20,12 @@ Labelling never touches the generation records: it reads the run through :class:
 * ``settings.json`` - labellers (specs and full settings: prompts, model provenance), the final-label rule,
   the source file's hash, status (``running`` until ``ok``).
 
-``--resume`` continues the newest unfinished labelling (or ``--name``) with its stored labellers, and gives
+``--resume`` continues the newest unfinished labelling (or ``--labelling``) with its stored labellers, and gives
 records identical to an uninterrupted labelling. One writer per labelling (``labels/<name>/.lock``).
 
 The automatic name joins the labellers' names (``rule``, ``rule+judge-smollm2-135m-instruct``; ``_final-<x>``
 when the final labeller is not the first) and is suffixed ``-2``, ``-3``... when taken: a finished labelling
-is never overwritten. An explicit ``--name`` that exists is an error (``--resume`` continues it).
+is never overwritten. An explicit ``--labelling`` that exists is an error (``--resume`` continues it).
 
 **Final label rule** (:data:`FINAL_RULE`, recorded in settings and summary): C from correctness alone - a
 parseable wrong answer is ``C``; an unparseable answer is null. For a correct answer the chosen (``--final``)
