@@ -23,6 +23,12 @@ correct answer, next to its random-direction controls, tested exactly and bounde
 * **Verdict** (:mod:`steering.verdict`): effect / harm / null (every interval within +/- SESOI) /
   inconclusive; ``insufficient_data`` when no C case was steered. ``power`` holds the minimum detectable
   effect and the cases a null would need, both by simulating this test and rule (:mod:`steering.power`).
+* **Operators.** Each operator of the sweep (``add``: steering; ``ablate``: directional ablation, the probe
+  basis projected out against random bases projected out, :mod:`steering.ablation`) is its own family: its
+  own Holm, strongest setting, verdict and power, in ``verdicts[operator]``; each setting names its
+  ``operator``. The top-level ``verdict_code``, ``strongest``, ``power`` and ``multiple_comparisons`` are the
+  first operator's (``add`` when it ran, so a one-operator summary reads as before); ``verdict`` is that
+  operator's text, or every operator's as ``[add] ... [ablate] ...``.
 """
 from __future__ import annotations
 
@@ -98,7 +104,7 @@ def _setting_stats(rs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _controls(s: Setting, grid: list[Setting], has_baseline: bool) -> tuple[str | None, list[str], list[str]]:
     """(kind, keys) of the setting's primary control, and the isotropic keys shown beside a covariance one."""
-    same = [g for g in grid if (g.layer, g.k, g.alpha_rel) == (s.layer, s.k, s.alpha_rel)]
+    same = [g for g in grid if (g.layer, g.k, g.alpha_rel, g.operator) == (s.layer, s.k, s.alpha_rel, s.operator)]
     iso = [g.key for g in same if g.basis == "random"]
     cov = [g.key for g in same if g.basis == "random_cov"]
     if cov:
@@ -139,7 +145,7 @@ def _setting_summary(s: Setting, grid: list[Setting], by_setting: dict[str, dict
     ctrl = _setting_stats([r for k in keys for r in by_setting.get(k, {}).values()])
     cmp = _compare(by_setting, s.key, keys, seed) if kind else {"difference": None, "test": None}
     test = cmp["test"]
-    out = dict(key=s.key, layer=s.layer, k=s.k, alpha_rel=s.alpha_rel, alpha=s.alpha, **st,
+    out = dict(key=s.key, operator=s.operator, layer=s.layer, k=s.k, alpha_rel=s.alpha_rel, alpha=s.alpha, **st,
                control={"kind": kind, "keys": keys, "m": len(keys), "moved_of_all": ctrl["moved_of_all"],
                         "moved": ctrl["moved"], "coverage_c": ctrl["coverage_c"], "broken": ctrl["broken"]},
                difference=cmp["difference"], exact=test,
@@ -218,7 +224,43 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
                         reproduced_c=_rate([r["correct"] is False for r in c], [_q(r) for r in c]),
                         reproduced_non_c=_rate([r["correct"] is True for r in nn], [_q(r) for r in nn]))
 
-    out = [_setting_summary(s, grid, by_setting, has_baseline, seed) for s in grid if s.basis == "probe"]
+    c_recs = [r for r in recs if r["case_label"] == "C"]
+    n_c = len({r["case_id"] for r in c_recs})
+    ops = list(dict.fromkeys(s.operator for s in grid if s.basis == "probe")) or ["add"]
+    blocks = {op: _operator_verdict(op, recs, grid, by_setting, has_baseline, n_c, sesoi=sesoi, level=level,
+                                    seed=seed, power=power) for op in ops}
+    first = blocks[ops[0]]
+    codes = [b["verdict_code"] for b in blocks.values()]
+    summary = {
+        "status": "ok" if any(c != "insufficient_data" for c in codes) else "insufficient_data",
+        "verdict_code": first["verdict_code"],
+        "sesoi": sesoi,
+        "level": level,
+        "n_c_cases": n_c,
+        "n_c_questions": len({_q(r) for r in c_recs}),
+        "n_non_c_cases": len({r["case_id"] for r in recs if r["case_label"] == "non-C"}),
+        "n_generations": len(recs),
+        "n_random_directions": sum(b["n_random_directions"] for b in blocks.values()),
+        "baseline": baseline,
+        "strongest": first["strongest"],
+        "multiple_comparisons": first["multiple_comparisons"],
+        "power": first["power"],
+        "operators": ops,
+        "verdicts": {op: {k: v for k, v in b.items() if k != "settings"} for op, b in blocks.items()},
+        "settings": [d for b in blocks.values() for d in b["settings"]],
+    }
+    summary["verdict"] = (first["verdict"] if len(ops) == 1 or all(c == "insufficient_data" for c in codes)
+                          else " ".join(f"[{op}] {b['verdict']}" for op, b in blocks.items()))
+    return summary
+
+
+def _operator_verdict(op: str, recs: list[dict[str, Any]], grid: list[Setting], by_setting: dict[str, dict[str, dict]],
+                      has_baseline: bool, n_c: int, *, sesoi: float, level: float, seed: int,
+                      power: bool) -> dict[str, Any]:
+    """One operator's family of tests (``add`` or ``ablate``): its probe settings against their controls, Holm
+    over them alone, its strongest setting, verdict code and text, and power."""
+    out = [_setting_summary(s, grid, by_setting, has_baseline, seed) for s in grid
+           if s.basis == "probe" and s.operator == op]
     idx = _adjust(out, level, sesoi)
     ranked = [d for d in out if d["moved_of_all"]["n"]]
     strongest = None
@@ -226,8 +268,6 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
         strongest = max(ranked, key=lambda d: (d["moved_of_all"]["rate"],
                                                -(d["p_value"] if d["p_value"] is not None else 1.0)))
         strongest["strongest"] = True
-    c_recs = [r for r in recs if r["case_label"] == "C"]
-    n_c = len({r["case_id"] for r in c_recs})
     tested = [out[i] for i in idx]
     if strongest is None or n_c == 0:
         code = "insufficient_data"
@@ -239,26 +279,21 @@ def summarize_records(recs: list[dict[str, Any]], grid: list[Setting], *, sesoi:
         code = "null"
     else:
         code = "inconclusive"
-    n_dirs = sum(1 for r in recs if r.get("basis") in ("random", "random_cov"))
-    summary = {
-        "status": "ok" if code != "insufficient_data" else "insufficient_data",
+    block = {
+        "operator": op,
         "verdict_code": code,
         "sesoi": sesoi,
         "level": level,
-        "n_c_cases": n_c,
-        "n_c_questions": len({_q(r) for r in c_recs}),
-        "n_non_c_cases": len({r["case_id"] for r in recs if r["case_label"] == "non-C"}),
-        "n_generations": len(recs),
-        "n_random_directions": n_dirs,
-        "baseline": baseline,
+        "n_random_directions": sum(1 for r in recs if r.get("basis") in ("random", "random_cov")
+                                   and r.get("operator", "add") == op),
         "strongest": strongest["key"] if strongest else None,
         "multiple_comparisons": {"method": "holm (verdict) and fdr_bh", "n_tests": len(idx), "level": level},
         "power": (power_summary(out, idx, level=level, sesoi=sesoi, seed=seed)
                   if power and code != "insufficient_data" else None),
         "settings": out,
     }
-    summary["verdict"] = verdict_text(summary)
-    return summary
+    block["verdict"] = verdict_text(block)
+    return block
 
 
 __all__ = ["MIN_DIRECTIONS", "VERDICTS", "adjusted_interval", "fmt_rate", "format_summary", "format_table",

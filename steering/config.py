@@ -20,6 +20,9 @@ SCHEMA_VERSION = 3  # 3: every random generation draws its own direction (steeri
 DEFAULT_KS = (1, 2, 4, 8)
 DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
 CONTROLS = ("random", "random_cov", "none")
+#: how a setting edits the residual stream: add the dosed directions (steering.hooks) or project their span out
+#: (steering.ablation); each operator is its own family of tests with its own verdict
+OPERATORS = ("add", "ablate")
 CASE_KINDS = ("C", "all")
 DEFAULT_SESOI = 0.10
 
@@ -53,6 +56,7 @@ class SweepConfig:
     ks: list[int] | None = None  # default 1,2,4,8 capped at the stored basis
     alphas: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHAS))
     controls: list[str] = field(default_factory=lambda: list(CONTROLS))
+    operators: list[str] = field(default_factory=lambda: ["add"])  # add | ablate (ablate: no alpha)
     random_seeds: int = 3
     cases: str = "C"
     max_cases: int | None = None
@@ -93,6 +97,11 @@ class SweepConfig:
                 raise SweepError(f"--k values must be >= 1, got {list(self.ks)}")
         if self.layers is not None and not self.layers:
             raise SweepError("--layers is empty; omit it to use the directions' selected layer")
+        bad_ops = [o for o in self.operators if o not in OPERATORS]
+        if bad_ops or not self.operators or len(set(self.operators)) != len(self.operators):
+            why = (f"unknown operator {bad_ops[0]!r}" if bad_ops else "--operator is empty" if not self.operators
+                   else f"--operator repeats an operator ({','.join(self.operators)})")
+            raise SweepError(f"{why}; choose from {', '.join(OPERATORS)} (a comma list, e.g. --operator add,ablate)")
         bad = sorted(set(self.controls) - set(CONTROLS))
         if bad:
             raise SweepError(f"unknown controls {bad}; choose from {', '.join(CONTROLS)}")
@@ -140,4 +149,5 @@ def parse_list(s: str | None, typ: type, name: str) -> list | None:
 
 
 __all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS", "CONTROLS",
+           "OPERATORS",
            "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI", "CONFIG_FILE", "GENERATIONS", "SUMMARY", "PLOT"]

@@ -13,7 +13,9 @@ directions per setting instead of reusing m of them for every case and alpha. Tw
   (:func:`covariance_rows`); when it cannot be read the sweep says so and keeps isotropic controls only.
 
 Either kind is norm-matched to the probe basis row by row and combined with the same dose
-(:mod:`steering.vectors`), exactly as before.
+(:mod:`steering.vectors`), exactly as before. An ``ablate`` control projects the random basis itself out
+(:func:`control_basis`; a projection does not depend on the rows' norms, so norm matching is implicit); its
+seed names ``ablate`` where an additive one names its alpha, so the two operators never share a direction.
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ MAX_COV_ROWS = 4096
 
 def direction_seed(seed: int, case_id: str, s: Setting) -> int:
     """The seed of setting ``s``'s random direction for case ``case_id`` (stable across runs and machines)."""
-    text = f"{int(seed)}|{case_id}|L{s.layer}|k{s.k}|a{s.alpha_rel:g}|{s.basis}|{s.seed}"
+    how = "ablate" if s.operator == "ablate" else f"a{s.alpha_rel:g}"
+    text = f"{int(seed)}|{case_id}|L{s.layer}|k{s.k}|{how}|{s.basis}|{s.seed}"
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
 
 
@@ -47,17 +50,24 @@ def covariance_basis(k: int, rows: np.ndarray, seed: int) -> np.ndarray:
     return q.T.astype(np.float32)
 
 
-def control_vector(s: Setting, case_id: str, dirs: Directions, dose: str, d: int, seed: int,
-                   cov: dict[int, np.ndarray] | None = None) -> np.ndarray:
-    """The combined vector [d_model] of random setting ``s`` for case ``case_id`` (norm-matched, dosed)."""
+def control_basis(s: Setting, case_id: str, d: int, seed: int,
+                  cov: dict[int, np.ndarray] | None = None) -> np.ndarray:
+    """The orthonormal random basis [k, d_model] of random setting ``s`` for case ``case_id`` (what an ablate
+    control projects out; an additive control norm-matches and doses it, :func:`control_vector`)."""
     assert s.layer is not None and s.basis in RANDOM_KINDS
     ds = direction_seed(seed, case_id, s)
     if s.basis == "random_cov":
         if not cov or s.layer not in cov:
             raise ValueError(f"setting {s.key} needs the activation covariance of layer {s.layer}")
-        basis = covariance_basis(s.k, cov[s.layer], ds)
-    else:
-        basis = random_basis(s.k, d, seed=ds)
+        return covariance_basis(s.k, cov[s.layer], ds)
+    return random_basis(s.k, d, seed=ds)
+
+
+def control_vector(s: Setting, case_id: str, dirs: Directions, dose: str, d: int, seed: int,
+                   cov: dict[int, np.ndarray] | None = None) -> np.ndarray:
+    """The combined vector [d_model] of random setting ``s`` for case ``case_id`` (norm-matched, dosed)."""
+    assert s.layer is not None
+    basis = control_basis(s, case_id, d, seed, cov)
     basis = basis * np.linalg.norm(dirs.bases[s.layer][: s.k], axis=1)[:, None]  # norm-matched
     return combine_directions(basis, dose).numpy()
 
@@ -108,4 +118,5 @@ def _fit_rows(dirs: Directions, questions: Any) -> np.ndarray:
     return np.ones(len(q), dtype=bool)
 
 
-__all__ = ["MAX_COV_ROWS", "RANDOM_KINDS", "control_vector", "covariance_basis", "covariance_rows", "direction_seed"]
+__all__ = ["MAX_COV_ROWS", "RANDOM_KINDS", "control_basis", "control_vector", "covariance_basis", "covariance_rows",
+           "direction_seed"]

@@ -76,6 +76,16 @@ class _RowSteer:
         return new
 
 
+def _check_args(positions: str, batch_size: int, max_new_tokens: int) -> str:
+    """The prompt rule of ``positions`` (:func:`steering.positions.prompt_steering`), after checking the sizes."""
+    prompt_mode = prompt_steering(check_positions(positions))
+    if batch_size < 1:
+        raise SteeringError(f"batch_size must be >= 1, got {batch_size}")
+    if max_new_tokens < 1:
+        raise SteeringError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    return prompt_mode
+
+
 def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Sequence[int],
                      positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
                      stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
@@ -86,13 +96,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     """
     import torch
 
-    from loadbearing.engine.generation import generate
-
-    prompt_mode = prompt_steering(check_positions(positions))  # last | none | all
-    if batch_size < 1:
-        raise SteeringError(f"batch_size must be >= 1, got {batch_size}")
-    if max_new_tokens < 1:
-        raise SteeringError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    _check_args(positions, batch_size, max_new_tokens)
     model = getattr(lm, "model", lm)
     n = len(texts)
     if n == 0:
@@ -107,28 +111,45 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     a = torch.as_tensor(np.broadcast_to(np.asarray(alphas, dtype=np.float32), (n,)).copy())
     if not torch.isfinite(a).all() or not torch.isfinite(v).all():
         raise SteeringError("steering vectors and alphas must be finite")
-    deltas = a[:, None] * v  # [n, d_model]
+    deltas = (a[:, None] * v)[:, None, :]  # [n, 1, d_model]
+    return generate_with_row_hook(lm, texts, _RowSteer(), deltas, layers=layers, positions=positions,
+                                  max_new_tokens=max_new_tokens, batch_size=batch_size, stop_at_answer=stop_at_answer,
+                                  progress=progress, desc=desc)
+
+
+def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, *, layers: Sequence[int] | int,
+                           positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
+                           stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+    """The fast path with a per-row edit of the residual stream at ``layers``: ``state`` is the forward hook
+    (``state.set(mode, data, mask)`` before each pass, mode ``off | last | mask | all``; :class:`_RowSteer`
+    adds, :class:`steering.ablation.RowAblate` projects out) and ``row_data[i]`` row ``i``'s data (a tensor
+    indexed by the pass's rows). The positions rule and the prefix sharing are the module docstring's."""
+    from loadbearing.engine.generation import generate
+
+    prompt_mode = _check_args(positions, batch_size, max_new_tokens)  # last | none | all
+    model = getattr(lm, "model", lm)
+    if not texts:
+        return []
     layers = [int(x) for x in ([layers] if isinstance(layers, (int, np.integer)) else layers)]
     if not layers:
         raise SteeringError("no layers to steer; pass layers=[L, ...]")
     mods = [hook_module(model, L) for L in layers]  # validates the layers
     if any(not t for t in texts):  # only "" has no tokens (the chat template writes every other input's)
         raise SteeringError("cannot generate from an empty input (no tokens)")
-    state = _RowSteer()
 
     def on_pass(p: Pass) -> None:
         if p.kind == "shared":  # a prefix several rows share: unsteered (never "all", which shares nothing)
             state.set("off")
             return
-        delta = deltas[p.rows][:, None, :]  # [b, 1, d_model]
+        data = row_data[p.rows]  # [b, ...]
         if p.kind == "decode":  # every generated token is steered
-            state.set("all", delta)
+            state.set("all", data)
         elif prompt_mode == "last":
-            state.set("last", delta)
+            state.set("last", data)
         elif prompt_mode == "none":
-            state.set("off", delta)
+            state.set("off", data)
         else:  # all: every non-pad input token
-            state.set("mask", delta, p.mask)
+            state.set("mask", data, p.mask)
 
     handles = [m.register_forward_hook(state) for m in mods]
     try:
@@ -140,4 +161,4 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
             h.remove()
 
 
-__all__ = ["generate_steered"]
+__all__ = ["generate_steered", "generate_with_row_hook"]

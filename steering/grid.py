@@ -4,6 +4,9 @@ The sweep's grid: one :class:`Setting` per (layer, k, alpha, basis) - the probe 
 settings (isotropic, and for k > 1 covariance-matched when the activations are available; each draws a fresh
 direction per case, see :mod:`steering.controls`), and an unsteered alpha-0 rerun - and the probe setting's
 steering vector (:func:`setting_vector`, dose-matched through :func:`steering.vectors.combine_directions`).
+With the ``ablate`` operator (:mod:`steering.ablation`) the grid also has one setting per (layer, k, basis)
+with no alpha (``L5|k4|ablate|probe``, ``L5|k4|ablate|random0``, ...), after every additive one, whose probe
+basis is :func:`setting_basis`.
 
 Directions are read through their one home, :func:`probes.directions.read_directions`, as a
 :class:`probes.directions.Directions`; :func:`load_directions` adds the sweep's own checks (no all-zero
@@ -53,31 +56,42 @@ class Setting:
     basis: str  # probe | random | random_cov | none
     layer: int | None
     k: int
-    alpha_rel: float
-    alpha: float  # absolute (residual units)
+    alpha_rel: float | None  # None for an ablate setting (it has no strength)
+    alpha: float | None  # absolute (residual units); None for an ablate setting
     seed: int | None = None
+    operator: str = "add"  # add | ablate | none (the unsteered rerun)
 
 
 def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float], controls: Sequence[str],
-              seeds: int, resid_norm: dict[int, float], *, covariance: bool = False) -> list[Setting]:
-    """Every setting: the alpha-0 rerun (control ``none``), then per layer x k x alpha the probe basis,
-    ``seeds`` isotropic random settings (control ``random``) and, for k > 1 with ``covariance`` (the
-    activations' covariance is available) and control ``random_cov``, ``seeds`` covariance-matched ones."""
+              seeds: int, resid_norm: dict[int, float], *, covariance: bool = False,
+              operators: Sequence[str] = ("add",)) -> list[Setting]:
+    """Every setting: the alpha-0 rerun (control ``none``), then (operator ``add``) per layer x k x alpha the
+    probe basis, ``seeds`` isotropic random settings (control ``random``) and, for k > 1 with ``covariance``
+    (the activations' covariance is available) and control ``random_cov``, ``seeds`` covariance-matched ones;
+    then (operator ``ablate``) the same per layer x k, without alpha."""
     grid = []
     if "none" in controls:
-        grid.append(Setting("none|alpha0", "none", None, 0, 0.0, 0.0))
+        grid.append(Setting("none|alpha0", "none", None, 0, 0.0, 0.0, None, "none"))
     for L in layers:
         for k in ks:
-            for a in alphas:
-                aa = float(a) * float(resid_norm[L])
-                grid.append(Setting(f"L{L}|k{k}|a{a:g}|probe", "probe", L, k, float(a), aa))
-                if "random" in controls:
-                    for s in range(seeds):
-                        grid.append(Setting(f"L{L}|k{k}|a{a:g}|random{s}", "random", L, k, float(a), aa, s))
-                if "random_cov" in controls and covariance and k > 1:
-                    for s in range(seeds):
-                        grid.append(Setting(f"L{L}|k{k}|a{a:g}|randcov{s}", "random_cov", L, k, float(a), aa, s))
+            for a in alphas if "add" in operators else ():
+                grid += _family(f"L{L}|k{k}|a{a:g}", L, k, float(a), float(a) * float(resid_norm[L]), "add",
+                                controls, seeds, covariance)
+    for L in layers if "ablate" in operators else ():
+        for k in ks:
+            grid += _family(f"L{L}|k{k}|ablate", L, k, None, None, "ablate", controls, seeds, covariance)
     return grid
+
+
+def _family(prefix: str, L: int, k: int, a: float | None, aa: float | None, operator: str, controls: Sequence[str],
+            seeds: int, covariance: bool) -> list[Setting]:
+    """One probe setting and its random controls (``seeds`` isotropic, and ``seeds`` covariance-matched for k > 1)."""
+    out = [Setting(f"{prefix}|probe", "probe", L, k, a, aa, None, operator)]
+    if "random" in controls:
+        out += [Setting(f"{prefix}|random{s}", "random", L, k, a, aa, s, operator) for s in range(seeds)]
+    if "random_cov" in controls and covariance and k > 1:
+        out += [Setting(f"{prefix}|randcov{s}", "random_cov", L, k, a, aa, s, operator) for s in range(seeds)]
+    return out
 
 
 def setting_vector(s: Setting, dirs: Directions, dose: str, d: int) -> np.ndarray:
@@ -90,4 +104,14 @@ def setting_vector(s: Setting, dirs: Directions, dose: str, d: int) -> np.ndarra
     return combine_directions(dirs.bases[s.layer][: s.k], dose).numpy()
 
 
-__all__ = ["Setting", "load_directions", "make_grid", "random_basis", "setting_vector"]
+def setting_basis(s: Setting, dirs: Directions) -> np.ndarray:
+    """The orthonormal basis [k, d_model] an ablate probe setting projects out (the span of the directions'
+    first k rows); a random setting's basis depends on the case (:func:`steering.controls.control_basis`)."""
+    from steering.ablation import orthonormal_rows
+
+    if s.operator != "ablate" or s.basis != "probe" or s.layer is None:
+        raise SweepError(f"setting {s.key}: only an ablate probe setting has a fixed basis")
+    return orthonormal_rows(dirs.bases[s.layer][: s.k])
+
+
+__all__ = ["Setting", "load_directions", "make_grid", "random_basis", "setting_basis", "setting_vector"]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -51,22 +51,9 @@ from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
 
-__all__ = [
-    "DOSES",
-    "POSITIONS",
-    "SteeringError",
-    "SteeringHandle",
-    "combine_directions",
-    "hook_module",
-    "mean_resid_norm",
-    "n_layers",
-    "patch",
-    "patch_vectors",
-    "resolve",
-    "steer",
-    "steer_vectors",
-    "d_model",
-]
+__all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "SteeringHandle", "combine_directions",
+           "hook_module", "mean_resid_norm", "n_layers", "patch", "patch_vectors", "resolve", "steer",
+           "steer_vectors", "d_model"]
 
 # ------------------------------------------------------------------------------------------------ model parts
 
@@ -246,13 +233,19 @@ class SteeringHandle:
         self._mask = valid & sel[None, :]  # [batch, cur]
         return None
 
+    def _edit(self, hidden: Any) -> Any:
+        """``edit(mask)``: the steered hidden states, at every position (``mask=None``) or at ``mask`` only (pads
+        and the prefix stay exactly as they were)."""
+        delta = self._delta(hidden.dtype, hidden.device, hidden.shape[0])  # [batch|1, 1, d_model]
+        return lambda m: hidden + delta if m is None else hidden + delta * m[..., None].to(hidden.dtype)
+
     def _forward_hook(self, module, args, output):
         import torch
 
         hidden = output[0] if isinstance(output, tuple) else output  # [batch, pos, d_model]
         if not isinstance(hidden, torch.Tensor):
             return None
-        delta = self._delta(hidden.dtype, hidden.device, hidden.shape[0])  # [batch|1, 1, d_model]
+        edit = self._edit(hidden)
         mask = self._mask
         if mask is None or mask.shape != hidden.shape[:2]:
             # not called through the model's forward (or odd shapes): steer everything but nothing we can't see
@@ -260,10 +253,7 @@ class SteeringHandle:
         n_steer = int(mask.sum())
         if n_steer == 0:
             return None
-        if n_steer == mask.numel():
-            new = hidden + delta  # decode steps: every row's one position is steered
-        else:
-            new = hidden + delta * mask[..., None].to(hidden.dtype)  # pads / prefix stay exactly as they were
+        new = edit(None if n_steer == mask.numel() else mask)  # decode steps: every row's one position is steered
         self.steered_positions += n_steer
         if isinstance(output, tuple):
             return (new,) + tuple(output[1:])
@@ -271,6 +261,7 @@ class SteeringHandle:
 
 
 # ------------------------------------------------------------------------------------------------ entry points
+H = TypeVar("H", bound=SteeringHandle)
 
 
 def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
@@ -280,19 +271,29 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
     Returns the :class:`SteeringHandle`; call ``remove()`` (or use it as a context manager) to undo.
     """
     model = _unwrap(model)
-    check_positions(positions)
-    layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
-    if not layer_list:
-        raise SteeringError("no layers to steer; pass layers=[L, ...]")
-    mods = [hook_module(model, L) for L in layer_list]  # validates the layers
+    layer_list, mods = hook_layers(model, layers, positions)
     v = as_tensor(vectors)
     width = d_model(model)
     if v.ndim not in (1, 2) or v.shape[-1] != width:
         raise SteeringError(f"steering vectors have shape {tuple(v.shape)} but the model's d_model is {width}; "
                             "use directions computed from this model's residual stream")
-    handle = SteeringHandle(model, v, layers=layer_list, alpha=alpha, positions=positions, prompt_len=prompt_len)
+    return attach(SteeringHandle(model, v, layers=layer_list, alpha=alpha, positions=positions, prompt_len=prompt_len),
+                  mods)
+
+
+def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Any]]:
+    """(layers, their hook modules), checked (and ``positions`` with them)."""
+    check_positions(positions)
+    layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
+    if not layer_list:
+        raise SteeringError("no layers to steer; pass layers=[L, ...]")
+    return layer_list, [hook_module(model, L) for L in layer_list]  # validates the layers
+
+
+def attach(handle: H, mods: list[Any]) -> H:
+    """Register ``handle``'s pre-hook on its model and its forward hook on ``mods`` (all removed on error)."""
     try:
-        handle._handles.append(model.register_forward_pre_hook(handle._pre_forward, with_kwargs=True))
+        handle._handles.append(handle.model.register_forward_pre_hook(handle._pre_forward, with_kwargs=True))
         for m in mods:
             handle._handles.append(m.register_forward_hook(handle._forward_hook))
     except BaseException:

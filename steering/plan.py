@@ -212,6 +212,7 @@ def sweep_record(config: SweepConfig, run: Run, dirs: Directions, model_info: di
         "ks": ks,
         "alphas": alphas,
         "controls": list(config.controls),
+        "operators": list(config.operators),
         "random_seeds": config.random_seeds,
         "random_directions": "per case: each random generation draws its own direction (steering.controls)",
         "controls_note": controls_note,

@@ -2,6 +2,8 @@
 
 Moved-of-all fraction of the C cases against alpha, one line per k (one panel per layer), with
 question-clustered bands; the matched control dashed; the alpha-0 rerun dotted; the verdict as the title.
+Ablate settings (no alpha) get their own panel per layer: moved-of-all against k, the probe basis ablated
+beside the random bases ablated, with the same bands.
 """
 from __future__ import annotations
 
@@ -17,10 +19,14 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    settings = summary["settings"]
+    settings = [d for d in summary["settings"] if d.get("operator", "add") == "add"]
+    ablated = [d for d in summary["settings"] if d.get("operator") == "ablate"]
     layers = sorted({d["layer"] for d in settings})
-    ncol = max(len(layers), 1)
+    ab_layers = sorted({d["layer"] for d in ablated})
+    ncol = max(len(layers) + len(ab_layers), 1)
     fig, axes = plt.subplots(1, ncol, figsize=(5 * ncol, 4), squeeze=False)
+    for ax, L in zip(axes[0][len(layers):], ab_layers):
+        _ablate_panel(ax, sorted([d for d in ablated if d["layer"] == L], key=lambda d: d["k"]), L, summary)
     for ax, L in zip(axes[0], layers):
         ks = sorted({d["k"] for d in settings if d["layer"] == L})
         for i, k in enumerate(ks):
@@ -54,6 +60,37 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _band(r: dict[str, Any]) -> tuple[float, float]:
+    lo = r["lo"] if r.get("lo") is not None else r["rate"]
+    hi = r["hi"] if r.get("hi") is not None else r["rate"]
+    return r["rate"] - lo, hi - r["rate"]
+
+
+def _ablate_panel(ax: Any, ds: list[dict[str, Any]], L: int, summary: dict[str, Any]) -> None:
+    """Moved-of-all against k for the ablated probe basis and its random-basis control (error bars: the rates'
+    intervals)."""
+    for which, fmt, dx in (("probe", "o", -0.08), ("control", "s", 0.08)):
+        pts = [(d["k"], d["moved_of_all"] if which == "probe" else d["control"]["moved_of_all"]) for d in ds]
+        pts = [(k, r) for k, r in pts if r and r.get("rate") is not None]
+        if not pts:
+            continue
+        kind = ds[0]["control"]["kind"] if which == "control" else ""
+        err = list(zip(*[_band(r) for _, r in pts]))
+        ax.errorbar([k + dx for k, _ in pts], [r["rate"] for _, r in pts], yerr=err, fmt=fmt, capsize=3,
+                    ls="-" if which == "probe" else "--", label="probe basis ablated" if which == "probe"
+                    else f"{kind} bases ablated")
+    b = summary.get("baseline")
+    if b and b["moved_of_all"]["rate"] is not None:
+        ax.axhline(b["moved_of_all"]["rate"], color="gray", lw=1, ls=":", label="unsteered rerun")
+    ax.set_title(f"layer {L}, ablation")
+    ax.set_xlabel("k (directions projected out)")
+    ax.set_xticks(sorted({d["k"] for d in ds}))
+    ax.set_ylabel("C cases moved to correct (of all)")
+    ax.set_ylim(-0.02, 1.02)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
 
 
 __all__ = ["plot_sweep"]

@@ -3,12 +3,15 @@
     import steering
     g = steering.read_sweep("runs/demo/steering")       # or the run directory itself
     g[g.case_label == "C"].groupby(["basis", "k", "alpha_rel"]).moved.mean()   # moved-of-all per setting
+    g[(g.case_label == "C") & (g.operator == "ablate")].groupby(["basis", "k"]).moved.mean()   # ablation
 
-Columns: the fields of ``generations.jsonl`` (``setting``, ``basis`` = ``probe`` | ``random`` | ``none`` (the
-alpha-0 rerun), ``layer``, ``k``, ``alpha_rel`` (relative to the layer's mean residual norm), ``alpha``
-(absolute), ``seed`` (of a random basis), ``case_id``, ``question_key``, ``case_label`` (the case's unsteered
-label), ``strategy``, ``position``, ``text``, ``parsed_answer``, ``gold``, ``correct`` (nullable boolean:
-``<NA>`` = the steered answer did not parse)...) plus:
+Columns: the fields of ``generations.jsonl`` (``setting``, ``operator`` = ``add`` (directions added at
+``alpha``) | ``ablate`` (their span projected out, :mod:`steering.ablation`; ``alpha`` is empty) | ``none``
+(the alpha-0 rerun), ``basis`` = ``probe`` | ``random`` | ``random_cov`` | ``none`` (the alpha-0 rerun),
+``layer``, ``k``, ``alpha_rel`` (relative to the layer's mean residual norm), ``alpha`` (absolute), ``seed``
+(of a random basis), ``case_id``, ``question_key``, ``case_label`` (the case's unsteered label), ``strategy``,
+``position``, ``text``, ``parsed_answer``, ``gold``, ``correct`` (nullable boolean: ``<NA>`` = the steered
+answer did not parse)...) plus:
 
 * ``moved``: for a type-C case, True when the steered answer is correct, False otherwise (an unparsed answer
   counts as not moved: the sweep's *moved-of-all*); ``<NA>`` for a non-C case.
@@ -32,8 +35,8 @@ from steering.errors import SteeringError
 if TYPE_CHECKING:
     import pandas as pd
 
-LEAD_COLUMNS = ("setting", "basis", "layer", "k", "alpha_rel", "alpha", "seed", "case_id", "question_id", "question_key",
-                "case_label", "strategy", "position", "correct", "moved", "parsed_answer", "gold", "text")
+LEAD_COLUMNS = ("setting", "operator", "basis", "layer", "k", "alpha_rel", "alpha", "seed", "case_id", "question_id",
+                "question_key", "case_label", "strategy", "position", "correct", "moved", "parsed_answer", "gold", "text")
 
 
 def sweep_dir(path: str | os.PathLike[str]) -> Path:
@@ -65,6 +68,7 @@ def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
             raise SteeringError(f"{d / GENERATIONS}:{i}: not a steering generation record; fix or delete that line, "
                                 "or re-run the sweep with --resume")
         row = {k: v for k, v in r.items() if k != "schema_version"}
+        row["operator"] = r.get("operator") or ("none" if r.get("basis") == "none" else "add")  # older sweeps: add
         row["moved"] = (r.get("correct") is True) if r.get("case_label") == "C" else None
         row["in_summary"] = keep is None or r["case_id"] in keep
         rows.append(row)

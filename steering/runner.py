@@ -24,8 +24,8 @@ from probes.directions import Directions
 from steering.analysis import format_summary
 from steering.cases import case_dict, select_cases
 from steering.config import CONFIG_FILE, GENERATIONS, SCHEMA_VERSION, SUMMARY, SweepConfig, SweepError
-from steering.controls import RANDOM_KINDS, control_vector, covariance_rows, direction_seed
-from steering.grid import Setting, load_directions, make_grid, setting_vector
+from steering.controls import RANDOM_KINDS, control_basis, control_vector, covariance_rows, direction_seed
+from steering.grid import Setting, load_directions, make_grid, setting_basis, setting_vector
 from steering.plan import (
     check_directions_model,
     check_resume,
@@ -59,6 +59,7 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
     return {
         "schema_version": SCHEMA_VERSION,
         "setting": s.key,
+        "operator": s.operator,
         "basis": s.basis,
         "layer": s.layer,
         "k": s.k,
@@ -83,9 +84,12 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
 
 def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[dict], dirs: Directions, width: int,
                  layers: list[int], done: set, gen_path: Path, questions: dict[str, str], echo: Callable[[str], None],
-                 generate_fn: Callable[..., list] | None, cov: dict[int, np.ndarray] | None = None) -> dict[str, Any]:
+                 generate_fn: Callable[..., list] | None, cov: dict[int, np.ndarray] | None = None,
+                 ablate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
     """Generate every (setting, case) pair not in ``done``, one layer at a time, flushing records per chunk;
-    a random setting's vector is drawn per case (:func:`steering.controls.control_vector`). A chunk out of
+    a random setting's vector is drawn per case (:func:`steering.controls.control_vector`); the ablate settings
+    of a layer run after its additive ones, through ``ablate_fn`` (default
+    :func:`steering.ablation.generate_ablated`), a random one's basis drawn per case. A chunk out of
     accelerator memory is generated again at half the batch size; returns the batch sizes used
     (:meth:`loadbearing.engine.oom.BatchSize.record`)."""
     from loadbearing.engine.oom import for_generate_fn
@@ -94,12 +98,16 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
         from steering.generate import generate_steered
 
         generate_fn = generate_steered
+    if ablate_fn is None:
+        from steering.ablation import generate_ablated
+
+        ablate_fn = generate_ablated
     sizer = for_generate_fn(generate_fn, config.batch_size, what="steered generation")
-    by_layer: dict[int, list] = defaultdict(list)
+    by_layer: dict[tuple[int, bool], list] = defaultdict(list)  # (layer, ablate?) -> jobs
     for s in grid:
         for case in cases:
             if (s.key, case["id"]) not in done:
-                by_layer[s.layer if s.layer is not None else layers[0]].append((s, case))
+                by_layer[(s.layer if s.layer is not None else layers[0], s.operator == "ablate")].append((s, case))
     n_jobs = sum(len(v) for v in by_layer.values())
     n_c = sum(1 for c in cases if c["label"] == "C")
     echo(f"steering sweep: {n_c} C cases from {len({c['question_key'] for c in cases if c['label'] == 'C'})} "
@@ -108,10 +116,18 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
     vec_cache: dict[str, np.ndarray] = {}
     chunk = max(config.batch_size * 4, 1)
     with JsonlWriter(gen_path) as writer:
-        for L in sorted(by_layer):
-            jobs = sorted(by_layer[L], key=lambda j: (j[1]["input_text"], j[1]["id"], j[0].key))
+        for L, ablating in sorted(by_layer):
+            jobs = sorted(by_layer[(L, ablating)], key=lambda j: (j[1]["input_text"], j[1]["id"], j[0].key))
             for c0 in range(0, len(jobs), chunk):
                 part = jobs[c0 : c0 + chunk]
+                if ablating:
+                    outs = sizer.call(ablate_fn, lm, [c["input_text"] for _, c in part],
+                                      [_ablate_basis(s, case, dirs, width, config.seed, cov, vec_cache) for s, case in part],
+                                      layers=[L], positions=config.positions, max_new_tokens=config.max_new_tokens,
+                                      progress=config.progress, desc=f"ablate L{L} {c0 + len(part)}/{len(jobs)}")
+                    for (s, case), g in zip(part, outs):
+                        writer.write(generation_record(s, case, g, questions, config.seed))
+                    continue
                 rows = []
                 for s, case in part:
                     if s.basis in RANDOM_KINDS:
@@ -128,6 +144,16 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
                 for (s, case), g in zip(part, outs):
                     writer.write(generation_record(s, case, g, questions, config.seed))
     return sizer.record()
+
+
+def _ablate_basis(s: Setting, case: dict[str, Any], dirs: Directions, width: int, seed: int,
+                  cov: dict[int, np.ndarray] | None, cache: dict[str, np.ndarray]) -> np.ndarray:
+    """The orthonormal basis [k, d_model] an ablate setting projects out for ``case`` (a random one's per case)."""
+    if s.basis in RANDOM_KINDS:
+        return control_basis(s, case["id"], width, seed, cov)
+    if s.key not in cache:
+        cache[s.key] = setting_basis(s, dirs)
+    return cache[s.key]
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
@@ -195,12 +221,14 @@ def _covariance(config: SweepConfig, dirs: Directions, layers: list[int],
 
 
 def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None] = print,
-              generate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
+              generate_fn: Callable[..., list] | None = None,
+              ablate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
     """Run (or resume) a sweep and return the summary dict (also written to ``OUTPUT/summary.json``).
 
     ``lm`` is an already-loaded :class:`loadbearing.engine.models.LoadedModel` (tests pass tiny models); else the
     run's model is loaded through :meth:`loadbearing.runs.Run.load_model` (weights hash checked).
-    ``generate_fn`` defaults to :func:`steering.generate.generate_steered` (same signature).
+    ``generate_fn`` defaults to :func:`steering.generate.generate_steered` (same signature), ``ablate_fn`` (the
+    ablate settings) to :func:`steering.ablation.generate_ablated`.
     """
     config.validate()
     run = Run(config.run_dir)
@@ -232,7 +260,8 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     width = d_model(lm.model)
     check_width(dirs, layers, width, n_layers(lm.model))
     norms = residual_norms(lm, dirs, layers, sample.all, config.batch_size)
-    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=cov is not None)
+    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=cov is not None,
+                     operators=config.operators)
     provenance = getattr(lm, "provenance", None)
     model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
     cfg = sweep_record(config, run, dirs, model_info, (layers, ks, alphas), sample, split, norms, grid,
@@ -253,7 +282,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
             return summary
         done = {(r["setting"], r["case_id"]) for r in read_jsonl(gen_path, repair=True)}
         batching = generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo,
-                                generate_fn, cov)
+                                generate_fn, cov, ablate_fn)
         summary = summarize(out_dir, config=cfg)
         write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete", batching=batching))
     echo(format_summary(summary))

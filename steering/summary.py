@@ -37,9 +37,12 @@ def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> d
                                      level=config.get("level", 0.05), seed=config.get("seed", 0)))
     split = config.get("split") or {}
     if summary["verdict_code"] != "insufficient_data" and split.get("disjoint") is not True:
-        summary["verdict"] += (" [caution: the directions were fitted on steered questions; not a held-out test]"
-                               if split.get("disjoint") is False else
-                               " [caution: unknown whether the directions were fitted on the steered questions]")
+        caution = (" [caution: the directions were fitted on steered questions; not a held-out test]"
+                   if split.get("disjoint") is False else
+                   " [caution: unknown whether the directions were fitted on the steered questions]")
+        summary["verdict"] += caution
+        for v in (summary.get("verdicts") or {}).values():
+            v["verdict"] += caution
     summary.update({
         "cases": config.get("case_sample"),
         "split": config.get("split"),

@@ -1,4 +1,5 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,2,4,8] [--alphas 0.25,0.5,1]
+python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output RUN_DIR/steering-ablate
 python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
 
 Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
@@ -12,6 +13,14 @@ in ``directions.h5``, or ``--exclude-questions FILE``). Generation runs on the s
 one vector and alpha per row (:mod:`steering.generate`); every generation is scored with the foundation's
 strict parser and appended (flushed) to ``OUTPUT/generations.jsonl``; ``--resume`` skips the (setting, case)
 pairs already there.
+
+``--operator ablate`` (:mod:`steering.ablation`) adds directional ablation: per (layer, k) one setting with no
+alpha (``L5|k4|ablate|probe``) that projects the span of the first k basis rows out of the residual stream at
+the steered positions, ``h <- h - B^T (B h)``, next to random k-dimensional bases projected out the same way
+(``L5|k4|ablate|random0``..., a fresh basis per case, isotropic and for k > 1 covariance-matched, as many per
+case as the additive controls). It asks whether the directions are *necessary* for the error to propagate, where
+adding them asks whether they are sufficient to stop it; each operator is tested, Holm-adjusted and given a
+verdict on its own (``summary.json``'s ``verdicts``; the table's ``operator`` column).
 
 Alphas are relative to the layer's mean residual-stream norm (the ``resid_norm`` the probes wrote, else
 measured on the cases' inputs): ``--alphas 1`` adds a vector as long as the average residual. The k-direction
@@ -79,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random generations per case and setting, each with its own direction (default %(default)s)")
     g.add_argument("--positions", choices=POSITIONS, default="continuation",
                    help="which positions are steered (see steering.positions; default %(default)s)")
+    g.add_argument("--operator", default="add",
+                   help="comma-separated operators: add (add the directions at each alpha), ablate (project their span "
+                        "out of the residual stream, no alpha: is the direction necessary? steering.ablation); each "
+                        "gets its own controls, tests and verdict (default %(default)s)")
     g.add_argument("--dose", choices=DOSES, default="matched",
                    help="matched: k-direction vector rescaled to one direction's norm; sum: the paper's plain sum")
     c = p.add_argument_group("cases")
@@ -121,6 +134,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         run_dir=args.run_dir, directions=args.directions, output=args.output, model=args.model,
         layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
         alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
+        operators=[o.strip() for o in parse_list(args.operator, str, "operator") or []],
         random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
         n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
         allow_overlap=args.allow_overlap, sesoi=args.sesoi,

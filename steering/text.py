@@ -33,7 +33,8 @@ def _f3(x: float | None) -> str:
 def _setting_str(d: dict[str, Any]) -> str:
     diff = d["difference"] or {}
     est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
-    s = (f"L{d['layer']} k={d['k']} alpha={d['alpha_rel']:g}x|resid| moved {fmt_rate(d['moved_of_all'])} of all C "
+    how = "ablated" if d.get("operator") == "ablate" else f"alpha={d['alpha_rel']:g}x|resid|"
+    s = (f"L{d['layer']} k={d['k']} {how} moved {fmt_rate(d['moved_of_all'])} of all C "
          f"(coverage {_pct(d['coverage_c']['rate'])})")
     if d["control"]["kind"]:
         s += f" vs {d['control']['kind']} control {fmt_rate(d['control']['moved_of_all'])}"
@@ -112,8 +113,8 @@ def _rows(summary: dict[str, Any]) -> list[list[str]]:
     rows = []
     b = summary.get("baseline")
     if b:
-        rows.append(["alpha=0 rerun", _short(b["moved_of_all"]), _pct(b["coverage_c"]["rate"]), "", "", "", "", "",
-                     "", "", _short(b["broken"])])
+        rows.append(["alpha=0 rerun", "none", _short(b["moved_of_all"]), _pct(b["coverage_c"]["rate"]), "", "", "", "",
+                     "", "", "", _short(b["broken"])])
     for d in summary["settings"]:
         diff = d["difference"] or {}
         est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
@@ -125,15 +126,17 @@ def _rows(summary: dict[str, Any]) -> list[list[str]]:
             cs += f"; iso {_pct(iso['moved_of_all']['rate'])} p={_f3(iso['p_value'])}"
         call = ("effect" if d["beats_control"] else "harm" if d["harms"] else "equiv" if d["equivalent"]
                 else "" if d["p_value"] is None else "-")
-        rows.append([d["key"] + (" *" if d["strongest"] else ""), _short(d["moved_of_all"]),
+        rows.append([d["key"] + (" *" if d["strongest"] else ""), d.get("operator", "add"), _short(d["moved_of_all"]),
                      _pct(d["coverage_c"]["rate"]), cs, ds, _pairs(diff), _f3(d["p_value"]),
                      _f3((d.get("exact") or {}).get("min_p_two")), _f3(d["p_holm"]), call, _short(d["broken"])])
     return rows
 
 
-HEAD = ["setting", "moved C (of all)", "coverage", "control", "diff pp [95% CI]", "pairs", "p", "min p", "Holm",
+HEAD = ["setting", "operator", "moved C (of all)", "coverage", "control", "diff pp [95% CI]", "pairs", "p", "min p", "Holm",
         "call", "broken non-C"]
-FOOT = ("* strongest setting (ranked by moved-of-all: unparsed answers count as not moved); coverage = parsed "
+FOOT = ("* strongest setting of its operator (ranked by moved-of-all: unparsed answers count as not moved); operator = "
+        "add (the directions added at alpha) or ablate (their span projected out; no alpha), each its own Holm family "
+        "and verdict; coverage = parsed "
         "steered answers; control = random-direction moved rate (random: isotropic, random_cov: covariance-matched, "
         "xm: random generations per case, each its own direction); diff = probe minus control, per question then "
         "averaged, CI over questions; pairs = C cases compared (unparsed: a side did not parse and counts as not "
@@ -171,8 +174,15 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
         nd = summary["n_random_directions"]
         notes.append(f"{nd} distinct random directions" + (" (fewer than 20: the control is thin)" if nd < 20 else ""))
     body = format_table(summary, style) if summary.get("settings") else ""
-    verdict = summary.get("verdict", "")
+    verdicts = summary.get("verdicts") or {}
     note = "; ".join(notes)
+    if len(verdicts) > 1:
+        if style == "md":
+            lines = "\n".join(f"- **{op}:** {v.get('verdict', '')}" for op, v in verdicts.items())
+            return "\n\n".join(x for x in (head + ".", note, body, "**Verdict, per operator.**\n\n" + lines) if x)
+        lines = "\n".join(f"verdict ({op}): {v.get('verdict', '')}" for op, v in verdicts.items())
+        return "\n".join(x for x in (head, note, body, lines) if x)
+    verdict = summary.get("verdict", "")
     if style == "md":
         return "\n\n".join(x for x in (head + ".", note, body, f"**Verdict.** {verdict}") if x)
     return "\n".join(x for x in (head, note, body, verdict) if x)

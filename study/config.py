@@ -64,6 +64,8 @@ class StudyConfig:
     #: smallest steering effect of interest (a fraction): a null must exclude it
     sesoi: float = 0.10
     random_seeds: int = 2
+    #: steering operators, a comma list: add (the directions added at each alpha), ablate (their span projected out)
+    steer_operator: str = "add"
     seed: int = 42
     device: str | None = None
     backend: str = "hf"
@@ -106,6 +108,13 @@ class StudyConfig:
         ks = parse_float_list(self.k, "--k", minimum=1)
         if any(int(v) != v for v in ks):
             raise StudyError(f"--k {self.k!r}: numbers of directions must be whole numbers >= 1")
+        from steering.config import OPERATORS
+
+        ops = [o.strip() for o in str(self.steer_operator).split(",") if o.strip()]
+        bad = [o for o in ops if o not in OPERATORS]
+        if bad or not ops or len(set(ops)) != len(ops):
+            raise StudyError(f"--steer-operator {self.steer_operator!r}: give a comma list of distinct operators from "
+                             f"{', '.join(OPERATORS)} (e.g. add,ablate)")
         if self.steer_layers is not None:
             try:
                 [int(x) for x in self.steer_layers.split(",") if x.strip()]

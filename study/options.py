@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--steer-max-new-tokens", type=int, default=d.steer_max_new_tokens,
                     help="steering budget (default: 64 for the embedded model, 4096 for any other)")
     pr.add_argument("--random-seeds", type=int, default=d.random_seeds, help="steering: random-direction seeds (2)")
+    pr.add_argument("--steer-operator", default=d.steer_operator, help="steering operators, a comma list: add (the "
+                    "directions added at each alpha), ablate (their span projected out: are they necessary?) "
+                    f"(default {d.steer_operator})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 

@@ -183,23 +183,28 @@ def generation_bound(c: StudyConfig) -> int:
     return (n + n * s * p + n * p) * ("behaviour" in sel) + c.max_cases * per * ("steering" in sel)
 
 
-def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int]:
-    """(generations per steered case, layers, k values, alphas, k values > 1): the unsteered rerun, then per
-    setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many covariance-matched
-    random ones for every k > 1 (the sweep adds those when it can read the store)."""
+def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int, list[str]]:
+    """(generations per steered case, layers, k values, alphas, k values > 1, operators): the unsteered rerun,
+    then per setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many
+    covariance-matched random ones for every k > 1 (the sweep adds those when it can read the store); the
+    ``add`` settings once per alpha, the ``ablate`` ones once (no alpha)."""
     from loadbearing.cli import parse_float_list
 
     ks = parse_float_list(c.k, "--k")
     n_k, n_a, n_cov = len(ks), len(parse_float_list(c.alphas, "--alphas")), sum(1 for k in ks if k > 1)
     n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
-    per = 1 + n_l * n_a * (n_k * (1 + c.random_seeds) + n_cov * c.random_seeds)
-    return per, n_l, n_k, n_a, n_cov
+    ops = [o.strip() for o in c.steer_operator.split(",") if o.strip()]
+    family = n_k * (1 + c.random_seeds) + n_cov * c.random_seeds  # per layer (and alpha): probe + random controls
+    per = 1 + n_l * family * (n_a * ("add" in ops) + ("ablate" in ops))
+    return per, n_l, n_k, n_a, n_cov, ops
 
 
 def steering_bound(c: StudyConfig) -> str:
-    per, n_l, n_k, n_a, n_cov = _steer_per_case(c)
+    per, n_l, n_k, n_a, n_cov, ops = _steer_per_case(c)
     cov = f" + {n_cov} k>1 x {c.random_seeds} covariance-matched" if n_cov else ""
-    return (f"<= {c.max_cases} C cases x {per} (unsteered + {n_l} layer(s) x {n_a} alphas x ({n_k} k x (probe + "
+    times = " + ".join(([f"{n_a} alphas"] if "add" in ops else []) + (["1 ablation"] if "ablate" in ops else []))
+    times = times if len(ops) == 1 else f"({times})"
+    return (f"<= {c.max_cases} C cases x {per} (unsteered + {n_l} layer(s) x {times} x ({n_k} k x (probe + "
             f"{c.random_seeds} random){cov})) = {c.max_cases * per} generations, each <= {c.steer_max_new_tokens} "
             "new tokens")
 

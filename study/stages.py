@@ -183,6 +183,7 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
                       ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
                       random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.steer_max_new_tokens,
                       per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
+                      operators=[o.strip() for o in c.steer_operator.split(",") if o.strip()],
                       resume=_steer_dir(out).exists())
     for name, value in (("device", c.device), ("progress", not c.quiet)):
         if hasattr(cfg, name):
