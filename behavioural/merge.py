@@ -1,6 +1,6 @@
 """Merge the shards of one behavioural run into the run directory an unsharded run would have written.
 
-    python -m behavioural.merge runs/g-0 runs/g-1 runs/g-2 runs/g-3 --output runs/g
+    python -m behavioural.merge runs/g-0 runs/g-1 runs/g-2 runs/g-3 --output-dir runs/g
 
 Each part is a run directory written with ``--shard I/N`` (see :mod:`loadbearing.shards`). The merge
 refuses parts that are not shards 0..N-1 of one run (same protocol version, result settings, model weights
@@ -87,7 +87,7 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
     """Merge shard run directories into ``output`` (which must not exist); returns its path."""
     out = Path(output)
     if out.exists():
-        raise MergeError(f"output {str(out)!r} already exists; choose a new --output")
+        raise MergeError(f"output {str(out)!r} already exists; choose a new --output-dir")
     runs = [Run(p) for p in parts]
     sample_ids = check_parts(runs, allow_incomplete=allow_incomplete)
     order = {qid: i for i, qid in enumerate(sample_ids)}
@@ -138,12 +138,14 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from loadbearing.cli import OneLineParser
+    from loadbearing.cli import OneLineParser, add_output
 
     p = OneLineParser(prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0])
-    p.add_argument("parts", nargs="+", help="the shard run directories (written with --shard I/N)")
-    p.add_argument("--output", required=True, help="the merged run directory (must not exist)")
-    p.add_argument("--allow-incomplete", action="store_true", help="merge parts that have not finished (recorded)")
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("parts", nargs="+", help="the shard run directories (written with --shard I/N)")
+    inp.add_argument("--allow-incomplete", action="store_true", help="merge parts that have not finished (recorded)")
+    add_output(p.add_argument_group("output"), "dir", "the merged run directory (must not exist)", dest="output",
+               required=True)
     return p
 
 

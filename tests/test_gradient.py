@@ -90,7 +90,7 @@ def ladder(tmp_path):
 
 def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     out = tmp_path / "grad"
-    rc = main([str(p) for p in ladder] + ["--output", str(out)])
+    rc = main([str(p) for p in ladder] + ["--output-dir", str(out)])
     assert rc == 0, capsys.readouterr().err
     s = json.loads((out / "gradient.json").read_text())
     assert is_complete(out) and (out / "gradient.png").stat().st_size > 1000 and (out / "gradient.md").is_file()
@@ -146,7 +146,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     out = tmp_path / "o"
     out.mkdir()
     (out / "x").write_text("keep")
-    assert main([str(a), "--output", str(out)]) == 2
+    assert main([str(a), "--output-dir", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err and (out / "x").read_text() == "keep"
     assert main([str(a), str(a)]) == 2 and "twice" in capsys.readouterr().err
 

@@ -46,11 +46,11 @@ def test_release_schema_jsonl_two_models(tmp_path, capsys):
     with pytest.raises(PaperImportError, match="2 models.*--model"):
         import_rows(str(src), tmp_path / "x")
     assert not (tmp_path / "x").exists()
-    assert main([str(src), "--output", str(tmp_path / "llama"), "--model", "llama-3.1-8b-instruct"]) == 0
+    assert main([str(src), "--output-dir", str(tmp_path / "llama"), "--model", "llama-3.1-8b-instruct"]) == 0
     printed = capsys.readouterr().out
     assert "Table 4" in printed and "Error Propagation" in printed and "Source" in printed
     assert Run(tmp_path / "llama").manifest["model"]["name"] == "llama-3.1-8b-instruct"
-    assert main([str(src), "--output", str(tmp_path / "gemma"), "--model", "gemma-2-9b-it"]) == 0
+    assert main([str(src), "--output-dir", str(tmp_path / "gemma"), "--model", "gemma-2-9b-it"]) == 0
     s = run_gradient(GradientConfig(runs=(str(tmp_path / "gemma"), str(tmp_path / "llama")), plot=False))
     cells = {(c["model"], c["cell"]) for c in s["cells"]}
     assert ("gemma-2-9b-it", "gsm8k") in cells
@@ -99,10 +99,10 @@ def test_bad_rows(tmp_path, rows, msg):
 
 
 def test_cli_errors(tmp_path, capsys):
-    assert main([str(tmp_path / "missing.json"), "--output", str(tmp_path / "o")]) == 2
+    assert main([str(tmp_path / "missing.json"), "--output-dir", str(tmp_path / "o")]) == 2
     assert "not found" in capsys.readouterr().err
     (tmp_path / "o").mkdir()
-    assert main([str(SAMPLE), "--output", str(tmp_path / "o"), "--model", "m"]) == 2
+    assert main([str(SAMPLE), "--output-dir", str(tmp_path / "o"), "--model", "m"]) == 2
     assert "already exists" in capsys.readouterr().err
     with pytest.raises(PaperImportError):
         parse_accuracy("gsm8k")
@@ -115,7 +115,7 @@ def test_annotation_sheet_is_scored_shaped_and_left_for_the_labeller(tmp_path, c
     from behavioural.labels import stage as label
 
     out = tmp_path / "sheet"
-    assert main([str(FIX / "paper_annotation_sheet.csv"), "--model", "paper-8-9b", "--output", str(out)]) == 0
+    assert main([str(FIX / "paper_annotation_sheet.csv"), "--model", "paper-8-9b", "--output-dir", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "imported 5 continuations of 5 questions" in printed and "python -m behavioural.label" in printed
     run = Run(out)

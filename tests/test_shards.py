@@ -42,7 +42,7 @@ def test_two_merged_shards_equal_one_whole_run(tokenizer, tmp_path):
     _run(tokenizer, tmp_path / "p1", shard="1/2")
     n0 = len((tmp_path / "p0" / "baselines.jsonl").read_text().splitlines())
     assert 0 < n0 < len(qs)  # each part holds some of the questions
-    assert merge_main([str(tmp_path / "p1"), str(tmp_path / "p0"), "--output", str(tmp_path / "merged")]) == 0
+    assert merge_main([str(tmp_path / "p1"), str(tmp_path / "p0"), "--output-dir", str(tmp_path / "merged")]) == 0
     for name in ("baselines.jsonl", "continuations.jsonl", "skipped.jsonl"):
         whole = (tmp_path / "whole" / name).read_text().splitlines()
         merged = (tmp_path / "merged" / name).read_text().splitlines()
@@ -64,7 +64,7 @@ def test_merge_refuses_bad_parts(tokenizer, tmp_path, capsys):
         merge_runs([tmp_path / "p0"], tmp_path / "out")
     with pytest.raises(MergeError, match="not a shard|records no shard"):
         merge_runs([tmp_path / "p0", tmp_path / "whole"], tmp_path / "out")
-    assert merge_main([str(tmp_path / "p0"), str(tmp_path / "p0"), "--output", str(tmp_path / "out")]) == 2
+    assert merge_main([str(tmp_path / "p0"), str(tmp_path / "p0"), "--output-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "given twice" in err and "\n" not in err
     assert not (tmp_path / "out").exists()

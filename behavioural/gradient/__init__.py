@@ -1,11 +1,11 @@
 """The difficulty gradient across runs, levels and models: the paper's headline analysis.
 
-    python -m behavioural.gradient RUN_DIR [RUN_DIR ...] --output DIR [--allow-mixed] [--difficulty auto|accuracy|level]
+    python -m behavioural.gradient RUN_DIR [RUN_DIR ...] --output-dir DIR [--allow-mixed] [--difficulty auto|accuracy|level]
 
 Combines any number of run directories (models x datasets x tasks x ladder levels), read through
 :class:`loadbearing.runs.Run`. It refuses, in one line, runs whose rates are not comparable (protocol
 version, parser, stop rule, ``min_lines``, ``max_new_tokens``, where the labels came from) unless
-``--allow-mixed`` (the differences are then recorded in ``gradient.json``). Writes into ``--output``:
+``--allow-mixed`` (the differences are then recorded in ``gradient.json``). Writes into ``--output-dir``:
 
 * ``gradient.json`` - everything below, with the settings and the runs it read;
 * ``gradient.md`` - the tables; ``gradient.png`` - propagation against baseline accuracy (one point per
@@ -111,7 +111,7 @@ def run_gradient(cfg: GradientConfig) -> dict[str, Any]:
     if cfg.output:
         out = Path(cfg.output)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise GradientError(f"output {str(out)!r} already exists and is not empty; choose a new --output")
+            raise GradientError(f"output {str(out)!r} already exists and is not empty; choose a new --output-dir")
     summary = analyse(cfg)
     if cfg.output:
         out = Path(cfg.output)
@@ -131,7 +131,7 @@ def run_gradient(cfg: GradientConfig) -> dict[str, Any]:
             except (OSError, RunDirError) as e:
                 why = e.strerror if isinstance(e, OSError) and e.strerror else "it appeared meanwhile"
                 raise GradientError(f"could not create {str(out)!r} ({why}); another writer? choose a new "
-                                    "--output") from None
+                                    "--output-dir") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -155,22 +155,24 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from loadbearing.cli import OneLineParser
+    from loadbearing.cli import OneLineParser, add_labelling, add_output
 
-    p = OneLineParser(prog="python -m behavioural.gradient", description=(__doc__ or "").split("\n\n")[0],
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by python -m behavioural.run "
-                   "(or python -m behavioural.paper_import)")
-    p.add_argument("--output", default=None, help="new directory for gradient.json, gradient.md, gradient.png "
-                   "(default: print only)")
-    p.add_argument("--allow-mixed", action="store_true", help="combine runs whose protocol/parser/settings differ "
-                   "(recorded in gradient.json)")
-    p.add_argument("--allow-incomplete", action="store_true", help="read runs that did not finish")
-    p.add_argument("--difficulty", choices=("auto", "accuracy", "level"), default="auto",
-                   help="difficulty axis of the regression: 1 - baseline accuracy, or the level/dataset ordinal")
-    p.add_argument("--labelling", default=None, help="labels/<NAME> to read A/B/C from (default: the newest)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--no-plot", action="store_true", help="skip gradient.png")
+    p = OneLineParser(prog="python -m behavioural.gradient", description=(__doc__ or "").split("\n\n")[0])
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by python -m behavioural.run "
+                     "(or python -m behavioural.paper_import)")
+    add_labelling(inp, "labels/<NAME> to read A/B/C from (default: the newest)")
+    inp.add_argument("--allow-mixed", action="store_true", help="combine runs whose protocol/parser/settings differ "
+                     "(recorded in gradient.json)")
+    inp.add_argument("--allow-incomplete", action="store_true", help="read runs that did not finish")
+    an = p.add_argument_group("analysis")
+    an.add_argument("--difficulty", choices=("auto", "accuracy", "level"), default="auto",
+                    help="difficulty axis of the regression: 1 - baseline accuracy, or the level/dataset ordinal")
+    an.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    out = p.add_argument_group("output")
+    add_output(out, "dir", "new directory for gradient.json, gradient.md, gradient.png (default: print only)",
+               dest="output")
+    out.add_argument("--no-plot", action="store_true", help="skip gradient.png")
     return p
 
 

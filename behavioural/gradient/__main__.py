@@ -1,4 +1,4 @@
-"""python -m behavioural.gradient RUN_DIR [RUN_DIR ...] --output DIR (see behavioural.gradient)."""
+"""python -m behavioural.gradient RUN_DIR [RUN_DIR ...] --output-dir DIR (see behavioural.gradient)."""
 import sys
 
 from behavioural.gradient import main

@@ -1,6 +1,6 @@
 """Import the paper's released labelled continuations into a run directory of this toolkit.
 
-    python -m behavioural.paper_import SRC --output RUN_DIR [--model NAME] [--baseline-accuracy gsm8k=0.865,bbh=0.579]
+    python -m behavioural.paper_import SRC --output-dir RUN_DIR [--model NAME] [--baseline-accuracy gsm8k=0.865,bbh=0.579]
 
 ``SRC`` is a local JSON list or JSON Lines file of the paper's rows (the schema of ``data/samples/*_sample_50.json``
 in r2m-ai/load-bearing-cot, or of the Hugging Face release ``ReneeJia/cot-load-bearingness``), a local copy of the
@@ -9,8 +9,8 @@ release (a directory laid out as the dataset repository: ``data/continuations/*.
 ``--split`` to pick one part of it). The paper's Table 4 (A/B/C by position, strategy and source) on a machine
 with network access::
 
-    python -m behavioural.paper_import hub --model gemma-2-9b-it --output runs/paper-gemma \\
-        && python -m behavioural.gradient runs/paper-gemma --output runs/paper-gemma-gradient
+    python -m behavioural.paper_import hub --model gemma-2-9b-it --output-dir runs/paper-gemma \\
+        && python -m behavioural.gradient runs/paper-gemma --output-dir runs/paper-gemma-gradient
 
 The importer prints the table itself and writes it as ``RUN_DIR/table4.csv`` in the paper's layout
 (``Category,Setting,Behavior,Count,Percentage``, its setting names: ``early (25%)``, ``GSM8K``...; the release's
@@ -45,7 +45,7 @@ or operators changed, ``paper:appended`` - the original step kept with text adde
 written, and ``python -m behavioural.label RUN_DIR --labeller rule`` labels them, so the rule's B count can be
 set beside the annotators' (their counts are in the study's ``analysis/results_n500.json``)::
 
-    python -m behavioural.paper_import data_to_label_annotator2.csv --model paper-8-9b --output runs/paper-n500 \
+    python -m behavioural.paper_import data_to_label_annotator2.csv --model paper-8-9b --output-dir runs/paper-n500 \
         && python -m behavioural.label runs/paper-n500 --labeller rule
 
 BBH rows carry no task name; ``--bbh-task-map FILE`` (JSON id -> task, the paper's

@@ -46,7 +46,7 @@ def import_rows(src: str, output: str | os.PathLike[str], *, model: str | None =
     """Convert and write a run directory; returns a small summary dict. Refuses an existing ``output``."""
     out = Path(output)
     if out.exists():
-        raise PaperImportError(f"output {str(out)!r} already exists; choose a new --output")
+        raise PaperImportError(f"output {str(out)!r} already exists; choose a new --output-dir")
     acc = parse_accuracy(baseline_accuracy)
     bmap = bbh_task_map(bbh_map_file, data_dir)
     rows, prov = read_rows(src, config=config, split=split)
