@@ -1,7 +1,7 @@
 """The arith-ladder gradient study on the embedded model (SmolLM2-135M-Instruct): one protocol run per level,
 then ``behavioural.gradient`` over them. Does the tiny model's chain become more load-bearing as its accuracy falls?
 
-    flock /tmp/cpu.lock .venv/bin/python bench/ladder_study.py --output runs/ladder
+    flock /tmp/cpu.lock .venv/bin/python bench/ladder_study.py --output-dir runs/ladder
 
 (about 20-25 minutes on a free 2-core machine with the defaults; ``--smoke`` runs 2 levels x 8 questions in
 about a minute). Writes ``OUTPUT/runs/<level>/`` (ordinary run directories, resumable: rerunning the same
@@ -44,18 +44,20 @@ def parse_counts(spec: str) -> list[tuple[str, int]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--output", required=True, help="study directory (runs/, gradient/, ladder_study.json)")
+    from loadbearing.cli import HelpFormatter, add_line_positions, add_output, add_quiet
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    add_output(p, "dir", "study directory (runs/, gradient/, ladder_study.json)", dest="output", required=True)
     p.add_argument("--levels", default=DEFAULT_COUNTS, help="LEVEL=N questions per arith level, easiest first")
     p.add_argument("--smoke", action="store_true", help=f"tiny check: --levels {SMOKE_COUNTS}")
     p.add_argument("--strategies", default="arithmetic,contradiction",
                    help="perturbation strategies (a numerical and a text family, so the type effect is estimable)")
-    p.add_argument("--positions", default="early,middle,late")
-    p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--seed", type=int, default=42)
+    add_line_positions(p, "early,middle,late")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="the model every level runs")
+    p.add_argument("--seed", type=int, default=42, help="sampling and perturbation seed")
     p.add_argument("--max-new-tokens", type=int, default=96, help="per baseline / continuation (arith answers are short)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--batch-size", type=int, default=32, help="generation batch size")
+    add_quiet(p)
     return p
 
 
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output)
     grad_dir = out / "gradient"
     if grad_dir.exists():
-        print(f"error: {grad_dir} already exists: this study finished; choose a new --output", file=sys.stderr)
+        print(f"error: {grad_dir} already exists: this study finished; choose a new --output-dir", file=sys.stderr)
         return 2
     from behavioural.gradient import GradientConfig, format_summary, run_gradient
     from behavioural.protocol import Settings, run_protocol

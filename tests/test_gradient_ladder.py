@@ -23,7 +23,7 @@ def test_ladder_study_runs_levels_then_gradient(tmp_path, tiny_lm, monkeypatch, 
     monkeypatch.setattr(loadbearing.engine.models, "load_model", lambda *a, **k: tiny_lm)
     mod = _load()
     out = tmp_path / "ladder"
-    rc = mod.main(["--output", str(out), "--levels", "s2_o3=3,s3_o5=3", "--max-new-tokens", "6", "--batch-size", "4",
+    rc = mod.main(["--output-dir", str(out), "--levels", "s2_o3=3,s3_o5=3", "--max-new-tokens", "6", "--batch-size", "4",
                    "--quiet"])
     assert rc == 0
     printed = capsys.readouterr().out
@@ -33,6 +33,6 @@ def test_ladder_study_runs_levels_then_gradient(tmp_path, tiny_lm, monkeypatch, 
     g = json.loads((out / "gradient" / "gradient.json").read_text())
     assert [c["cell"] for c in g["cells"]] == ["s2_o3", "s3_o5"]
     assert all(c["baselines"] == 3 for c in g["cells"])
-    assert mod.main(["--output", str(out), "--levels", "s2_o3=3"]) == 2  # finished study: refused
+    assert mod.main(["--output-dir", str(out), "--levels", "s2_o3=3"]) == 2  # finished study: refused
     with pytest.raises(SystemExit):
         mod.parse_counts("s2_o3")
