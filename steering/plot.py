@@ -65,7 +65,7 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
 def _band(r: dict[str, Any]) -> tuple[float, float]:
     lo = r["lo"] if r.get("lo") is not None else r["rate"]
     hi = r["hi"] if r.get("hi") is not None else r["rate"]
-    return r["rate"] - lo, hi - r["rate"]
+    return max(r["rate"] - lo, 0.0), max(hi - r["rate"], 0.0)  # an interval's end may round past the rate
 
 
 def _ablate_panel(ax: Any, ds: list[dict[str, Any]], L: int, summary: dict[str, Any]) -> None:

@@ -273,6 +273,14 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
     assert k2["moved_of_all"]["k"] == 4  # the planted direction is in the span of the first two rows
     recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
     assert len(recs) == 4 * (1 + 3 + 5) and all(r["alpha_rel"] is None for r in recs if r["operator"] == "ablate")
+    assert (run / "steering" / "sweep.png").stat().st_size > 1000  # the ablation panel, no alpha axis
+    # an interval end that rounds just past its rate (Wilson's lower end of 0/n can be 5.6e-17) still plots
+    from steering.plot import plot_sweep
+
+    tipped = json.loads(json.dumps(s))
+    tipped["settings"][0]["control"]["moved_of_all"].update(rate=0.0, lo=5.6e-17)
+    plot_sweep(tipped, tmp_path / "tipped.png")
+    assert (tmp_path / "tipped.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("operator", ["foo", "add,foo", "add,add", ","])
