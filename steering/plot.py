@@ -76,7 +76,7 @@ def _ablate_panel(ax: Any, ds: list[dict[str, Any]], L: int, summary: dict[str, 
         pts = [(k, r) for k, r in pts if r and r.get("rate") is not None]
         if not pts:
             continue
-        kind = ds[0]["control"]["kind"] if which == "control" else ""
+        kind = "/".join(dict.fromkeys(str(d["control"]["kind"]) for d in ds))  # e.g. random (k=1)/random_cov (k>1)
         err = list(zip(*[_band(r) for _, r in pts]))
         ax.errorbar([k + dx for k, _ in pts], [r["rate"] for _, r in pts], yerr=err, fmt=fmt, capsize=3,
                     ls="-" if which == "probe" else "--", label="probe basis ablated" if which == "probe"
