@@ -12,13 +12,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.cli import check_fraction
 from loadbearing.errors import LoadBearingError
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 
 SCHEMA_VERSION = 3  # 3: every random generation draws its own direction (steering.controls)
-DEFAULT_KS = (1, 2, 4, 8)
-DEFAULT_ALPHAS = (0.25, 0.5, 1.0)
+#: the grid and sample a sweep takes when not told otherwise; the study's defaults are these same constants
+#: (study.config), so ``python -m steering.sweep`` and ``python -m study`` steer the same way by default
+DEFAULT_KS = (1, 4)
+DEFAULT_ALPHAS = (0.25, 0.5)
+DEFAULT_PER_QUESTION = 1
+DEFAULT_RANDOM_SEEDS = 2
 CONTROLS = ("random", "random_cov", "none")
 #: how a setting edits the residual stream: add the dosed directions (steering.hooks) or project their span out
 #: (steering.ablation); each operator is its own family of tests with its own verdict
@@ -53,14 +58,14 @@ class SweepConfig:
     model: str | None = None  # override the run manifest's model (refused unless allow_other_model)
     device: str | None = None  # where to load the run's model (default: loadbearing.engine.models' choice)
     layers: list[int] | None = None  # default: the directions' selected layer, else the middle one
-    ks: list[int] | None = None  # default 1,2,4,8 capped at the stored basis
+    ks: list[int] | None = None  # default DEFAULT_KS, those within the stored basis
     alphas: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHAS))
     controls: list[str] = field(default_factory=lambda: list(CONTROLS))
     operators: list[str] = field(default_factory=lambda: ["add"])  # add | ablate (ablate: no alpha)
-    random_seeds: int = 3
+    random_seeds: int = DEFAULT_RANDOM_SEEDS
     cases: str = "C"
     max_cases: int | None = None
-    per_question: int = 2
+    per_question: int = DEFAULT_PER_QUESTION
     n_non_c: int | None = None
     seed: int = 0
     exclude_questions: str | None = None  # file of question keys/ids the directions were fitted on

@@ -4,7 +4,7 @@ Everything the sweep decides before it generates, each step checked with a one-l
 :class:`~steering.config.SweepError`, and in the order that lets bad input fail before any model is loaded:
 
 * :func:`grid_axes`: the layers (default: the directions' selected layer, else the middle one), the numbers
-  of directions k (default 1,2,4,8 capped at the stored basis) and the alphas;
+  of directions k (default steering.config.DEFAULT_KS, those within the stored basis) and the alphas;
 * :func:`question_split`: which questions the directions were fitted on (never steered) or held out for;
 * :func:`check_directions_model` / :func:`check_width`: the directions belong to the run's model;
 * :func:`residual_norms`: the scale the relative alphas multiply (the probes' ``resid_norm``, else measured);
@@ -21,7 +21,7 @@ from typing import Any
 from loadbearing.runs import Run
 from probes.directions import Directions
 from steering.cases import CaseSample, read_question_list
-from steering.config import SCHEMA_VERSION, SweepConfig, SweepError
+from steering.config import DEFAULT_KS, SCHEMA_VERSION, SweepConfig, SweepError
 from steering.grid import Setting
 
 # ------------------------------------------------------------------------------------------------ directions
@@ -72,7 +72,7 @@ def grid_axes(config: SweepConfig, dirs: Directions) -> tuple[list[int], list[in
         if L not in dirs.bases:
             raise SweepError(f"unknown layer {L}: {dirs.path} has directions for layers {dirs.layers}")
     kmax = min(dirs.bases[L].shape[0] for L in layers)
-    ks = [int(k) for k in config.ks] if config.ks is not None else ([k for k in (1, 2, 4, 8) if k <= kmax] or [kmax])
+    ks = [int(k) for k in config.ks] if config.ks is not None else ([k for k in DEFAULT_KS if k <= kmax] or [kmax])
     if any(k < 1 or k > kmax for k in ks):
         raise SweepError(f"k must be between 1 and {kmax} (the stored basis size), got {ks}")
     return layers, ks, [float(a) for a in config.alphas]
@@ -237,13 +237,13 @@ def check_resume_settings(old: dict[str, Any] | None, config: SweepConfig, dirs:
     if old.get("schema_version") != SCHEMA_VERSION:
         raise SweepError(f"cannot resume {str(config.out_dir)!r}: it was written by schema {old.get('schema_version')} "
                          f"(random directions shared across cases), this sweep writes schema {SCHEMA_VERSION}; use a new "
-                         "--output")
+                         "--output-dir")
     for key, new in (("directions_sha256", dirs.sha256), ("max_new_tokens", config.max_new_tokens),
                      ("positions", config.positions), ("dose", config.dose), ("seed", config.seed),
                      ("per_question", config.per_question)):
         if key in old and old[key] != new:
             raise SweepError(f"cannot resume {str(config.out_dir)!r}: {key} was {old[key]!r}, now {new!r}; use a new "
-                             "--output")
+                             "--output-dir")
 
 
 def check_resume(old: dict[str, Any] | None, cfg: dict[str, Any], out_dir: Path) -> None:
@@ -254,7 +254,7 @@ def check_resume(old: dict[str, Any] | None, cfg: dict[str, Any], out_dir: Path)
         new_v = cfg["resid_norm"].get(L)
         if new_v is not None and v is not None and abs(new_v - v) > 1e-6 * max(abs(v), 1.0):
             raise SweepError(f"cannot resume {str(out_dir)!r}: layer {L}'s residual norm (alpha scale) was {v:.6g}, "
-                             f"now {new_v:.6g}; use a new --output")
+                             f"now {new_v:.6g}; use a new --output-dir")
     if (old.get("model") or {}).get("name") != cfg["model"].get("name"):
         raise SweepError(f"cannot resume {str(out_dir)!r}: it was made with model {(old.get('model') or {}).get('name')!r}")
 

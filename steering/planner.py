@@ -11,7 +11,6 @@ difference. Prints one block; writes nothing; loads no model.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,17 +122,4 @@ def format_plan(design: Design, res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def check_fraction(value: float | None, option: str, *, allow_zero: bool = False) -> None:
-    """A fraction in (0, 1) (or [0, 1) with ``allow_zero``); a value > 1 is refused as points, not a fraction."""
-    if value is None:
-        return
-    if not math.isfinite(value):
-        raise SweepError(f"{option} must be a finite fraction, got {value}")
-    if value > 1:
-        raise SweepError(f"{option} is a fraction (0.10 = 10 points), got {value:g}; give a fraction, e.g. "
-                         f"{option} {value / 100:g}")
-    if value < 0 or (value == 0 and not allow_zero) or value >= 1:
-        raise SweepError(f"{option} must be a fraction in {'[0' if allow_zero else '(0'}, 1), got {value:g}")
-
-
-__all__ = ["Design", "check_fraction", "format_plan", "pilot_design", "plan", "stated_design"]
+__all__ = ["Design", "format_plan", "pilot_design", "plan", "stated_design"]

@@ -165,15 +165,15 @@ def _previous_config(config: SweepConfig) -> dict[str, Any] | None:
     out_dir = config.out_dir
     if out_dir.exists() and not config.resume:
         raise SweepError(f"output directory {str(out_dir)!r} already exists; pass --resume to continue it or choose "
-                         "another --output")
+                         "another --output-dir")
     if config.resume and out_dir.exists() and not (out_dir / CONFIG_FILE).is_file():
         raise SweepError(f"{str(out_dir)!r} exists but holds no {CONFIG_FILE}: not a steering sweep output; choose "
-                         "another --output")
+                         "another --output-dir")
     if config.resume and (out_dir / CONFIG_FILE).is_file():
         try:
             return read_json(out_dir / CONFIG_FILE)
         except ValueError:
-            raise SweepError(f"{str(out_dir / CONFIG_FILE)!r} is not valid JSON; use a new --output") from None
+            raise SweepError(f"{str(out_dir / CONFIG_FILE)!r} is not valid JSON; use a new --output-dir") from None
     return None
 
 

@@ -51,12 +51,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from loadbearing.cli import OneLineParser, check_device, run_cli
+from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
 from loadbearing.commands import prog
 from loadbearing.files import check_jsonl_tail
 from steering.analysis import format_summary, format_table
-from steering.config import CASE_KINDS, DEFAULT_ALPHAS, DEFAULT_SESOI, DOSES, POSITIONS, SweepConfig, SweepError, parse_list
-from steering.planner import check_fraction, format_plan, pilot_design, plan, stated_design
+from steering.config import (
+    CASE_KINDS,
+    DEFAULT_ALPHAS,
+    DEFAULT_KS,
+    DEFAULT_PER_QUESTION,
+    DEFAULT_RANDOM_SEEDS,
+    DEFAULT_SESOI,
+    DOSES,
+    POSITIONS,
+    SweepConfig,
+    SweepError,
+    parse_list,
+)
+from steering.planner import format_plan, pilot_design, plan, stated_design
 from steering.runner import run_sweep, score
 from steering.summary import is_complete, summarize
 
@@ -64,9 +76,11 @@ from steering.summary import is_complete, summarize
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog=prog("steering.sweep"), description=__doc__.split("\n\n")[1],
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", nargs="?", default=None, help="run directory written by python -m behavioural.run")
-    p.add_argument("--directions", default=None,
-                   help="probes output directory holding directions.h5 (or the .h5 file itself; required unless --plan)")
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("run_dir", nargs="?", default=None, help="run directory written by python -m behavioural.run")
+    inp.add_argument("--directions", default=None,
+                     help="probes output directory holding directions.h5 (or the .h5 file itself; required unless "
+                          "--plan)")
     pl = p.add_argument_group("planning (--plan: print the sample a definitive verdict needs; nothing is run)")
     pl.add_argument("--plan", action="store_true", help="size a sweep before generating (no model, nothing written)")
     pl.add_argument("--pilot", default=None, metavar="SWEEP_DIR",
@@ -78,16 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--layers", default=None,
                    help="comma-separated hidden_states layers to steer (default: the file's selected_layer, else the "
                         "middle of its layers)")
-    g.add_argument("--k", default=None, help="comma-separated numbers of directions (default 1,2,4,8, capped at the basis)")
+    g.add_argument("--k", default=None, help="comma-separated numbers of directions (default "
+                   f"{','.join(str(k) for k in DEFAULT_KS)}, those within the basis)")
     g.add_argument("--alphas", default=",".join(str(a) for a in DEFAULT_ALPHAS),
                    help="comma-separated steering strengths, relative to the layer's mean residual norm (default %(default)s)")
     g.add_argument("--controls", default="random,random_cov,none",
                    help="comma-separated controls: random (norm-matched isotropic random bases), random_cov (k > 1: "
                         "bases matched to the activations' covariance), none (alpha-0 rerun) (default %(default)s)")
-    g.add_argument("--random-seeds", type=int, default=3,
+    g.add_argument("--random-seeds", type=int, default=DEFAULT_RANDOM_SEEDS,
                    help="random generations per case and setting, each with its own direction (default %(default)s)")
-    g.add_argument("--positions", choices=POSITIONS, default="continuation",
-                   help="which positions are steered (see steering.positions; default %(default)s)")
+    add_option(g, "--steer-positions", dest="positions", choices=POSITIONS, default="continuation",
+               deprecated=("--positions",), help="which token positions are steered (see steering.positions; "
+                                                 "default %(default)s)")
     g.add_argument("--operator", default="add",
                    help="comma-separated operators: add (add the directions at each alpha), ablate (project their span "
                         "out of the residual stream, no alpha: is the direction necessary? steering.ablation); each "
@@ -99,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="C: type-C perturbed continuations only; all: also a sample of non-C ones (side effects)")
     c.add_argument("--max-cases", type=int, default=None,
                    help="steer at most N C cases (a seeded sample, round-robin over questions; default: all)")
-    c.add_argument("--per-question", type=int, default=2, help="at most N C cases per question (default %(default)s)")
+    c.add_argument("--per-question", type=int, default=DEFAULT_PER_QUESTION,
+                   help="at most N C cases per question (default %(default)s)")
     c.add_argument("--n-non-c", type=int, default=None,
                    help="with --cases all: number of non-C cases to sample (default: as many as C cases)")
     c.add_argument("--seed", type=int, default=0, help="case-sampling seed (default %(default)s)")
@@ -120,14 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
     m.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
     o = p.add_argument_group("output")
-    o.add_argument("--output", default=None, help="output directory (default RUN_DIR/steering); must not exist unless --resume")
+    add_output(o, "dir", "output directory (default RUN_DIR/steering); must not exist unless --resume", dest="output")
     o.add_argument("--resume", action="store_true", help="continue an existing output directory, skipping finished generations")
-    o.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_quiet(o, deprecated=("--no-progress",))
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    check_fraction(args.sesoi, "--sesoi")
+    check_fraction(args.sesoi, "--sesoi", error=SweepError)
     if args.run_dir is None or args.directions is None:
         raise SweepError("give RUN_DIR and --directions PROBES_DIR to run a sweep (or --plan to size one)")
     return SweepConfig(
@@ -140,19 +157,19 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         allow_overlap=args.allow_overlap, sesoi=args.sesoi,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
         device=args.device, resume=args.resume, allow_incomplete=args.allow_incomplete, allow_other_model=args.allow_other_model,
-        progress=not args.no_progress,
+        progress=not args.quiet,
     ).validate()
 
 
 def run_plan(args: argparse.Namespace, echo=print) -> int:
     """``--plan``: print the planner's block (:mod:`steering.planner`); writes nothing, loads no model."""
-    check_fraction(args.sesoi, "--sesoi")
-    check_fraction(args.effect, "--effect")
-    check_fraction(args.base_rate, "--base-rate", allow_zero=True)
+    check_fraction(args.sesoi, "--sesoi", error=SweepError)
+    check_fraction(args.effect, "--effect", error=SweepError)
+    check_fraction(args.base_rate, "--base-rate", allow_zero=True, error=SweepError)
     if args.pilot is not None:
         design = pilot_design(args.pilot, args.effect)
     elif args.base_rate is not None:
-        n_settings = (len(parse_list(args.k, int, "k") or [1, 2, 4, 8]) * len(parse_list(args.alphas, float, "alphas") or [])
+        n_settings = (len(parse_list(args.k, int, "k") or DEFAULT_KS) * len(parse_list(args.alphas, float, "alphas") or [])
                       * len(parse_list(args.layers, int, "layers") or [0]))
         if args.random_seeds < 1:
             raise SweepError(f"--random-seeds must be >= 1, got {args.random_seeds}")

@@ -170,7 +170,7 @@ def gguf(e: Env) -> str:
 
 
 def _steer_argv(extra: list[str]) -> Callable[[Env], list[str]]:
-    return lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e), *extra]
+    return lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e), *extra]
 
 
 def _study_new_argv(extra: list[str]) -> Callable[[Env], list[str]]:
@@ -327,24 +327,24 @@ CASES: list[Case] = [
                           ("max-cases-negative", ["--max-cases", "-1"]), ("batch-size-0", ["--batch-size", "0"]),
                           ("max-new-tokens-0", ["--max-new-tokens", "0"]), ("k-0", ["--k", "0"]),
                           ("layer-not-in-directions", ["--layers", "99"]), ("device-mps", ["--device", "mps"])]],
-    Case("steer-nan-bases", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e)],
+    Case("steer-nan-bases", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e)],
          lambda e: nan_bases(e.f("probes/directions.h5")), absent=_absent_new),
-    Case("steer-truncated-directions", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e)],
+    Case("steer-truncated-directions", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e)],
          lambda e: truncate(e.f("probes/directions.h5")), absent=_absent_new),
-    Case("steer-directions-not-hdf5", STEER, lambda e: [S(e), "--directions", str(e.f("summary.json")), "--output", NEW(e)],
+    Case("steer-directions-not-hdf5", STEER, lambda e: [S(e), "--directions", str(e.f("summary.json")), "--output-dir", NEW(e)],
          absent=_absent_new),
-    Case("steer-missing-directions", STEER, lambda e: [S(e), "--directions", str(e.tmp / "none"), "--output", NEW(e)],
+    Case("steer-missing-directions", STEER, lambda e: [S(e), "--directions", str(e.tmp / "none"), "--output-dir", NEW(e)],
          absent=_absent_new),
-    Case("steer-missing-run", STEER, lambda e: [str(e.tmp / "typo"), "--directions", str(e.f("probes")), "--output",
+    Case("steer-missing-run", STEER, lambda e: [str(e.tmp / "typo"), "--directions", str(e.f("probes")), "--output-dir",
                                                 NEW(e)], absent=_absent_new),
-    Case("steer-run-of-another-model", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e)],
+    Case("steer-run-of-another-model", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e)],
          lambda e: set_json(e.f("manifest.json"), **{"model.weights_hash": "f" * 64, "model.name": "other-model"}),
          absent=_absent_new),
-    Case("steer-half-written-last-line", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e)],
+    Case("steer-half-written-last-line", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e)],
          lambda e: append(e.f("continuations.jsonl"), '{"id": "half'), absent=_absent_new),
-    Case("steer-run-still-running", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", NEW(e)],
+    Case("steer-run-still-running", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", NEW(e)],
          lambda e: set_json(e.f("manifest.json"), status="running"), absent=_absent_new),
-    Case("steer-two-writers", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output", str(e.f("steering")),
+    Case("steer-two-writers", STEER, lambda e: [S(e), "--directions", str(e.f("probes")), "--output-dir", str(e.f("steering")),
                                                 "--resume", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
                                                 "--random-seeds", "1", "--max-new-tokens", "64", "--batch-size", "16",
                                                 "--per-question", "1", "--seed", "42"],

@@ -559,7 +559,7 @@ def _cli_case(tmp_path, tokenizer, case):
     """Set up one bad CLI input; returns (argv, paths whose bytes must not change)."""
     run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0, status="running" if case == "incomplete" else "ok")
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
-    argv = [str(run), "--directions", str(dirs), "--layers", "2", "--k", "1", "--no-progress"]
+    argv = [str(run), "--directions", str(dirs), "--layers", "2", "--k", "1", "--quiet"]
     extra = {"alphas_nan": ["--alphas", "nan"], "alphas_inf": ["--alphas", "1,inf"], "alphas_empty": ["--alphas", ","],
              "alphas_word": ["--alphas", "big"], "max_cases_0": ["--max-cases", "0"], "max_cases_neg": ["--max-cases", "-1"],
              "batch_0": ["--batch-size", "0"], "tokens_0": ["--max-new-tokens", "0"], "per_q_0": ["--per-question", "0"],
@@ -619,7 +619,7 @@ def test_cli_existing_output_untouched(tokenizer, tmp_path, capsys):
     out = run / "steering"
     out.mkdir()
     (out / "keep.txt").write_text("x")
-    rc = main([str(run), "--directions", str(ok), "--no-progress"])
+    rc = main([str(run), "--directions", str(ok), "--quiet"])
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "already exists" in err and "\n" not in err

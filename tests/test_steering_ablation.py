@@ -365,8 +365,8 @@ def test_smol_sweep_with_add_and_ablate(smol, tmp_path):
     out = tmp_path / "sweep"
     args = build_parser().parse_args([str(run), "--directions", str(dirs), "--layers", str(layer), "--k", "1",
                                       "--alphas", "0.5", "--random-seeds", "1", "--operator", "add,ablate",
-                                      "--max-new-tokens", "16", "--batch-size", "16", "--output", str(out),
-                                      "--no-progress"])
+                                      "--max-new-tokens", "16", "--batch-size", "16", "--output-dir", str(out),
+                                      "--quiet"])
     s = run_sweep(config_from_args(args), lm=smol, echo=lambda m: None)
     assert s["status"] == "ok" and s["operators"] == ["add", "ablate"] and set(s["verdicts"]) == {"add", "ablate"}
     summ = json.loads((out / "summary.json").read_text())

@@ -120,7 +120,7 @@ def test_sesoi_is_a_fraction():
     from steering.config import SweepError
     from steering.sweep import SweepConfig
 
-    with pytest.raises(SweepError, match="give a fraction"):
+    with pytest.raises(SweepError, match=r"--sesoi 10 is a fraction of cases \(0 < s < 1\); for 10 points use --sesoi 0\.10"):
         SweepConfig(run_dir="r", directions="d", sesoi=10).validate()
     SweepConfig(run_dir="r", directions="d", sesoi=0.05).validate()
 
@@ -141,7 +141,7 @@ def test_planner_prints_numbers_and_writes_nothing(tmp_path, capsys, monkeypatch
     assert os.listdir(tmp_path) == []
     assert main(["--plan", "--sesoi", "10", "--base-rate", "0.05"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "give a fraction" in err and "\n" not in err
+    assert "for 10 points use --sesoi 0.10" in err and "\n" not in err
     assert main(["--plan"]) == 2 and "--base-rate" in capsys.readouterr().err
 
 
