@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from steering.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI
 
 STUDY_FILE = "study.json"
 SCHEMA_VERSION = 1
@@ -53,17 +54,18 @@ class StudyConfig:
     folds: int = 5
     #: fraction of questions the steering directions are NOT fitted on; only those questions are steered
     steer_holdout: float = 0.5
-    k: str = "1,4"
-    alphas: str = "0.25,0.5"
+    #: the steering grid and sample: the sweep's own defaults (steering.config), so the two steer alike
+    k: str = ",".join(str(k) for k in DEFAULT_KS)
+    alphas: str = ",".join(f"{a:g}" for a in DEFAULT_ALPHAS)
     steer_layers: str | None = None
     max_cases: int = 24
     #: C cases steered per question (1: the cases spread over as many questions as possible)
-    per_question: int = 1
+    per_question: int = DEFAULT_PER_QUESTION
     #: None: the embedded model's CPU budget (64), else the paper's 4,096
     steer_max_new_tokens: int | None = None
     #: smallest steering effect of interest (a fraction): a null must exclude it
-    sesoi: float = 0.10
-    random_seeds: int = 2
+    sesoi: float = DEFAULT_SESOI
+    random_seeds: int = DEFAULT_RANDOM_SEEDS
     #: steering operators, a comma list: add (the directions added at each alpha), ablate (their span projected out)
     steer_operator: str = "add"
     seed: int = 42

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
-from study.options import COMMAND_OPTIONS, build_parser
+from study.options import COMMAND_OPTIONS, OPTION_NAMES, build_parser
 
 
 def _file_errors(msg: str) -> str:
@@ -75,7 +75,7 @@ def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, 
         return [StudyConfig(output_dir=str(out), **given)], True, args.dry_run, None
     fields = set(StudyConfig.__dataclass_fields__)
     base = StudyConfig(**{k: v for k, v in stored.items() if k in fields} | {"output_dir": str(out)})
-    diffs = [f"--{k.replace('_', '-')} {given[k]!r} differs from the study's {getattr(base, k)!r}"
+    diffs = [f"{OPTION_NAMES.get(k, '--' + k.replace('_', '-'))} {given[k]!r} differs from the study's {getattr(base, k)!r}"
              for k in sorted(explicit) if k not in StudyConfig.FREE and given[k] != getattr(base, k)]
     if diffs:
         raise StudyError(f"cannot resume {out}: {'; '.join(diffs)}; omit those options to continue with the study's "

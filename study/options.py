@@ -12,19 +12,21 @@ DESCRIPTION = ("The whole study on one model (or several), end to end: behaviour
                "-> steering -> report.")
 #: options that only steer the command (not settings of a study)
 COMMAND_OPTIONS = ("resume", "output_dir", "config", "dry_run")
+#: a setting -> its option, where the option is not ``--`` + the setting's name with dashes
+OPTION_NAMES = {"positions": "--line-positions"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     d = StudyConfig(output_dir="")
-    from loadbearing.cli import OneLineParser
+    from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 
     p = OneLineParser(prog="python -m study", description=DESCRIPTION,
                       formatter_class=argparse.RawDescriptionHelpFormatter,
                       epilog="A setting left unset follows the model and dataset (study.settings); the resolved "
                              "settings are printed in one block before anything runs.")
     o = p.add_argument_group("study")
-    o.add_argument("--output-dir", default=None, help="new study directory (the run directory of every stage); "
-                   "default runs/study-<time>")
+    add_output(o, "dir", "new study directory (the run directory of every stage); default runs/study-<time>",
+               deprecated=())
     o.add_argument("--resume", default=None, metavar="DIR", help="continue this study directory with its stored settings")
     o.add_argument("--config", default=None, metavar="FILE", help="a study TOML file, or a preset: paper, embedded-cpu "
                    "(options given beside it override the file)")
@@ -49,12 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--data-dir", default=d.data_dir, help="benchmark data directory holding gsm8k/, mmlu/, bbh/ "
                    "(default: the hub)")
     q.add_argument("--max-examples", type=int, default=d.max_examples, help=f"questions (default {d.max_examples})")
-    q.add_argument("--n-per-level", type=int, default=d.n_per_level, help="arith: questions generated per level (80)")
+    q.add_argument("--n-per-level", type=int, default=d.n_per_level,
+                   help="arith: questions generated per level (default 80)")
     q.add_argument("--seed", type=int, default=d.seed, help=f"sampling and perturbation seed (default {d.seed})")
     e = p.add_argument_group("protocol")
     e.add_argument("--strategy", default=d.strategy, help="perturbation strategies, a comma list (default: the "
                    "dataset's, see study.settings)")
-    e.add_argument("--positions", default=d.positions, help=f"edited line positions (default {d.positions})")
+    add_line_positions(e, d.positions)
     e.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="generation budget (default: 96 for "
                    "the embedded model, the paper's 4096 for any other)")
     e.add_argument("--few-shot", dest="few_shot", action="store_true", default=d.few_shot,
@@ -80,19 +83,23 @@ def build_parser() -> argparse.ArgumentParser:
                     f"(default {d.alphas}; >= 1 turns SmolLM2 into noise)")
     pr.add_argument("--steer-layers", default=d.steer_layers, help="steering layers (default: the probes' selection)")
     pr.add_argument("--max-cases", type=int, default=d.max_cases, help=f"steering: C cases (default {d.max_cases})")
-    pr.add_argument("--per-question", type=int, default=d.per_question, help="steering: C cases per question (1)")
+    pr.add_argument("--per-question", type=int, default=d.per_question,
+                    help=f"steering: C cases per question (default {d.per_question})")
     pr.add_argument("--steer-holdout", type=float, default=d.steer_holdout,
-                    help="fraction of questions kept out of the direction fit; steering uses only those (0.5)")
+                    help=f"fraction of questions kept out of the direction fit; steering uses only those (default "
+                         f"{d.steer_holdout})")
     pr.add_argument("--sesoi", type=float, default=d.sesoi,
-                    help="steering: smallest effect of interest, a fraction (0.10 = 10 points)")
+                    help=f"steering: smallest effect of interest, a fraction of cases (0.10 = 10 points; default "
+                         f"{d.sesoi})")
     pr.add_argument("--steer-max-new-tokens", type=int, default=d.steer_max_new_tokens,
                     help="steering budget (default: 64 for the embedded model, 4096 for any other)")
-    pr.add_argument("--random-seeds", type=int, default=d.random_seeds, help="steering: random-direction seeds (2)")
+    pr.add_argument("--random-seeds", type=int, default=d.random_seeds,
+                    help=f"steering: random-direction seeds (default {d.random_seeds})")
     pr.add_argument("--steer-operator", default=d.steer_operator, help="steering operators, a comma list: add (the "
                     "directions added at each alpha), ablate (their span projected out: are they necessary?) "
                     f"(default {d.steer_operator})")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(o)
     return p
 
 
-__all__ = ["COMMAND_OPTIONS", "DESCRIPTION", "build_parser"]
+__all__ = ["COMMAND_OPTIONS", "DESCRIPTION", "OPTION_NAMES", "build_parser"]
