@@ -1,4 +1,4 @@
-"""python -m study.browse RUN_DIR [RUN_DIR ...] [--output FILE.html] [--labelling NAME] [--steering FILE]
+"""python -m study.browse RUN_DIR [RUN_DIR ...] [--output-file FILE.html] [--labelling NAME] [--steering FILE]
 
 The trace browser: one self-contained HTML file (data and script inline; no server, CDN or network) to read
 what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse.html``).
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.cli import OneLineParser, add_labelling, add_output, run_cli
 from loadbearing.files import atomic_write_text
 from study.browse_data import SCHEMA_VERSION, BrowseError, collect
 
@@ -118,11 +118,11 @@ def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[
         raise BrowseError("no run directory given; pass RUN_DIR (a directory written by python -m behavioural.run)")
     out = Path(output) if output is not None else Path(dirs[0]) / DEFAULT_NAME
     if out.suffix.lower() not in (".html", ".htm"):
-        raise BrowseError(f"--output {str(out)!r} does not end in .html; name an .html file")
+        raise BrowseError(f"--output-file {str(out)!r} does not end in .html; name an .html file")
     if out.exists() and out.is_dir():
-        raise BrowseError(f"--output {str(out)!r} is a directory; name an .html file")
+        raise BrowseError(f"--output-file {str(out)!r} is a directory; name an .html file")
     if not out.parent.is_dir():
-        raise BrowseError(f"--output directory {str(out.parent)!r} does not exist; create it first")
+        raise BrowseError(f"--output-file directory {str(out.parent)!r} does not exist; create it first")
     data = collect(dirs, labelling=labelling, steering=steering)
     title = "trace browser: " + ", ".join(Path(d).name or str(d) for d in dirs)
     return atomic_write_text(out, render(data, title=title))
@@ -131,12 +131,15 @@ def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m study.browse", description=(__doc__ or "").split("\n\n")[1],
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory written by python -m behavioural.run "
-                   "(several: one browser over all, with a model filter)")
-    p.add_argument("--output", "-o", default=None, help=f"the HTML file to write (default RUN_DIR/{DEFAULT_NAME})")
-    p.add_argument("--labelling", default=None, help="labels/<NAME> to show (default: the newest complete labelling)")
-    p.add_argument("--steering", default=None, metavar="GENERATIONS_JSONL",
-                   help="a steering sweep's generations.jsonl (default RUN_DIR/steering/generations.jsonl when present)")
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory written by python -m "
+                     "behavioural.run (several: one browser over all, with a model filter)")
+    add_labelling(inp, "labels/<NAME> to show (default: the newest complete labelling)")
+    inp.add_argument("--steering", default=None, metavar="GENERATIONS_JSONL",
+                     help="a steering sweep's generations.jsonl (default RUN_DIR/steering/generations.jsonl when "
+                          "present)")
+    add_output(p.add_argument_group("output"), "file", f"the HTML file to write (default RUN_DIR/{DEFAULT_NAME})",
+               short="-o", dest="output")
     return p
 
 

@@ -195,7 +195,8 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="python -m study.report", description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("study_dir", help="a study directory written by python -m study")
+    ap.add_argument_group("input (the report is written into it)").add_argument(
+        "study_dir", help="a study directory written by python -m study")
     args = ap.parse_args(argv)
 
     def body() -> int:

@@ -329,12 +329,12 @@ def test_fragment_syntax():
 
 def test_cli_writes_and_refuses(small_run, tmp_path, capsys):
     out = tmp_path / "b.html"
-    assert main([str(small_run), "--output", str(out)]) == 0
+    assert main([str(small_run), "--output-file", str(out)]) == 0
     assert out.is_file() and out.stat().st_size > 1000
     assert not list(tmp_path.glob("*.tmp"))
     for argv, msg in (([str(tmp_path / "nope")], "does not exist"),
-                      ([str(small_run), "--output", str(tmp_path / "x.txt")], "does not end in .html"),
-                      ([str(small_run), "--output", str(tmp_path / "no" / "x.html")], "does not exist"),
+                      ([str(small_run), "--output-file", str(tmp_path / "x.txt")], "does not end in .html"),
+                      ([str(small_run), "--output-file", str(tmp_path / "no" / "x.html")], "does not exist"),
                       ([str(small_run), "--labelling", "nope"], "not found"),
                       ([str(small_run), "--steering", str(tmp_path / "g.jsonl")], "not found")):
         capsys.readouterr()
