@@ -15,6 +15,7 @@ import sys
 from behavioural.causal.common import build_parser as _common_parser
 from behavioural.causal.common import cli_main, common_kwargs
 from behavioural.causal.paraphrase import ParaphraseConfig, format_summary, is_complete, run_paraphrase
+from loadbearing.cli import add_option
 
 __all__ = ["ParaphraseConfig", "build_parser", "format_summary", "is_complete", "main", "run_paraphrase"]
 
@@ -23,7 +24,8 @@ def build_parser():
     p = _common_parser("python -m behavioural.paraphrase", __doc__ or "")
     p.add_argument("--paraphraser", default=None, metavar="MODEL",
                    help="the paraphrasing model: a name, Hugging Face id, directory or .gguf (default: the run's model)")
-    p.add_argument("--position", default="middle", help="cut after the early, middle or late line (default middle)")
+    add_option(p, "--line-position", dest="position", default="middle", metavar="LINE", deprecated=("--position",),
+               help="cut after the early, middle or late line (default middle)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="continuation tokens (default: the run's)")
     p.add_argument("--paraphrase-tokens", type=int, default=None,
                    help="paraphrase tokens (default: twice the prefix's tokens + 16)")

@@ -1,7 +1,7 @@
 """Deterministic shards of a question sample, by question key (``--shard I/N`` on the stages).
 
     python -m behavioural.run --dataset gsm8k --strategy all --shard 0/4 --output-dir runs/g-0   # one of 4
-    python -m behavioural.merge runs/g-0 runs/g-1 runs/g-2 runs/g-3 --output runs/g          # = unsharded run
+    python -m behavioural.merge runs/g-0 runs/g-1 runs/g-2 runs/g-3 --output-dir runs/g          # = unsharded run
 
 A question belongs to shard ``int(sha256(question_key)[:8], 16) % N``: the partition depends only on the
 question's normalised text, never on sample order, batch size, machine or the other shards, so N processes

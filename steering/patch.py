@@ -1,4 +1,4 @@
-"""python -m steering.patch RUN_DIR [--layers 0,4,8|all] [--max-cases N] [--seed S] [--output DIR] [--flip] [--force]
+"""python -m steering.patch RUN_DIR [--layers 0,4,8|all] [--max-cases N] [--seed S] [--output-dir DIR] [--flip] [--force]
 
 Activation patching between the clean and the edited prefix: where does the model carry the injected error on
 its way to the answer? For each sampled C case (a perturbed continuation whose answer is wrong) whose question
@@ -14,7 +14,7 @@ Engine: plain Hugging Face forward hooks (``"engine": "hf-hooks"`` in the output
 :mod:`steering.patching.engine`); one forward of the clean prefix per case records every layer's residual at
 the aligned positions, and the patched runs are batched. Modules: :mod:`steering.patching`.
 
-Writes RUN_DIR/patching/ (or --output): ``patching.json`` (settings, engine, per-case rows with their alignment,
+Writes RUN_DIR/patching/ (or --output-dir): ``patching.json`` (settings, engine, per-case rows with their alignment,
 the per-(layer, group) summary with intervals, the controls), ``patching.png`` (heat map) and ``patching.md``.
 An existing output is refused unless --force.
 """
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from loadbearing.cli import OneLineParser, check_device, check_number, run_cli
+from loadbearing.cli import OneLineParser, add_output, add_quiet, check_device, check_number, run_cli
 from loadbearing.files import publish_dir, write_json
 from loadbearing.runs import Run
 from steering.patching.errors import PatchingError
@@ -60,23 +60,28 @@ class PatchConfig:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m steering.patch", description=__doc__.split("\n\n")[1],
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="run directory written by python -m behavioural.run")
-    p.add_argument("--layers", default="all", help="comma-separated hidden-state layers (0 = embeddings) or 'all' "
-                                                    "(default %(default)s)")
-    p.add_argument("--max-cases", type=int, default=None, help="patch at most N C cases, one per question (seeded)")
-    p.add_argument("--seed", type=int, default=0, help="case-sampling and control seed (default %(default)s)")
-    p.add_argument("--output", default=None, help="output directory (default RUN_DIR/patching)")
-    p.add_argument("--force", action="store_true", help="replace an existing output directory")
-    p.add_argument("--flip", action="store_true", help="also decode greedily with each patch held (costlier)")
-    p.add_argument("--flip-tokens", type=int, default=48, help="greedy budget per --flip continuation (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=32, help="patched rows per forward (default %(default)s)")
-    p.add_argument("--min-gap", type=float, default=0.1,
-                   help="cases whose clean and edited log-prob differences are closer than this (nats) get no restored "
-                        "fraction (default %(default)s)")
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over questions (default %(default)s)")
-    p.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
-    p.add_argument("--allow-incomplete", action="store_true", help="patch a run whose manifest is not complete")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("run_dir", help="run directory written by python -m behavioural.run")
+    inp.add_argument("--max-cases", type=int, default=None, help="patch at most N C cases, one per question (seeded)")
+    inp.add_argument("--seed", type=int, default=0, help="case-sampling and control seed (default %(default)s)")
+    inp.add_argument("--allow-incomplete", action="store_true", help="patch a run whose manifest is not complete")
+    pt = p.add_argument_group("patching")
+    pt.add_argument("--layers", default="all", help="comma-separated hidden-state layers (0 = embeddings) or 'all' "
+                                                     "(default %(default)s)")
+    pt.add_argument("--flip", action="store_true", help="also decode greedily with each patch held (costlier)")
+    pt.add_argument("--flip-tokens", type=int, default=48,
+                    help="greedy budget per --flip continuation (default %(default)s)")
+    pt.add_argument("--min-gap", type=float, default=0.1,
+                    help="cases whose clean and edited log-prob differences are closer than this (nats) get no "
+                         "restored fraction (default %(default)s)")
+    pt.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over questions (default %(default)s)")
+    m = p.add_argument_group("model (does not change results)")
+    m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
+    m.add_argument("--batch-size", type=int, default=32, help="patched rows per forward (default %(default)s)")
+    o = p.add_argument_group("output")
+    add_output(o, "dir", "output directory (default RUN_DIR/patching)", dest="output")
+    o.add_argument("--force", action="store_true", help="replace an existing output directory")
+    add_quiet(o, deprecated=("--no-progress",))
     return p
 
 
@@ -111,7 +116,7 @@ def _check(config: PatchConfig) -> None:
     parse_layers(config.layers)
     out = output_dir(config)
     if out.exists() and not config.force:
-        raise PatchingError(f"output {str(out)!r} already exists; pass --force to replace it, or choose --output DIR")
+        raise PatchingError(f"output {str(out)!r} already exists; pass --force to replace it, or choose --output-dir DIR")
 
 
 def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -192,7 +197,7 @@ def config_from_args(args: argparse.Namespace, argv: list[str] | None) -> PatchC
     return PatchConfig(run_dir=args.run_dir, layers=args.layers, max_cases=args.max_cases, seed=args.seed,
                        output=args.output, flip=args.flip, flip_tokens=args.flip_tokens, batch_size=args.batch_size,
                        min_gap=args.min_gap, n_boot=args.n_boot, device=args.device, force=args.force,
-                       allow_incomplete=args.allow_incomplete, progress=not args.no_progress, command=cmd)
+                       allow_incomplete=args.allow_incomplete, progress=not args.quiet, command=cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
-"""python -m study.export_inspect RUN_DIR [--output FILE.eval|FILE.json] [--labelling NAME] [--allow-incomplete]
+"""python -m study.export_inspect RUN_DIR [--output-file FILE.eval|FILE.json] [--labelling NAME] [--allow-incomplete]
 
 Write a run as an inspect_ai eval log, so ``inspect view`` shows its samples and ``inspect_ai.analysis.samples_df``
 reads them (default output ``RUN_DIR/inspect/continuations.eval``; then ``inspect view --log-dir RUN_DIR/inspect``).
-``--output FILE.json`` writes the JSON format instead (inspect_ai 0.3.285's ``samples_df`` reads a .json log when
+``--output-file FILE.json`` writes the JSON format instead (inspect_ai 0.3.285's ``samples_df`` reads a .json log when
 given ``read_eval_log(FILE)``, not the path; the .eval format needs neither).
 
 One sample per continuation record (one generation; see :mod:`loadbearing.records`):
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadbearing.cli import OneLineParser, UsageError, run_cli
+from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_output, run_cli
 from loadbearing.files import atomic_write_bytes, file_sha256
 from loadbearing.frames import NEWEST
 from loadbearing.records import Continuation
@@ -163,7 +163,7 @@ def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
 def output_path(run: Run, output: str | None) -> Path:
     out = Path(output) if output else run.path / DEFAULT_OUTPUT
     if out.suffix not in FORMATS:
-        raise UsageError(f"--output {str(out)!r}: the log's format comes from its suffix; end it in .eval or .json")
+        raise UsageError(f"--output-file {str(out)!r}: the log's format comes from its suffix; end it in .eval or .json")
     return out
 
 
@@ -193,11 +193,12 @@ def export_inspect(run_dir: str | Path, output: str | None = None, *, labelling:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m study.export_inspect",
                       description="Write a run as an inspect_ai eval log (one sample per continuation).")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by python -m behavioural.run")
-    p.add_argument("--output", metavar="FILE", help=f"the log file, .eval or .json (default RUN_DIR/{DEFAULT_OUTPUT})")
-    p.add_argument("--labelling", default=NEWEST, metavar="NAME",
-                   help="the labelling whose A/B/C labels are scored (default: the newest complete one)")
-    p.add_argument("--allow-incomplete", action="store_true", help="export a run that has not finished")
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by python -m behavioural.run")
+    add_labelling(inp, "the labelling whose A/B/C labels are scored (default: the newest complete one)", default=NEWEST)
+    inp.add_argument("--allow-incomplete", action="store_true", help="export a run that has not finished")
+    add_output(p.add_argument_group("output"), "file", f"the log file, .eval or .json (default RUN_DIR/{DEFAULT_OUTPUT})",
+               dest="output")
     return p
 
 

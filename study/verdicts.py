@@ -117,7 +117,7 @@ def propagation_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> V
 # ------------------------------------------------------------------------------------------ (b) probes
 def probe_verdict(results: dict[str, Any] | None, study: str = "DIR") -> Verdict:
     """Line (b) from ``probes/results.json`` (None: the probes have not been trained)."""
-    cmd = f"python -m probes.train {study}/activations.h5 --output {study}/probes"
+    cmd = f"python -m probes.train {study}/activations.h5 --output-dir {study}/probes"
     if results is not None:
         folds = (results.get("settings") or {}).get("folds")
         cmd += f" --folds {folds}" if folds else ""

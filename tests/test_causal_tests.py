@@ -272,7 +272,7 @@ def test_a_run_with_no_eligible_baselines_is_one_error_and_writes_nothing(tokeni
 def test_bad_options_and_an_unloadable_paraphraser_are_one_error_and_write_nothing(run_copy, capsys):
     _one_error(capsys, para_main([str(run_copy), "--paraphraser", str(run_copy / "no-such-model")]), "--paraphraser",
                "does not exist")
-    _one_error(capsys, para_main([str(run_copy), "--position", "first"]), "--position")
+    _one_error(capsys, para_main([str(run_copy), "--line-position", "first"]), "--line-position")
     _one_error(capsys, ea_main([str(run_copy), "--shard", "3/2"]), "--shard")
     _one_error(capsys, ea_main([str(run_copy / "nope")]), "does not exist")
     assert not any((run_copy / d).exists() for d in ("early_answer", "paraphrase", "filler"))

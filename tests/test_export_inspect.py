@@ -122,10 +122,10 @@ def test_bad_input_is_one_error_line(run_dir, tmp_path, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1 and "manifest.json" in err
     assert main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
-    assert main([str(run_dir), "--output", str(tmp_path / "log.txt")]) == 2
+    assert main([str(run_dir), "--output-file", str(tmp_path / "log.txt")]) == 2
     err = capsys.readouterr().err
     assert ".eval or .json" in err and err.count("\n") == 1 and not (tmp_path / "log.txt").exists()
-    assert main([str(run_dir), "--labelling", "nope", "--output", str(tmp_path / "x.eval")]) == 2
+    assert main([str(run_dir), "--labelling", "nope", "--output-file", str(tmp_path / "x.eval")]) == 2
     assert "labelling" in capsys.readouterr().err and not (tmp_path / "x.eval").exists()
     with pytest.raises(SystemExit) as e:
         main([])
@@ -141,9 +141,9 @@ def test_an_unfinished_run_is_refused_unless_asked(run_dir, tmp_path, capsys):
     shutil.copytree(run_dir, d)
     m = json.loads((d / "manifest.json").read_text())
     (d / "manifest.json").write_text(json.dumps({**m, "status": "running"}))
-    assert main([str(d), "--output", str(tmp_path / "x.eval")]) == 2
+    assert main([str(d), "--output-file", str(tmp_path / "x.eval")]) == 2
     assert "has not finished" in capsys.readouterr().err
-    assert main([str(d), "--output", str(tmp_path / "x.eval"), "--allow-incomplete"]) == 0
+    assert main([str(d), "--output-file", str(tmp_path / "x.eval"), "--allow-incomplete"]) == 0
     from inspect_ai.log import read_eval_log
 
     assert read_eval_log(str(tmp_path / "x.eval")).status == "cancelled"

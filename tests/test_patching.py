@@ -233,9 +233,9 @@ def _one_error(capsys, rc, *words):
 def test_bad_input_gives_one_error_line_and_writes_nothing(tmp_path, tokenizer, lm3, capsys):
     _one_error(capsys, main([str(tmp_path / "nope")]), "does not exist")
     no_ctl = _make_run(tmp_path / "a", tokenizer, controls=False)
-    _one_error(capsys, main([str(no_ctl), "--no-progress"]), "no control continuations")
+    _one_error(capsys, main([str(no_ctl), "--quiet"]), "no control continuations")
     no_c = _make_run(tmp_path / "b", tokenizer, c_label="non-C")
-    _one_error(capsys, main([str(no_c), "--no-progress"]), "no type-C")
+    _one_error(capsys, main([str(no_c), "--quiet"]), "no type-C")
     good = _make_run(tmp_path / "c", tokenizer)
     _one_error(capsys, main([str(good), "--layers", "1,x"]), "--layers")
     err = io.StringIO()
@@ -253,7 +253,7 @@ def test_bad_input_gives_one_error_line_and_writes_nothing(tmp_path, tokenizer, 
 def test_patching_on_the_embedded_model(tmp_path, smol):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "behavioural.run", "--dataset", "arith", "--task", "s2_o5", "--max-examples", "12",
-           "--strategy", "arithmetic", "--positions", "middle,late", "--max-new-tokens", "64", "--batch-size", "16",
+           "--strategy", "arithmetic", "--line-positions", "middle,late", "--max-new-tokens", "64", "--batch-size", "16",
            "--output-dir", str(run), "--quiet"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     assert r.returncode == 0, r.stderr[-2000:]

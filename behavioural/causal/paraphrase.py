@@ -199,7 +199,7 @@ def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any
     from loadbearing.cli import UsageError, check_number
 
     if config.position not in POSITION_FRACTIONS:
-        raise UsageError(f"--position {config.position!r}: choose one of {', '.join(POSITION_FRACTIONS)}")
+        raise UsageError(f"--line-position {config.position!r}: choose one of {', '.join(POSITION_FRACTIONS)}")
     check_number(config.max_new_tokens, "--max-new-tokens", minimum=1)
     check_number(config.paraphrase_tokens, "--paraphrase-tokens", minimum=1)
     return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
