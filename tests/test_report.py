@@ -70,7 +70,7 @@ def test_probe_yes_no_not_shown_and_missing():
     assert v.answer == "yes" and v.n_questions == 30
     line = v.line("md")
     assert "gain +5.0 pp [+1.0, +9.0]" in line and "shuffled-label p = 0.010" in line and "30 questions" in line
-    assert "python -m probes.train runs/s/activations.h5 --output runs/s/probes --folds 5" in line
+    assert "python -m probes.train runs/s/activations.h5 --output-dir runs/s/probes --folds 5" in line
     assert probe_verdict(_probes({"logistic": (-0.05, -0.09, -0.01)})).answer == "no"
     two = probe_verdict(_probes({"logistic": (0.0, -0.03, 0.03), "mass_mean": (0.01, -0.02, 0.04)}))
     assert two.answer == "not shown" and two.detail.startswith("mass_mean") and "of 2 probes" in two.detail
