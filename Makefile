@@ -29,6 +29,13 @@ demo: $(STAMP)
 demo-paper-datasets: $(STAMP)
 	$(PY) -m study --config embedded-paper-datasets --data-dir $(DATA) --output-dir runs/paper-datasets-$$(date +%Y%m%d-%H%M%S)
 
+# a steering verdict on the embedded model at a 10-point SESOI (study/presets/reproduce.toml: 800 questions, the
+# verdict's 2 settings fixed in the preset, the planner's sample, <= 60 min on a 2-core CPU), then the verdict, its
+# interval, the probe table in the paper's layout and the steering table in its Table 7 layout
+.PHONY: reproduce
+reproduce: $(STAMP)
+	d=runs/reproduce-$$(date +%Y%m%d-%H%M%S); $(PY) -m study --config reproduce --output-dir $$d && $(PY) -m study.reproduce $$d
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

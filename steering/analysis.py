@@ -145,7 +145,8 @@ def _setting_summary(s: Setting, grid: list[Setting], by_setting: dict[str, dict
     ctrl = _setting_stats([r for k in keys for r in by_setting.get(k, {}).values()])
     cmp = _compare(by_setting, s.key, keys, seed) if kind else {"difference": None, "test": None}
     test = cmp["test"]
-    out = dict(key=s.key, operator=s.operator, layer=s.layer, k=s.k, alpha_rel=s.alpha_rel, alpha=s.alpha, **st,
+    out = dict(key=s.key, operator=s.operator, directions=s.directions, layer=s.layer, k=s.k, alpha_rel=s.alpha_rel,
+               alpha=s.alpha, **st,
                control={"kind": kind, "keys": keys, "m": len(keys), "moved_of_all": ctrl["moved_of_all"],
                         "moved": ctrl["moved"], "coverage_c": ctrl["coverage_c"], "broken": ctrl["broken"]},
                difference=cmp["difference"], exact=test,

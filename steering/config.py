@@ -29,6 +29,7 @@ CONTROLS = ("random", "random_cov", "none")
 #: (steering.ablation); each operator is its own family of tests with its own verdict
 OPERATORS = ("add", "ablate")
 CASE_KINDS = ("C", "all")
+ALPHA_UNITS = ("relative", "raw")
 DEFAULT_SESOI = 0.10
 
 # the sweep's output directory
@@ -74,6 +75,11 @@ class SweepConfig:
     batch_size: int = 32
     positions: str = "continuation"
     dose: str = "matched"
+    #: which stored bases of directions.h5 the probe settings steer along (probes.directions.BASES): the
+    #: toolkit's ``basis``, the paper's ``m2`` and ``probe_pc`` (the paper design, steering.paper_design)
+    bases: list[str] = field(default_factory=lambda: ["basis"])
+    #: ``relative``: alphas times the layer's mean residual norm; ``raw``: alphas in residual-stream units
+    alpha_units: str = "relative"
     sesoi: float = DEFAULT_SESOI
     level: float = 0.05
     resume: bool = False
@@ -128,6 +134,12 @@ class SweepConfig:
             raise SweepError(f"--positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
         if self.dose not in DOSES:
             raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
+        from probes.directions import BASES
+
+        if not self.bases or len(set(self.bases)) != len(self.bases) or set(self.bases) - set(BASES):
+            raise SweepError(f"bases must be distinct names from {', '.join(BASES)}, got {list(self.bases)}")
+        if self.alpha_units not in ALPHA_UNITS:
+            raise SweepError(f"alpha units must be one of {', '.join(ALPHA_UNITS)}, got {self.alpha_units!r}")
         if math.isfinite(self.sesoi) and self.sesoi > 1:
             raise SweepError(f"--sesoi is a fraction (0.10 = 10 points), got {self.sesoi:g}; give a fraction, e.g. "
                              f"--sesoi {self.sesoi / 100:g}")
@@ -154,5 +166,5 @@ def parse_list(s: str | None, typ: type, name: str) -> list | None:
 
 
 __all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS", "CONTROLS",
-           "OPERATORS",
+           "OPERATORS", "ALPHA_UNITS",
            "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI", "CONFIG_FILE", "GENERATIONS", "SUMMARY", "PLOT"]

@@ -60,33 +60,41 @@ class Setting:
     alpha: float | None  # absolute (residual units); None for an ablate setting
     seed: int | None = None
     operator: str = "add"  # add | ablate | none (the unsteered rerun)
+    directions: str = "basis"  # a probe setting's stored basis (probes.directions.BASES: basis | m2 | probe_pc)
 
 
 def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float], controls: Sequence[str],
               seeds: int, resid_norm: dict[int, float], *, covariance: bool = False,
-              operators: Sequence[str] = ("add",)) -> list[Setting]:
+              operators: Sequence[str] = ("add",), bases: Sequence[str] = ("basis",),
+              raw: bool = False) -> list[Setting]:
     """Every setting: the alpha-0 rerun (control ``none``), then (operator ``add``) per layer x k x alpha the
     probe basis, ``seeds`` isotropic random settings (control ``random``) and, for k > 1 with ``covariance``
     (the activations' covariance is available) and control ``random_cov``, ``seeds`` covariance-matched ones;
-    then (operator ``ablate``) the same per layer x k, without alpha."""
+    then (operator ``ablate``) the same per layer x k, without alpha. One probe setting per stored basis in
+    ``bases`` (keyed ``|probe`` for the toolkit's ``basis``, else by the basis name, e.g. ``|m2``), sharing the
+    random controls. ``raw``: the alphas are in residual-stream units (keys ``L16|k2|raw10|m2``), not times the
+    layer's mean residual norm."""
     grid = []
     if "none" in controls:
         grid.append(Setting("none|alpha0", "none", None, 0, 0.0, 0.0, None, "none"))
     for L in layers:
         for k in ks:
             for a in alphas if "add" in operators else ():
-                grid += _family(f"L{L}|k{k}|a{a:g}", L, k, float(a), float(a) * float(resid_norm[L]), "add",
-                                controls, seeds, covariance)
+                norm = float(resid_norm[L])
+                rel, aa = (float(a) / norm, float(a)) if raw else (float(a), float(a) * norm)
+                grid += _family(f"L{L}|k{k}|{'raw' if raw else 'a'}{a:g}", L, k, rel, aa, "add", controls, seeds,
+                                covariance, bases)
     for L in layers if "ablate" in operators else ():
         for k in ks:
-            grid += _family(f"L{L}|k{k}|ablate", L, k, None, None, "ablate", controls, seeds, covariance)
+            grid += _family(f"L{L}|k{k}|ablate", L, k, None, None, "ablate", controls, seeds, covariance, bases)
     return grid
 
 
 def _family(prefix: str, L: int, k: int, a: float | None, aa: float | None, operator: str, controls: Sequence[str],
-            seeds: int, covariance: bool) -> list[Setting]:
-    """One probe setting and its random controls (``seeds`` isotropic, and ``seeds`` covariance-matched for k > 1)."""
-    out = [Setting(f"{prefix}|probe", "probe", L, k, a, aa, None, operator)]
+            seeds: int, covariance: bool, bases: Sequence[str] = ("basis",)) -> list[Setting]:
+    """One probe setting per basis and their random controls (``seeds`` isotropic, and ``seeds`` covariance-matched
+    for k > 1)."""
+    out = [Setting(f"{prefix}|{'probe' if b == 'basis' else b}", "probe", L, k, a, aa, None, operator, b) for b in bases]
     if "random" in controls:
         out += [Setting(f"{prefix}|random{s}", "random", L, k, a, aa, s, operator) for s in range(seeds)]
     if "random_cov" in controls and covariance and k > 1:
@@ -101,7 +109,7 @@ def setting_vector(s: Setting, dirs: Directions, dose: str, d: int) -> np.ndarra
         return np.zeros(d, dtype=np.float32)
     if s.basis != "probe" or s.layer is None:
         raise SweepError(f"setting {s.key}: a random control's vector is drawn per case (steering.controls)")
-    return combine_directions(dirs.bases[s.layer][: s.k], dose).numpy()
+    return combine_directions(dirs.named_basis(s.directions, s.layer, s.k), dose).numpy()
 
 
 def setting_basis(s: Setting, dirs: Directions) -> np.ndarray:
@@ -111,7 +119,7 @@ def setting_basis(s: Setting, dirs: Directions) -> np.ndarray:
 
     if s.operator != "ablate" or s.basis != "probe" or s.layer is None:
         raise SweepError(f"setting {s.key}: only an ablate probe setting has a fixed basis")
-    return orthonormal_rows(dirs.bases[s.layer][: s.k])
+    return orthonormal_rows(dirs.named_basis(s.directions, s.layer, s.k))
 
 
 __all__ = ["Setting", "load_directions", "make_grid", "random_basis", "setting_basis", "setting_vector"]

@@ -61,6 +61,7 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
         "setting": s.key,
         "operator": s.operator,
         "basis": s.basis,
+        "directions": s.directions,
         "layer": s.layer,
         "k": s.k,
         "alpha_rel": s.alpha_rel,
@@ -261,7 +262,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     check_width(dirs, layers, width, n_layers(lm.model))
     norms = residual_norms(lm, dirs, layers, sample.all, config.batch_size)
     grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=cov is not None,
-                     operators=config.operators)
+                     operators=config.operators, bases=config.bases, raw=config.alpha_units == "raw")
     provenance = getattr(lm, "provenance", None)
     model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
     cfg = sweep_record(config, run, dirs, model_info, (layers, ks, alphas), sample, split, norms, grid,

@@ -1,5 +1,6 @@
 """python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,2,4,8] [--alphas 0.25,0.5,1]
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output RUN_DIR/steering-ablate
+python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --design paper [--max-cases 8] [--random-seeds 1]
 python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
 
 Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
@@ -108,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated operators: add (add the directions at each alpha), ablate (project their span "
                         "out of the residual stream, no alpha: is the direction necessary? steering.ablation); each "
                         "gets its own controls, tests and verdict (default %(default)s)")
+    g.add_argument("--design", choices=("paper",), default=None,
+                   help="paper: the paper's steering design (steering/presets/paper.toml: its M2 and probe bases, k "
+                        "2,4,8, summed dose, 11 raw alphas -10..10, its relative depth, random controls; "
+                        "steering.paper_design), with table7.csv beside the summary")
     g.add_argument("--dose", choices=DOSES, default="matched",
                    help="matched: k-direction vector rescaled to one direction's norm; sum: the paper's plain sum")
     c = p.add_argument_group("cases")
@@ -187,14 +192,25 @@ def _main(args: argparse.Namespace) -> int:
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
         check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
-        summary = run_sweep(config_from_args(args))
+        if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
+            from steering.paper_design import check_fixed, run_paper_design
+
+            check_fixed(getattr(args, "given", set()))
+            summary = run_paper_design(config_from_args(args))
+        else:
+            summary = run_sweep(config_from_args(args))
     except OSError as e:  # an unwritable or full output location
         raise SweepError(f"{e.strerror or e} ({e.filename or ''}); choose another --output") from None
     return 0 if summary.get("status") in ("ok", "insufficient_data") else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.design:
+        from loadbearing.cli import explicit_options
+
+        args.given = explicit_options(parser, sys.argv[1:] if argv is None else argv)
     return run_cli(lambda: _main(args))
 
 

@@ -81,6 +81,14 @@ class StudyConfig:
     #: activation patching (``--stages patch``): the hidden-state layers ("all" or a comma list) and C cases
     patch_layers: str = "all"
     patch_cases: int = 8
+    #: the hidden-state layers the activations stage stores ("all" or a comma list: ``make reproduce`` stores one)
+    activation_layers: str = "all"
+    #: the probes trained (probes.train --probe: logistic, mass_mean, mlp, both = the linear two, or a comma set)
+    probe: str = "both"
+    #: probes.train --paper-table: also paper_table.csv/.md, the paper's Tables 5-7 layout
+    paper_table: bool = False
+    #: ``--stages paper_steering``: C cases (and as many non-C ones) of the descriptive paper-design sweep
+    paper_steer_cases: int = 4
     quiet: bool = False
 
     #: settings that may differ on --resume (they do not change results)
@@ -100,8 +108,9 @@ class StudyConfig:
 
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
                      "per_question", "steer_max_new_tokens", "tensor_parallel_size", "pipeline_parallel_size",
-                     "data_parallel_size"):
+                     "data_parallel_size", "paper_steer_cases"):
             check_number(getattr(self, name), "--" + name.replace("_", "-"), minimum=1)
+        self._check_probe_settings()
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
         check_number(self.sesoi, "--sesoi", minimum=0.001, maximum=0.999)
         check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
@@ -122,6 +131,18 @@ class StudyConfig:
                 [int(x) for x in self.steer_layers.split(",") if x.strip()]
             except ValueError:
                 raise StudyError(f"--steer-layers {self.steer_layers!r}: give a comma list of layer indices") from None
+
+
+    def _check_probe_settings(self) -> None:
+        from activations.inputs import check_layers_spec
+        from loadbearing.errors import LoadBearingError
+        from probes.config import parse_probes
+
+        try:
+            check_layers_spec(self.activation_layers)
+            parse_probes(self.probe)
+        except LoadBearingError as e:
+            raise StudyError(f"activation_layers / probe: {str(e).splitlines()[0]}") from None
 
 
 def read_stored(out: Path) -> dict[str, Any] | None:

@@ -129,8 +129,8 @@ def _store(out: Path) -> Path:
 def _run_activations(out: Path, c: StudyConfig) -> Any:
     from activations.cache import CacheConfig, cache_activations
 
-    return cache_activations(CacheConfig(run_dir=out, layers="all", labels=labelling_name(c), conditions="perturbed",
-                                         resume=True, device=c.device, progress=not c.quiet))
+    return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
+                                         conditions="perturbed", resume=True, device=c.device, progress=not c.quiet))
 
 
 def _render_activations(out: Path, style: str) -> str | None:
@@ -155,7 +155,8 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
     from probes.train import ProbeConfig, train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
-                             steer_holdout=c.steer_holdout, seed=c.seed, command="python -m study"))
+                             steer_holdout=c.steer_holdout, seed=c.seed, probe=c.probe, paper_table=c.paper_table,
+                             command="python -m study"))
 
 
 def _render_probes(out: Path, style: str) -> str | None:

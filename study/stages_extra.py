@@ -94,3 +94,4 @@ def _register() -> None:
 
 
 _register()
+importlib.import_module("study.stages_paper")  # the paper-design steering sweep (paper_steering), after these

@@ -1,0 +1,106 @@
+"""python -m study.reproduce DIR  (the end of ``make reproduce``: the verdict and the paper's two tables)
+
+``make reproduce`` runs ``python -m study --config reproduce`` (the preset ``study/presets/reproduce.toml``) and
+then this, which prints from the study directory's own files, in order:
+
+1. the steering verdict (``steering/summary.json``): null / effect / harm / inconclusive at the study's SESOI,
+   with each tested setting's difference from its random controls, its 95% interval over questions and its
+   Holm-adjusted exact p; the held-out cases steered beside the number a null needed (the sweep's simulated
+   power, :mod:`steering.power`);
+2. the probe table in the paper's layout (``probes/paper_table.md``, ``probes.train --paper-table``);
+3. the steering table in the paper's Table 7 layout (``steering-paper/table7.md``, the small descriptive
+   paper-design sweep, :mod:`steering.paper_design`).
+
+A part whose file is missing is named with the stage that writes it; the exit status is 1 then, else 0.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.errors import LoadBearingError
+
+PARTS = (("probes/paper_table.md", "probes (python -m probes.train --paper-table)"),
+         ("steering-paper/table7.md", "paper_steering (python -m steering.sweep --design paper)"))
+
+
+class ReproduceError(LoadBearingError, ValueError):
+    """Not a study directory; the message names the fix."""
+
+
+def _pp(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f}"
+
+
+def verdict_block(summary: dict[str, Any]) -> str:
+    """The verdict, each tested setting's difference and interval, and the sample against what a null needs."""
+    lines = [f"steering verdict: {summary.get('verdict_code')} (SESOI {100 * float(summary.get('sesoi') or 0):.0f} "
+             f"pp, level {summary.get('level')}, Holm over {(summary.get('multiple_comparisons') or {}).get('n_tests')} "
+             f"settings)"]
+    for d in summary.get("settings") or []:
+        diff = d.get("difference") or {}
+        ci = diff.get("ci") or [None, None]
+        lines.append(f"  {d['key']}: moved {d['moved_of_all']['k']}/{d['moved_of_all']['n']} vs "
+                     f"{(d.get('control') or {}).get('kind')} control "
+                     f"{(d.get('control') or {}).get('moved_of_all', {}).get('k')}/"
+                     f"{(d.get('control') or {}).get('moved_of_all', {}).get('n')}; difference {_pp(diff.get('estimate'))} "
+                     f"pp, 95% CI [{_pp(ci[0])}, {_pp(ci[1])}] over {diff.get('n_questions')} questions; Holm p "
+                     + ("n/a" if d.get("p_holm") is None else f"{d['p_holm']:.3g}"))
+    pw = summary.get("power") or {}
+    if pw:
+        need = pw.get("n_cases_for_null")
+        lines.append(f"  sample: {summary.get('n_c_cases')} held-out C cases from {summary.get('n_c_questions')} "
+                     f"questions; a null at this SESOI needs about "
+                     f"{need if need is not None else 'more than ' + str(pw.get('n_max'))} (simulated at the observed "
+                     f"random-move rate {100 * float(pw.get('base_rate') or 0):.0f}%); detectable effect about "
+                     + ("none up to 100 pp" if pw.get("mde") is None else f"{100 * pw['mde']:.0f} pp"))
+    lines.append(f"  {summary.get('verdict', '')}")
+    return "\n".join(lines)
+
+
+def report(out: str | Path) -> tuple[str, list[str]]:
+    """(the text printed, the parts that are missing)."""
+    from loadbearing.files import read_json
+
+    out = Path(out)
+    if not (out / "study.json").is_file():
+        raise ReproduceError(f"{out} is not a study directory (no study.json); run python -m study --config reproduce "
+                             "first")
+    parts, missing = [], []
+    summ = out / "steering" / "summary.json"
+    if summ.is_file():
+        parts.append(verdict_block(read_json(summ)))
+    else:
+        missing.append("steering/summary.json: run the steering stage (python -m study --resume DIR)")
+    for rel, stage in PARTS:
+        p = out / rel
+        if p.is_file():
+            parts.append(p.read_text(encoding="utf-8").rstrip())
+        else:
+            missing.append(f"{rel}: run the {stage} stage")
+    parts += [f"missing: {m}" for m in missing]
+    return "\n\n".join(parts), missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = OneLineParser(prog="python -m study.reproduce", description=__doc__.split("\n\n")[1],
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study_dir", help="the study directory python -m study --config reproduce wrote")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        text, missing = report(args.study_dir)
+        print(text)
+        return 1 if missing else 0
+
+    return run_cli(body)
+
+
+__all__ = ["PARTS", "ReproduceError", "main", "report", "verdict_block"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
