@@ -131,7 +131,7 @@ class SweepConfig:
             if v < 1:
                 raise SweepError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
         if self.positions not in POSITIONS:
-            raise SweepError(f"--positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+            raise SweepError(f"--steer-positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
         if self.dose not in DOSES:
             raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
         from probes.directions import BASES
@@ -140,11 +140,7 @@ class SweepConfig:
             raise SweepError(f"bases must be distinct names from {', '.join(BASES)}, got {list(self.bases)}")
         if self.alpha_units not in ALPHA_UNITS:
             raise SweepError(f"alpha units must be one of {', '.join(ALPHA_UNITS)}, got {self.alpha_units!r}")
-        if math.isfinite(self.sesoi) and self.sesoi > 1:
-            raise SweepError(f"--sesoi is a fraction (0.10 = 10 points), got {self.sesoi:g}; give a fraction, e.g. "
-                             f"--sesoi {self.sesoi / 100:g}")
-        if not (math.isfinite(self.sesoi) and 0 < self.sesoi < 1):
-            raise SweepError(f"--sesoi must be a fraction in (0, 1) (0.10 = 10 points), got {self.sesoi}")
+        check_fraction(self.sesoi, "--sesoi", error=SweepError)
         if not (math.isfinite(self.level) and 0 < self.level < 1):
             raise SweepError(f"the test level must be in (0, 1), got {self.level}")
         return self
@@ -165,6 +161,7 @@ def parse_list(s: str | None, typ: type, name: str) -> list | None:
     return out
 
 
-__all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS", "CONTROLS",
+__all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS",
+           "DEFAULT_PER_QUESTION", "DEFAULT_RANDOM_SEEDS", "CONTROLS",
            "OPERATORS", "ALPHA_UNITS",
            "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI", "CONFIG_FILE", "GENERATIONS", "SUMMARY", "PLOT"]

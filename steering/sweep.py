@@ -1,5 +1,5 @@
-"""python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,2,4,8] [--alphas 0.25,0.5,1]
-python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output RUN_DIR/steering-ablate
+"""python -m steering.sweep RUN_DIR --directions RUN_DIR/probes [--layers 6] [--k 1,4] [--alphas 0.25,0.5]
+python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output-dir RUN_DIR/steering-ablate
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --design paper [--max-cases 8] [--random-seeds 1]
 python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
 
@@ -200,7 +200,7 @@ def _main(args: argparse.Namespace) -> int:
         else:
             summary = run_sweep(config_from_args(args))
     except OSError as e:  # an unwritable or full output location
-        raise SweepError(f"{e.strerror or e} ({e.filename or ''}); choose another --output") from None
+        raise SweepError(f"{e.strerror or e} ({e.filename or ''}); choose another --output-dir") from None
     return 0 if summary.get("status") in ("ok", "insufficient_data") else 1
 
 

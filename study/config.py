@@ -104,7 +104,7 @@ class StudyConfig:
 
     def validate(self) -> None:
         """Refuse settings that cannot run (offline: loads nothing). :func:`study.plan.check` goes further."""
-        from loadbearing.cli import check_number, parse_float_list
+        from loadbearing.cli import check_fraction, check_number, parse_float_list
 
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
                      "per_question", "steer_max_new_tokens", "tensor_parallel_size", "pipeline_parallel_size",
@@ -112,7 +112,7 @@ class StudyConfig:
             check_number(getattr(self, name), "--" + name.replace("_", "-"), minimum=1)
         self._check_probe_settings()
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
-        check_number(self.sesoi, "--sesoi", minimum=0.001, maximum=0.999)
+        check_fraction(self.sesoi, "--sesoi", error=StudyError)
         check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
         check_number(self.folds, "--folds", minimum=2)
         parse_float_list(self.alphas, "--alphas")
