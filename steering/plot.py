@@ -28,11 +28,18 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     for ax, L in zip(axes[0][len(layers):], ab_layers):
         _ablate_panel(ax, sorted([d for d in ablated if d["layer"] == L], key=lambda d: d["k"]), L, summary)
     for ax, L in zip(axes[0], layers):
-        ks = sorted({d["k"] for d in settings if d["layer"] == L})
-        for i, k in enumerate(ks):
-            ds = sorted([d for d in settings if d["layer"] == L and d["k"] == k], key=lambda d: d["alpha_rel"])
+        # one line per basis (the paper design steers two) and k; a control line once per k (the bases share it)
+        lines = sorted({(d.get("directions") or "basis", d["k"]) for d in settings if d["layer"] == L},
+                       key=lambda t: (t[1], t[0]))
+        seen_k: set[int] = set()
+        for i, (basis, k) in enumerate(lines):
+            ds = sorted([d for d in settings if d["layer"] == L and d["k"] == k
+                         and (d.get("directions") or "basis") == basis], key=lambda d: d["alpha_rel"])
             color = f"C{i}"
-            for which, style, fill in (("probe", "-o", 0.2), ("control", "--", 0.08)):
+            name = f"k={k}" if basis == "basis" else f"{basis} k={k}"
+            parts = (("probe", "-o", 0.2),) + ((("control", "--", 0.08),) if k not in seen_k else ())
+            seen_k.add(k)
+            for which, style, fill in parts:
                 xs, ys, lo, hi = [], [], [], []
                 for d in ds:
                     r = d["moved_of_all"] if which == "probe" else d["control"]["moved_of_all"]
@@ -43,7 +50,7 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
                     lo.append(r["lo"] if r.get("lo") is not None else r["rate"])
                     hi.append(r["hi"] if r.get("hi") is not None else r["rate"])
                 if xs:
-                    label = f"k={k}" if which == "probe" else f"k={k} {ds[0]['control']['kind']} control"
+                    label = name if which == "probe" else f"k={k} {ds[0]['control']['kind']} control"
                     ax.plot(xs, ys, style, color=color, label=label)
                     ax.fill_between(xs, lo, hi, color=color, alpha=fill)
         b = summary.get("baseline")

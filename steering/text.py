@@ -33,8 +33,11 @@ def _f3(x: float | None) -> str:
 def _setting_str(d: dict[str, Any]) -> str:
     diff = d["difference"] or {}
     est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
-    how = "ablated" if d.get("operator") == "ablate" else f"alpha={d['alpha_rel']:g}x|resid|"
-    s = (f"L{d['layer']} k={d['k']} {how} moved {fmt_rate(d['moved_of_all'])} of all C "
+    how = ("ablated" if d.get("operator") == "ablate" else
+           f"alpha={d['alpha']:g} raw ({d['alpha_rel']:.3g}x|resid|)" if "|raw" in d["key"] else
+           f"alpha={d['alpha_rel']:g}x|resid|")
+    basis = "" if (d.get("directions") or "basis") == "basis" else f" {d['directions']}"
+    s = (f"L{d['layer']}{basis} k={d['k']} {how} moved {fmt_rate(d['moved_of_all'])} of all C "
          f"(coverage {_pct(d['coverage_c']['rate'])})")
     if d["control"]["kind"]:
         s += f" vs {d['control']['kind']} control {fmt_rate(d['control']['moved_of_all'])}"

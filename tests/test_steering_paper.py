@@ -51,7 +51,7 @@ def test_paper_design_sweep_and_table7_from_its_generations(tokenizer, tmp_path)
                       random_seeds=1, batch_size=64)
     msgs: list[str] = []
     s = run_paper_design(cfg, lm=lm, echo=msgs.append)
-    assert s["status"] == "ok"
+    assert s["status"] == "ok" and " raw (" in s["verdict"] and ("L2 m2 k=" in s["verdict"] or "L2 probe_pc k=" in s["verdict"])
     config = json.loads((out / "config.json").read_text())
     assert config["layers"] == [2] and config["dose"] == "sum" and config["config"]["alpha_units"] == "raw"
     assert config["ks"] == [2, 4, 8] and 0.0 not in config["alphas"] and len(config["alphas"]) == 10
