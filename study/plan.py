@@ -175,12 +175,15 @@ def behaviour_bound(c: StudyConfig) -> str:
 
 
 def generation_bound(c: StudyConfig) -> int:
-    """Upper bound on the model generations of the behaviour and steering stages together."""
+    """Upper bound on the model generations of the behaviour and steering stages together (with the
+    paper-design sweep, ``paper_steering``, when selected: its C cases and as many non-C ones)."""
+    from study.stages_paper import per_case
 
     n, s, p = _sizes(c)
     per = _steer_per_case(c)[0]
     sel = select_stages(c.stages)
-    return (n + n * s * p + n * p) * ("behaviour" in sel) + c.max_cases * per * ("steering" in sel)
+    return ((n + n * s * p + n * p) * ("behaviour" in sel) + c.max_cases * per * ("steering" in sel)
+            + 2 * c.paper_steer_cases * per_case() * ("paper_steering" in sel))
 
 
 def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int, list[str]]:

@@ -37,6 +37,7 @@ def test_the_preset_fixes_at_most_four_settings_and_the_planner_sizes_it(capsys)
     assert "160 C cases x 15" in out and "2400 generations" in out
     assert "paper_steering <= 4 C + 4 non-C cases x 91" in out and "728 generations" in out
     assert "activation_layers            = 16" in out and "dry run:" in out
+    assert "total: <= 13,528 generations" in out  # 10,400 behaviour + 2,400 steering + 728 paper design
 
 
 def test_paper_steering_stage_and_the_new_settings():
