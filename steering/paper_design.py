@@ -163,7 +163,7 @@ def run_paper_design(config: SweepConfig, lm: Any = None, *, echo: Callable[[str
         raise SweepError(f"--design paper steers one layer; got --layers {','.join(map(str, config.layers))}")
     if config.out_dir.exists() and not config.resume:
         raise SweepError(f"output directory {str(config.out_dir)!r} already exists; pass --resume to continue it or "
-                         "choose another --output")
+                         "choose another --output-dir")
     dirs = load_directions(config.directions)
     missing = [b for b in design.bases if not dirs.extra_bases.get(b)]
     if missing:

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("run_dir", help="run directory written by python -m behavioural.run")
     add_labelling(inp, "labelling directory name under RUN_DIR/labels (default: from the labellers; an existing name "
                        "is an error); with --resume: the labelling to continue; with --import-sheet: the labelling to "
-                       "compare against (default: newest)", dest="name", deprecated=("--name",))
+                       "compare against (the newest when omitted)", dest="name", deprecated=("--name",))
     inp.add_argument("--resume", action="store_true",
                      help="continue the unfinished labelling (--labelling, or the only unfinished one) with its stored "
                           "labellers")
