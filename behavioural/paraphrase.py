@@ -3,7 +3,7 @@
     python -m behavioural.paraphrase runs/demo                              # the run's own model paraphrases
     python -m behavioural.paraphrase runs/demo --paraphraser Qwen/Qwen2.5-7B-Instruct --device cuda
 
-The lines through the ``--position`` line (default middle) are rewritten by ``--paraphraser`` (any model the
+The lines through the ``--line-position`` line (default middle) are rewritten by ``--paraphraser`` (any model the
 run stage loads; default the run's own), the run's model continues greedily from the rewrite, and the
 answer is compared with the unparaphrased continuation (the run's control at that line, else the baseline).
 A tiny paraphraser is a weak check. The library call is :func:`behavioural.causal.paraphrase.run_paraphrase`.

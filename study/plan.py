@@ -144,7 +144,7 @@ def check(c: StudyConfig) -> list[str]:
         parse_strategies(c.strategy, c.dataset)
         parse_positions(c.positions)
     except StrategyError as e:
-        raise StudyError(f"--strategy/--positions: {e}") from None
+        raise StudyError(f"--strategy/--line-positions: {e}") from None
     notes += _check_labellers(c)
     selected = select_stages(c.stages)
     from study.stages import REGISTRY

@@ -101,11 +101,11 @@ def write_exemplars(data_dir: str | Path, out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import OneLineParser, run_cli
+    from loadbearing.cli import OneLineParser, add_output, run_cli
 
     p = OneLineParser(prog="python -m loadbearing.questions.exemplars", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", required=True, help="the folder holding bbh/cot-prompts/ and gsm8k/train.jsonl")
-    p.add_argument("--output", default=str(Path(__file__).parent / "exemplars"), help="where the JSON files go")
+    add_output(p, "dir", "where the JSON files go", dest="output", default=str(Path(__file__).parent / "exemplars"))
     args = p.parse_args(argv)
     return run_cli(lambda: print("\n".join(map(str, write_exemplars(args.data_dir, args.output)))) or 0)
 
