@@ -37,7 +37,7 @@ ESTIMANDS = (
     "the best layer's row, a layer picked with the same held-out folds, which is optimistic. The toolkit's headline "
     "(results.json 'headline') is the nested-CV accuracy: in each outer fold the layer is chosen by inner CV on "
     "that fold's training split, and the held-out predictions are pooled over folds, with a question-clustered "
-    "bootstrap interval. The paper's +/- is a spread of fold scores, not an interval.")
+    "Korn-Graubard interval. The paper's +/- is a spread of fold scores, not an interval.")
 
 
 def pm(mean: float | None, std: float | None) -> str:

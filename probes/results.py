@@ -7,7 +7,7 @@
 
 Columns: ``probe`` (``logistic``, ``mass_mean``, and the two baselines ``majority`` and ``metadata``), ``layer``
 (nullable int: the hidden-states layer; ``<NA>`` for a nested or baseline row), ``metric``, ``estimate``, ``lo``,
-``hi`` (the interval the stage leads with: question-clustered bootstrap for accuracy, the cluster CI for balanced
+``hi`` (the interval the stage leads with: question-clustered Korn-Graubard for accuracy, the cluster CI for balanced
 accuracy, the paired question bootstrap for the gain over the metadata baseline, the permutation null interval
 for ``control_accuracy``; NaN where there is none), ``n_questions``, then ``scope``, ``split``, ``k``, ``n`` and
 ``method``.

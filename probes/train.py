@@ -7,9 +7,9 @@ their accuracy a meaning.
 Reads an activation store (``python -m activations.cache``) and writes a new directory (default
 ``<store dir>/probes/``; never overwritten; written to a temporary directory and renamed) with:
 
-* ``results.json`` - per probe and layer: held-out accuracy (question-clustered bootstrap interval, Wilson
+* ``results.json`` - per probe and layer: held-out accuracy (question-clustered Korn-Graubard interval, Wilson
   over rows for reference), balanced accuracy, AUC; the metadata-only baseline (strategy, position, line,
-  task/level; same folds) and the probe's gain over it with a paired question-bootstrap interval; the
+  task/level; same folds) and the probe's gain over it with a question-clustered paired interval; the
   shuffled-label control (100 question-level permutations by default) with a permutation p-value; the
   majority baseline; the nested-CV headline (layer chosen on inner folds of each outer training split)
   with its gain over the metadata baseline and a p-value; accuracy inside each strategy x position cell;
