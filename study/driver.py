@@ -330,8 +330,42 @@ def _run_several(prepared, config_file: str | None, say) -> int:
     for i, (c, rules, _) in enumerate(prepared, 1):
         say(f"\n#### run {i}/{len(prepared)}: {c.model} on {c.dataset} -> {c.output_dir}")
         run_study(c, resume=Path(c.output_dir).is_dir(), log=say, rules=rules, config_file=False)
+    _cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)
     say(f"\nall {len(prepared)} runs done; the resolved study file: {root / 'study.toml'}")
     return 0
+
+
+def _cross_run_gradient(root: Path, run_dirs: list[Path], say) -> Path | None:
+    """The difficulty gradient across a several-run study's runs (models x datasets), in ``ROOT/gradient/``:
+    every run whose behaviour found eligible baselines, with ``allow_mixed`` (the datasets' budgets differ by
+    design; the gradient records it). Fewer than 2 such runs, or a gradient already written (a resume), write
+    nothing; a refusal is said in one line and the runs stay as they are."""
+    import json
+
+    from behavioural.gradient import GradientConfig, run_gradient
+    from loadbearing.errors import LoadBearingError
+
+    out = root / "gradient"
+    if out.exists():
+        return out
+    usable = []
+    for d in run_dirs:
+        try:
+            summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict) and "overall" in summary:
+            usable.append(str(d))
+    if len(usable) < 2:
+        say(f"cross-run gradient: skipped: {len(usable)} run(s) with eligible baselines; it needs >= 2")
+        return None
+    try:
+        run_gradient(GradientConfig(runs=tuple(usable), output=str(out), allow_mixed=True))
+    except LoadBearingError as e:
+        say(f"cross-run gradient: skipped: {str(e).splitlines()[0]}")
+        return None
+    say(f"cross-run gradient over {len(usable)} runs: {out / 'gradient.md'}")
+    return out
 
 
 __all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "configs_from_argv", "is_complete", "main", "prepare",

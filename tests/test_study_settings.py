@@ -175,3 +175,20 @@ def test_the_written_study_file_reproduces_the_run(tmp_path, fake_models, capsys
         return [line.split("  # ")[0] for line in t.splitlines()]
 
     assert settings((second / "study.toml").read_text()) == settings(text.replace(str(first), str(second)))
+
+
+def test_a_several_run_study_writes_the_gradient_across_its_runs_or_says_why_not(tmp_path):
+    import json
+
+    from study.driver import _cross_run_gradient
+
+    said: list[str] = []
+    runs = [tmp_path / "m" / d for d in ("gsm8k", "bbh")]
+    for d in runs:
+        d.mkdir(parents=True)
+    (runs[0] / "summary.json").write_text(json.dumps({"status": "insufficient_data"}))  # no eligible baselines
+    assert _cross_run_gradient(tmp_path, runs, said.append) is None
+    assert said == ["cross-run gradient: skipped: 0 run(s) with eligible baselines; it needs >= 2"]
+    assert not (tmp_path / "gradient").exists()
+    (tmp_path / "gradient").mkdir()  # a resumed study whose gradient was written: left as it is
+    assert _cross_run_gradient(tmp_path, runs, said.append) == tmp_path / "gradient" and len(said) == 1
