@@ -49,7 +49,7 @@ def _compute_masks(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.n
     inner = []
     for tr in train_masks:
         rows = np.flatnonzero(tr)
-        sp = inner_splits(y[rows], groups[rows], inner_folds, seed) if inner_folds >= 2 else []
+        sp = inner_splits(y[rows], groups[rows], inner_folds, seed) if inner_folds >= 2 and len(rows) else []
         out = []
         for a, b in sp:
             ma, mb = np.zeros(n, bool), np.zeros(n, bool)

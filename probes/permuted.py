@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.estimators import inner_splits
+from probes.fast import _compute_masks
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per batched solve
@@ -33,22 +33,9 @@ def inner_masks(Y: np.ndarray, groups: np.ndarray, fold_ids: np.ndarray, inner_f
     """``[P][F]`` lists of inner (train, test) row masks over all rows, for every label vector and outer fold."""
     Y = np.atleast_2d(np.asarray(Y))
     groups = np.asarray(groups)
-    n = Y.shape[1]
     F = int(fold_ids.max()) + 1
-    out = []
-    for y in Y:
-        per = []
-        for k in range(F):
-            rows = np.flatnonzero(fold_ids != k)
-            sp = inner_splits(y[rows], groups[rows], inner_folds, seed) if inner_folds >= 2 and len(rows) else []
-            masks = []
-            for a, b in sp:
-                ma, mb = np.zeros(n, bool), np.zeros(n, bool)
-                ma[rows[a]], mb[rows[b]] = True, True
-                masks.append((ma, mb))
-            per.append(masks)
-        out.append(per)
-    return out
+    train_masks = [fold_ids != k for k in range(F)]
+    return [_compute_masks(y, groups, train_masks, inner_folds, seed) for y in Y]
 
 
 def _live(Y: np.ndarray, fold_ids: np.ndarray) -> np.ndarray:
