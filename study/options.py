@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--labeller", default=d.labeller, help="rule, judge:MODEL, or a comma list (default rule)")
     lab.add_argument("--final", default=d.final, help="which labeller's label is final (default: the first)")
     pr = p.add_argument_group("probes and steering")
+    pr.add_argument("--activation-layers", default=d.activation_layers, metavar="LAYERS",
+                    help=f"activations: hidden-state layers to store, 'all' or a comma list (default {d.activation_layers})")
+    pr.add_argument("--permutations", type=int, default=d.permutations,
+                    help=f"probes: label permutations of the shuffled-label control, 0 = off (default {d.permutations})")
     pr.add_argument("--folds", type=int, default=d.folds, help=f"probes: grouped outer CV folds (default {d.folds})")
     pr.add_argument("--k", default=d.k, help=f"steering: numbers of directions (default {d.k})")
     pr.add_argument("--alphas", default=d.alphas, help=f"steering: strengths relative to the mean residual norm "

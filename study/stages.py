@@ -156,7 +156,7 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
                              steer_holdout=c.steer_holdout, seed=c.seed, probe=c.probe, paper_table=c.paper_table,
-                             command="python -m study"))
+                             permutations=c.permutations, command="python -m study"))
 
 
 def _render_probes(out: Path, style: str) -> str | None:

@@ -77,3 +77,11 @@ def smol():
     from loadbearing.engine.models import load_model
 
     return load_model("smollm2-135m-instruct")
+
+
+def pytest_collection_modifyitems(items):
+    """Mark integration tests in the JUnit XML (a ``integration`` property), so bench/test_budget.py can hold
+    them to their own time budget."""
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            item.user_properties.append(("integration", "1"))

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUN_ARGS = ["--dataset", "arith", "--task", "s2_o5", "--max-examples", "12", "--strategy",
             "arithmetic_change,contradiction", "--max-new-tokens", "64", "--batch-size", "2", "--quiet"]
 STUDY_ARGS = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases",
-              "2", "--random-seeds", "1", "--max-new-tokens", "16", "--batch-size", "2", "--quiet"]
+              "2", "--random-seeds", "1", "--max-new-tokens", "16", "--batch-size", "2", "--permutations", "9", "--quiet"]
 
 DRIVER = r'''
 import functools, os, sys, time
@@ -236,12 +236,27 @@ def _study_records(d: Path) -> dict:
 STUDY_POINTS = [("continuations.jsonl", 10), ("labels/rule/labels.jsonl", 8), ("activations.h5", 0)]
 
 
-@pytest.mark.parametrize("seed,point", list(enumerate(STUDY_POINTS)))
-def test_study_killed_then_resumed(seed, point, tmp_path, driver, tiny_fakes, capsys):
+@pytest.fixture(scope="module")
+def study_reference(tmp_path_factory, tiny_lm) -> dict:
+    """The records of one uninterrupted study (the same for every kill point: built once)."""
+    from fakes import scripted_generate
+
+    import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
     from study.driver import main
 
-    ref = tmp_path / "ref"
-    assert main(["--output-dir", str(ref), *STUDY_ARGS]) == 0
+    ref = tmp_path_factory.mktemp("study-ref") / "ref"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(models, "load_model", lambda *a, **k: tiny_lm)
+        mp.setattr(protocol, "generate", functools.partial(scripted_generate))
+        assert main(["--output-dir", str(ref), *STUDY_ARGS]) == 0
+    return _study_records(ref)
+
+
+@pytest.mark.parametrize("seed,point", list(enumerate(STUDY_POINTS)))
+def test_study_killed_then_resumed(seed, point, tmp_path, driver, tiny_fakes, study_reference, capsys):
+    from study.driver import main
+
     out = tmp_path / "study"
     fname, n = point
     ready = (lambda: (out / fname).exists()) if n == 0 else (lambda: _lines(out / fname) >= n)
@@ -250,4 +265,4 @@ def test_study_killed_then_resumed(seed, point, tmp_path, driver, tiny_fakes, ca
                         "CRASH_LABEL_CHUNK": "4"})
     assert rc == -signal.SIGKILL
     assert main(["--resume", str(out)]) == 0
-    assert _study_records(out) == _study_records(ref)
+    assert _study_records(out) == study_reference

@@ -31,7 +31,7 @@ def _texts(tok):
 
 
 def _gen(lm, texts, **kw):
-    return [g.text for g in generate(lm, texts, max_new_tokens=12, progress=False, stop_at_answer=False, **kw)]
+    return [g.text for g in generate(lm, texts, max_new_tokens=6, progress=False, stop_at_answer=False, **kw)]
 
 
 S = Sampling(temperature=1.0, top_p=0.95, seed=44)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,29 @@ def fake_models(monkeypatch, tiny_lm):
     return tiny_lm
 
 
+@pytest.fixture(scope="module")
+def fast_study(tmp_path_factory, tiny_lm) -> Path:
+    """One complete FAST study (scripted behaviour, tiny Llama), built once; tests work on copies of it."""
+    from fakes import scripted_generate
+
+    import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
+    from study.driver import main
+
+    out = tmp_path_factory.mktemp("fast-study") / "study"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(models, "load_model", lambda *a, **k: tiny_lm)
+        mp.setattr(protocol, "generate", functools.partial(scripted_generate))
+        assert main(["--output-dir", str(out), *FAST]) == 0
+    return out
+
+
+def _copy_study(src: Path, dst: Path) -> Path:
+    """A copy of a finished study (modification times kept), as if it had been run at ``dst``."""
+    shutil.copytree(src, dst)
+    return dst
+
+
 def _records(out: Path) -> dict:
     from loadbearing.files import read_jsonl
 
@@ -41,11 +65,10 @@ def _records(out: Path) -> dict:
             "labels": read_jsonl(out / "labels" / "rule" / "labels.jsonl")}
 
 
-def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, capsys):
+def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, fast_study, capsys):
     from study.driver import main
 
-    out = tmp_path / "study"
-    assert main(["--output-dir", str(out), *FAST]) == 0
+    out = _copy_study(fast_study, tmp_path / "study")
     for f in ("summary.json", "labels/rule/summary.json", "activations.h5", "probes/results.json",
               "steering/summary.json", "report.md", "report.txt", "report.html", "browse.html", "study.json",
               "gradient/skipped.json"):
@@ -91,11 +114,10 @@ def _snapshot(d: Path) -> dict[str, tuple]:
     return out
 
 
-def test_resume_of_a_complete_study_writes_nothing(tmp_path, fake_models, capsys):
+def test_resume_of_a_complete_study_writes_nothing(tmp_path, fake_models, fast_study, capsys):
     from study.driver import is_complete, main
 
-    out = tmp_path / "study"
-    assert main(["--output-dir", str(out), *FAST]) == 0
+    out = _copy_study(fast_study, tmp_path / "study")
     assert is_complete(out)
     for p in [out, *out.rglob("*")]:  # every mtime a day back, so any rewrite shows even on a coarse clock
         st = p.stat()
@@ -115,11 +137,10 @@ def test_resume_of_a_complete_study_writes_nothing(tmp_path, fake_models, capsys
     assert "already complete, skipped" in capsys.readouterr().out and (out / "browse.html").is_file()
 
 
-def test_resume_repairs_missing_summary_and_unfinished_labels(tmp_path, fake_models, capsys):
+def test_resume_repairs_missing_summary_and_unfinished_labels(tmp_path, fake_models, fast_study, capsys):
     from study.driver import main
 
-    out = tmp_path / "study"
-    assert main(["--output-dir", str(out), *FAST]) == 0
+    out = _copy_study(fast_study, tmp_path / "study")
     ref = _records(out)
     (out / "summary.json").unlink()  # the behavioural stage must redo its summary
     s = json.loads((out / "labels" / "rule" / "settings.json").read_text())
@@ -156,7 +177,7 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     out = tmp_path / "study"
     cmd = [sys.executable, "-m", "study", "--output-dir", str(out), "--task", "s2_o3", "--max-examples", "24",
            "--folds", "3", "--k", "1,2", "--alphas", "1", "--max-cases", "4", "--random-seeds", "1",
-           "--max-new-tokens", "64", "--quiet"]
+           "--max-new-tokens", "64", "--activation-layers", "0,10,20,30", "--permutations", "19", "--quiet"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -166,8 +187,8 @@ def test_study_end_to_end_on_embedded_model(tmp_path):
     from activations.store import open_store
 
     with open_store(out / "activations.h5") as st:
-        # the perturbed continuations only (the probes read those); SmolLM2: embeddings + 30 blocks
-        assert st.n_rows == summary["overall"]["perturbed"] and len(st.layers) == 31
+        # the perturbed continuations only (the probes read those), at the layers asked for (of SmolLM2's 31)
+        assert st.n_rows == summary["overall"]["perturbed"] and list(st.layers) == [0, 10, 20, 30]
     probes = json.loads((out / "probes" / "results.json").read_text())
     assert probes["headline"] and (out / "probes" / "directions.h5").is_file()
     steer = json.loads((out / "steering" / "summary.json").read_text())

@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LOADBEARING_DATA", REPO.parent / "shared" / "data"))
 SMALL = ["--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2", "--random-seeds", "1",
-         "--steer-max-new-tokens", "32", "--quiet"]
+         "--steer-max-new-tokens", "32", "--activation-layers", "0,15,30", "--permutations", "9", "--quiet"]
 CASES = {
     "gsm8k": ["--dataset", "gsm8k", "--max-examples", "4", "--max-new-tokens", "128"],
     "mmlu": ["--dataset", "mmlu", "--task", "marketing", "--max-examples", "6", "--max-new-tokens", "96"],
