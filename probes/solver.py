@@ -92,15 +92,21 @@ class Design:
         Xc = (Xt.double() - shift).to(device=dev, dtype=dtype)  # [n, d]
         M = torch.as_tensor(np.asarray(masks, dtype=np.float64)).to(dev)  # [M, n]
         nt = M.sum(1)
-        SM = M if stat_masks is None else torch.as_tensor(np.asarray(stat_masks, dtype=np.float64)).to(dev)
+        # the scaler moments once per distinct stat mask (the permutation refits' inner splits share their
+        # outer fold's scaler: a few distinct masks among thousands), expanded to every mask
+        sm_np = np.asarray(masks if stat_masks is None else stat_masks, dtype=bool)
+        uS, inv = np.unique(sm_np, axis=0, return_inverse=True)
+        SM = torch.as_tensor(uS.astype(np.float64)).to(dev)  # [U, n]
         ns = SM.sum(1)
         if torch.any(nt < 1) or torch.any(ns < 1):
             raise ValueError("a training mask selects no rows")
         Xd = Xc.double()
-        mu = (SM @ Xd) / ns[:, None]  # [M, d]
-        var = (SM @ (Xd * Xd)) / ns[:, None] - mu * mu
-        sig = var.clamp_min(0).sqrt()
-        sig = torch.where(sig < 10 * torch.finfo(torch.float64).eps * (1 + mu.abs()), torch.ones_like(sig), sig)
+        mu_u = (SM @ Xd) / ns[:, None]  # [U, d]
+        var = (SM @ (Xd * Xd)) / ns[:, None] - mu_u * mu_u
+        sig_u = var.clamp_min(0).sqrt()
+        sig_u = torch.where(sig_u < 10 * torch.finfo(torch.float64).eps * (1 + mu_u.abs()), torch.ones_like(sig_u), sig_u)
+        idx = torch.as_tensor(np.asarray(inv).reshape(-1), device=dev)
+        mu, sig = mu_u[idx], sig_u[idx]  # [M, d]
         evecs = evals = None
         hit = _PRECOND.get("x")
         if precondition and hit is not None and hit is X and _PRECOND.get("key") == (str(dev), dtype):

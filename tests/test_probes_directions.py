@@ -136,3 +136,17 @@ def test_the_papers_two_bases_are_fitted_stored_and_read(tmp_path):
     old = _write(tmp_path / "old" if (tmp_path / "old").mkdir() is None else tmp_path)  # a file without them
     with pytest.raises(ProbeError, match="holds no m2 basis for layer 1.*probes.train"):
         read_directions(old).named_basis("m2", 1)
+
+
+@pytest.mark.parametrize("n,d", [(900, 600), (600, 900), (300, 200)])
+def test_top_principal_axes_are_the_thin_svds_axes(n, d):
+    """The Gram-matrix route for wide matrices gives the thin SVD's top axes (up to sign) to working precision."""
+    from probes.direction_fit import top_principal_axes
+
+    rng = np.random.default_rng(n + d)
+    X = rng.standard_normal((n, 40)) @ rng.standard_normal((40, d)) * np.linspace(3, 1, d) + 0.1 * rng.standard_normal((n, d))
+    a = top_principal_axes(X, 7)
+    b = np.linalg.svd(X, full_matrices=False)[2][:7]
+    assert a.shape == (7, d)
+    assert np.abs(np.abs((a * b).sum(1)) - 1).max() < 1e-10
+    assert np.abs(a @ a.T - np.eye(7)).max() < 1e-10
