@@ -81,7 +81,13 @@ class LoadedModel:
             "dtype": self.dtype,
             "quantize": self.quantize,
             "chat_template_sha256": _sha256_text(self.chat_template or ""),
-        }
+        } | self._sharing()
+
+    def _sharing(self) -> dict:
+        """Whether the fast path shares prefixes on this model (off where a sliding window would cut them)."""
+        from loadbearing.engine.batching import prefix_sharing_policy
+
+        return prefix_sharing_policy(self.model)
 
 
 def _sha256_text(text: str) -> str:
