@@ -20,7 +20,7 @@ its tokens by :func:`loadbearing.engine.generation.finish`:
 * ``sampling``: seeded sampling gives the same tokens twice, and at batch 1 as in a batch.
 
 The other checks live in :mod:`study.conformance_checks`. Every check gives one :class:`Result`; a check that
-raises is a failure whose detail is the exception's first line; a path a model cannot take (an engine that does
+raises is a failure whose detail is ``raised`` and the exception's first line; a path a model cannot take (an engine that does
 not support its architecture) is ``n.a.`` with the reason.
 """
 from __future__ import annotations
@@ -156,7 +156,7 @@ def generation_checks(lm, texts: Sequence[str], max_new_tokens: int, batch_size:
     from loadbearing.engine.sampling import Sampling
 
     state: dict[str, Any] = {}
-    kw = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, progress=False)
+    kw: dict[str, Any] = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, progress=False)
 
     def want(stop_at_answer: bool = False):
         if "ref" not in state:
@@ -165,7 +165,7 @@ def generation_checks(lm, texts: Sequence[str], max_new_tokens: int, batch_size:
 
     def sampling() -> str:
         s = Sampling(temperature=0.5, top_p=0.9, seed=7)
-        few, short = texts[:3], kw | {"max_new_tokens": min(12, max_new_tokens)}
+        few, short = texts[:2], kw | {"max_new_tokens": min(12, max_new_tokens)}
         a = records(generate(lm, few, sampling=s, **short))
         b = records(generate(lm, few, sampling=s, **short))
         c = records(generate(lm, few, sampling=s, **(short | {"batch_size": 1})))
@@ -203,7 +203,7 @@ def run_checks(lm, texts: Sequence[str] | None = None, *, max_new_tokens: int = 
         except NotApplicable as e:
             status, detail = "n.a.", str(e)
         except Exception as e:  # noqa: BLE001 - a crashing path is a failing path; the line names the error
-            status, detail = "fail", f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            status, detail = "fail", f"raised {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
         out.append(Result(path, status, detail, time.perf_counter() - t0))
     return out
 

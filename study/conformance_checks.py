@@ -8,6 +8,8 @@ ablation hooks, activation patching and the forced-answer causal tests, each aga
 * ``steer:alpha0``: steering with alpha 0 gives the unsteered records; ``steer:batch``: steering a batch
   (each row its own vector and alpha) equals steering each row alone.
 * ``hooks-restored``: a steering and an ablation context left by an exception leave no hook on any module.
+Per-layer checks visit every layer of a small model and four layers of a big one (:func:`spread_layers`).
+
 * ``ablation``: under :func:`steering.ablation.ablate` the residual at the steered positions has no component
   along the ablated directions (read by a hook registered after it on the same module).
 * ``patching``: patching a run's own clean activations into itself at every layer and position gives its
@@ -27,6 +29,12 @@ CAPTURE_RTOL = 1e-4
 #: modules that hold the final norm HF applies to its last ``hidden_states`` entry
 FINAL_NORMS = ("model.norm", "model.language_model.norm", "gpt_neox.final_layer_norm", "transformer.ln_f",
                "model.decoder.final_layer_norm", "transformer.norm_f", "model.final_layernorm")
+
+
+def spread_layers(n: int, first: int = 0) -> list[int]:
+    """Hidden-state layers a per-layer check visits: all of them on a small model, else the first, a middle
+    and the last two (a 30-block model runs 4 forwards, not 31)."""
+    return list(range(first, n + 1)) if n - first < 5 else sorted({first, (first + n) // 2, n - 1, n})
 
 
 def _final_norm(model):
@@ -108,7 +116,7 @@ def steer_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callabl
     from steering.generate import generate_steered
 
     layer = max(1, n_layers(lm.model) // 2)
-    kw = dict(layers=[layer], max_new_tokens=8, progress=False)
+    kw: dict[str, Any] = dict(layers=[layer], max_new_tokens=8, progress=False)
     texts = texts[:3]
     v = _vectors(lm, len(texts))
     alphas = np.linspace(2.0, 8.0, len(texts)).astype(np.float32)
@@ -162,7 +170,7 @@ def ablation_check(lm, texts: Sequence[str]) -> str:
     basis = torch.as_tensor(orthonormal_rows(_vectors(lm, 3)))
     seen: list[torch.Tensor] = []
     device = next(model.parameters()).device
-    for layer in range(1, n_layers(model) + 1):
+    for layer in spread_layers(n_layers(model), first=1):
         mod = hidden_state_module(model, layer)
         with ablate(model, basis.numpy(), layers=[layer], positions="all"):
             h = mod.register_forward_hook(lambda m, a, o: seen.append(o[0] if isinstance(o, tuple) else o))
@@ -192,7 +200,7 @@ def patching_check(lm, texts: Sequence[str]) -> str:
     width = min(len(clean_ids), len(other_ids))
     clean_ids, other_ids = clean_ids[:width], other_ids[:width]
     everywhere = list(range(width))
-    layers = list(range(n_layers(model) + 1))
+    layers = spread_layers(n_layers(model))
     with record(model, layers, everywhere) as rec:
         clean = forward_logits(model, [clean_ids], 0)
     for layer in layers:
@@ -239,8 +247,10 @@ def forced_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callab
 
 def model_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callable[[], str]]:
     """Every non-generation check as ``{path: check}`` (see the module docstring)."""
-    checks: dict[str, Callable[[], str]] = {
-        f"capture:{e}": (lambda e=e: _capture(lm, texts, e)) for e in ("hf", "nnsight", "transformer-lens")}
+    def capture(engine: str) -> Callable[[], str]:
+        return lambda: _capture(lm, texts, engine)
+
+    checks = {f"capture:{e}": capture(e) for e in ("hf", "nnsight", "transformer-lens")}
     checks |= steer_checks(lm, texts, batch_size)
     checks["hooks-restored"] = lambda: hooks_check(lm, texts)
     checks["ablation"] = lambda: ablation_check(lm, texts)

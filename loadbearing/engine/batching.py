@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -93,7 +93,7 @@ def sliding_window(model) -> int | None:
     every layer (Mistral, Phi-3)."""
     from loadbearing.engine.layers import unwrap_model
 
-    cfg = getattr(unwrap_model(model), "config", None)
+    cfg: Any = getattr(unwrap_model(model), "config", None)
     cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     w = getattr(cfg, "sliding_window", None)
     if not isinstance(w, int) or isinstance(w, bool) or w <= 0 or getattr(cfg, "use_sliding_window", True) is False:

@@ -1,7 +1,7 @@
 """Tiny random models of every architecture family the toolkit supports, for conformance checks without weights.
 
     from loadbearing.engine.families import FAMILIES, build_family, save_family
-    model = build_family("gemma2", tokenizer)                  # 2 blocks, d_model 64, sliding window 24
+    model = build_family("gemma2", tokenizer)                  # 2 blocks, d_model 32, sliding window 24
     path = save_family("gemma2", tokenizer, "/tmp/tiny-gemma2")  # then load_model(path) like any model dir
 
 Each family is ``AutoConfig.for_model(model_type, ...)`` + ``AutoModelForCausalLM.from_config`` over the real
@@ -82,7 +82,7 @@ def _config_kwargs(fam: Family, tokenizer, hidden: int, layers: int) -> dict[str
     return kw | fam.extra
 
 
-def build_family(name: str, tokenizer, *, hidden: int = 64, layers: int = 2, seed: int = 0, dtype: Any = None):
+def build_family(name: str, tokenizer, *, hidden: int = 32, layers: int = 2, seed: int = 0, dtype: Any = None):
     """The tiny random model of family ``name`` (eval mode, ``sdpa`` attention where the family has it)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
