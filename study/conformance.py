@@ -99,10 +99,10 @@ def reference_tokens(lm, texts: Sequence[str], max_new_tokens: int) -> list[list
     """transformers' greedy ``generate``, one input at a time: each row's new token ids (up to its first stop)."""
     import torch
 
-    from loadbearing.engine.generation import _stop_ids, encode
+    from loadbearing.engine.generation import encode, stop_token_ids
 
     model, tok = lm.model, lm.tokenizer
-    stop = _stop_ids(tok, model)
+    stop = stop_token_ids(tok, model)
     device = next(model.parameters()).device
     out = []
     with torch.inference_mode():
@@ -116,9 +116,9 @@ def reference_tokens(lm, texts: Sequence[str], max_new_tokens: int) -> list[list
 
 
 def reference_records(lm, ref: Sequence[Sequence[int]], stop_at_answer: bool) -> list[tuple[str, int, str]]:
-    from loadbearing.engine.generation import _stop_ids, finish
+    from loadbearing.engine.generation import finish, stop_token_ids
 
-    stop = set(_stop_ids(lm.tokenizer, lm.model))
+    stop = set(stop_token_ids(lm.tokenizer, lm.model))
     return records([finish(lm.tokenizer, list(r), stop, stop_at_answer) for r in ref])
 
 
@@ -127,9 +127,9 @@ def staggered(lm, texts: Sequence[str], ref: Sequence[Sequence[int]], max_new_to
     tokens), so freed slots are refilled mid-batch (merged caches, cropped columns) and the last rows verify
     prompt-lookup drafts: each row's tokens must be the reference's first ones."""
     from loadbearing.engine.batching import decode_continuous
-    from loadbearing.engine.generation import _pad_id, _stop_ids, encode
+    from loadbearing.engine.generation import encode, pad_token_id, stop_token_ids
 
-    stop = frozenset(_stop_ids(lm.tokenizer, lm.model))
+    stop = frozenset(stop_token_ids(lm.tokenizer, lm.model))
     rows = [encode(lm.tokenizer, t) for t in texts]
     limit = [max(2, max_new_tokens - 3 * r) for r in range(len(rows))]
     got: list[list[int]] = [[] for _ in rows]
@@ -141,7 +141,7 @@ def staggered(lm, texts: Sequence[str], ref: Sequence[Sequence[int]], max_new_to
         return len(got[r]) >= limit[r]
 
     decode_continuous(lm.model, rows, sorted(range(len(rows)), key=lambda i: rows[i]), batch_size=2, step=step,
-                      pad_id=_pad_id(lm.tokenizer, stop), min_refill=1, max_new_tokens=max_new_tokens)
+                      pad_id=pad_token_id(lm.tokenizer, stop), min_refill=1, max_new_tokens=max_new_tokens)
     want = []
     for r, toks in enumerate(ref):
         cut = [t for t in toks[:next((i for i, t in enumerate(toks) if t in stop), len(toks))]]

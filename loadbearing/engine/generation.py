@@ -105,6 +105,16 @@ def _stop_ids(tokenizer, model) -> list[int]:
     return sorted(ids)
 
 
+def stop_token_ids(tokenizer, model) -> list[int]:
+    """The token ids that end a row (end of turn / EOS) on every backend."""
+    return _stop_ids(tokenizer, model)
+
+
+def pad_token_id(tokenizer, stop_ids) -> int:
+    """The id the batched paths pad rows with (the tokenizer's pad token, else the smallest stop id)."""
+    return _pad_id(tokenizer, stop_ids)
+
+
 _NEWLINE_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
