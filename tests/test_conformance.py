@@ -178,7 +178,7 @@ def test_the_support_matrix_in_docs_covers_every_family_and_path():
 def test_selfcheck_on_the_embedded_model(capsys):
     from study.selfcheck import main
 
-    rc = main(["--prompts", "4", "--max-new-tokens", "8"])
+    rc = main(["--prompts", "3", "--batch-size", "2", "--max-new-tokens", "6"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert out.splitlines()[0].startswith("model smollm2-135m-instruct on cpu, float32")
