@@ -36,6 +36,12 @@ demo-paper-datasets: $(STAMP)
 reproduce: $(STAMP)
 	d=runs/reproduce-$$(date +%Y%m%d-%H%M%S); $(PY) -m study --config reproduce --output-dir $$d && $(PY) -m study.reproduce $$d
 
+# docs/support-matrix.md: every architecture family (a tiny random model) x every toolkit path, checked against
+# transformers' own computation (study/conformance.py, the checks of tests/test_conformance.py)
+.PHONY: support-matrix
+support-matrix: $(STAMP)
+	$(PY) -m study.support_matrix --output docs/support-matrix.md
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -26,7 +26,10 @@ phase and is compared by tokens/s; ``one_fast`` runs the same inputs one at a ti
 alone buys. ``plain`` is the HF fast path with the decode kernels of :mod:`loadbearing.engine.fastpath` switched off
 (``fastpath.plain()``: transformers' own attention, concatenating KV cache and MKL linears), so
 ``hf_over_plain`` is what those kernels buy; ``nolook`` is the HF fast path without prompt-lookup drafts
-(``generate(lookahead=0)``), so ``hf_over_nolook`` is what drafting in the batch tails buys. Writes ``--json`` with everything.
+(``generate(lookahead=0)``), so ``hf_over_nolook`` is what drafting in the batch tails buys; ``noshare`` is the HF
+fast path without prefix sharing (``generate(share=False)``), so ``hf_over_noshare`` is what sharing buys - the
+cost a model with a sliding window shorter than a batch pays, where sharing switches itself off
+(:func:`loadbearing.engine.batching.sharing_fits`). Writes ``--json`` with everything.
 """
 from __future__ import annotations
 
@@ -51,7 +54,8 @@ def build_parser():
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32, help="HF backend batch size")
     p.add_argument("--backends", default=None,
-                   help="comma list of hf,plain,nolook,static,bf16,one,one_fast,vllm (default: all but bf16)")
+                   help="comma list of hf,plain,nolook,noshare,static,bf16,one,one_fast,vllm (default: all but bf16 "
+                        "and noshare)")
     p.add_argument("--one-limit", type=int, default=24, help="inputs per phase for the one-at-a-time run (0 = all)")
     p.add_argument("--workload", default=str(REPO / ".bench_out" / "gen_workload.json"), help="cached workload texts")
     p.add_argument("--json", default=str(REPO / ".bench_out" / "bench_generation.json"), help="results file")
@@ -251,6 +255,9 @@ def main(argv=None) -> int:
     if "nolook" in backends:
         results["nolook"] = run_backend("nolook", lambda lm_, t, **kw: generate(lm_, t, lookahead=0, **kw),
                                         lm, phases, args)
+    if "noshare" in backends:
+        results["noshare"] = run_backend("noshare", lambda lm_, t, **kw: generate(lm_, t, share=False, **kw),
+                                         lm, phases, args)
     if "static" in backends:
         results["static"] = run_backend("static", lambda lm_, t, **kw: generate(lm_, t, refill=False, **kw),
                                         lm, phases, args)
@@ -309,6 +316,11 @@ def main(argv=None) -> int:
         same = sum(x == y for x, y in zip(results["hf"]["records"], results["nolook"]["records"]))
         print(f"HF prompt-lookup drafts on / off tokens/s: {summary['hf_over_nolook']:.2f}x; identical records "
               f"{same}/{len(results['hf']['records'])}")
+    if "hf" in results and "noshare" in results:
+        summary["hf_over_noshare"] = round(results["hf"]["tok_s"] / results["noshare"]["tok_s"], 2)
+        same = sum(x == y for x, y in zip(results["hf"]["records"], results["noshare"]["records"]))
+        print(f"HF prefix sharing on / off tokens/s: {summary['hf_over_noshare']:.2f}x (the cost where a sliding "
+              f"window switches sharing off); identical records {same}/{len(results['hf']['records'])}")
     if "one_fast" in results and "one" in results:
         summary["one_fast_over_one"] = round(results["one_fast"]["tok_s"] / results["one"]["tok_s"], 2)
     if "hf" in results and "one_fast" in results:

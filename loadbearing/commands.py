@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "cot-study": "study",
     "cot-report": "study.report",
     "cot-browse": "behavioural.browse",
+    "cot-selfcheck": "loadbearing.selfcheck",
 }
 
 

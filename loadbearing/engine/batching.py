@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -85,6 +85,51 @@ def _refillable(cache) -> bool:
                                 for layer in layers or ())
 
 
+def sliding_window(model) -> int | None:
+    """The shortest sliding window among ``model``'s attention layers (None: every layer sees its whole context).
+
+    Read from the (text) config: ``sliding_window`` counts when some ``layer_types`` entry is
+    ``"sliding_attention"`` (Gemma-2/3, Qwen3 with ``use_sliding_window``), or, without ``layer_types``, on
+    every layer (Mistral, Phi-3)."""
+    from loadbearing.engine.layers import unwrap_model
+
+    cfg: Any = getattr(unwrap_model(model), "config", None)
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    w = getattr(cfg, "sliding_window", None)
+    if not isinstance(w, int) or isinstance(w, bool) or w <= 0 or getattr(cfg, "use_sliding_window", True) is False:
+        return None
+    types = getattr(cfg, "layer_types", None)
+    if types is not None and "sliding_attention" not in types:
+        return None
+    return w
+
+
+def sharing_fits(window: int | None, width: int, horizon: int | None) -> bool:
+    """Whether a prefix-shared prefill of ``width`` cache columns, decoded for up to ``horizon`` more tokens,
+    stays inside a sliding window of ``window`` tokens.
+
+    A shared prefill leaves masked padding *inside* a row (between the shared prefix, its group's segment and
+    its own tokens), while a sliding-window layer counts its window in cache columns and keeps only the last
+    ``window - 1`` of them: once a row's columns reach the window, it would see fewer real tokens than the
+    window (Gemma-2/3, Mistral and Phi-3 gave 2/8 greedy records identical before this rule). Below the
+    window no column is ever dropped or masked by the window, so sharing is exact; at or above it the
+    caller prefills unshared (every row left-padded only, columns = positions + a constant)."""
+    if window is None:
+        return True
+    if horizon is None:
+        return False
+    return width + horizon < window - 1
+
+
+def prefix_sharing_policy(model) -> dict:
+    """What the manifest records about prefix sharing on ``model`` (see :func:`sharing_fits`)."""
+    w = sliding_window(model)
+    if w is None:
+        return {"sliding_window": None, "prefix_sharing": "on"}
+    return {"sliding_window": w, "prefix_sharing": "off for batches whose padded width plus max_new_tokens reaches "
+                                                    "the sliding window (sharing would drop context there)"}
+
+
 def prefix_plan(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREFIX) -> tuple[int, list[int]]:
     """How :func:`prefill` shares work: ``(G, P)`` with ``G`` the prefix every row shares (run once) and
     ``P[r] >= G`` the prefix row ``r`` shares with its group (run once per group).
@@ -127,14 +172,22 @@ def prefix_plan(rows: Sequence[Sequence[int]], min_shared: int = MIN_SHARED_PREF
     return g, plan
 
 
+def _plan_width(rows: Sequence[Sequence[int]], g: int, plan: list[int]) -> int:
+    """Cache columns a prefill with this plan leaves: shared prefix, widest group segment, widest own part."""
+    groups = [p - g for p in plan if p > g]
+    return g + (max(groups) if groups else 0) + max(len(r) - p for r, p in zip(rows, plan))
+
+
 def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pass], None] | None = None,
-            share: bool = True, ids_of_rows: list[int] | None = None) -> _Batch:
+            share: bool = True, ids_of_rows: list[int] | None = None, horizon: int | None = None) -> _Batch:
     """Prefill a group of token rows in up to three levels that share work (see :func:`prefix_plan`): the
     prefix all rows share (one row), each group's shared prefix (one row per group), then every row's own
     tokens. Each level's cache rows are copied out to the next level's rows; within a level, segments are
     left-padded (padding masked, positions explicit), so a row's columns are: shared prefix, its group's
     segment (or masked padding), its own tokens. ``share=False`` runs every row's whole input in one pass.
-    ``on_pass`` sees each pass before it runs (see :class:`Pass`)."""
+    ``on_pass`` sees each pass before it runs (see :class:`Pass`). On a model with a sliding window, sharing
+    is used only where :func:`sharing_fits` (``horizon``: the most tokens the rows will still decode; None =
+    unknown, so no sharing)."""
     import torch
 
     from loadbearing.engine.fastpath import new_cache
@@ -145,6 +198,9 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pas
         raise ValueError("cannot generate from an empty input (no tokens)")
     if share:
         g, plan = prefix_plan(rows)
+        if g or any(plan):
+            if not sharing_fits(sliding_window(model), _plan_width(rows, g, plan), horizon):
+                g, plan = 0, [0] * n
     else:
         g, plan = 0, [0] * n
     # levels: (parent of each node in the previous level, token segment of each node)
@@ -250,7 +306,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
                       step: Callable[[int, int], bool], pad_id: int, refill: bool = True,
                       min_refill: int | None = None, on_pass: Callable[[Pass], None] | None = None,
                       share: bool = True, lookahead: int | None = None,
-                      on_step: Callable[[int], None] | None = None,
+                      on_step: Callable[[int], None] | None = None, max_new_tokens: int | None = None,
                       choose: Callable[[list[int], torch.Tensor], torch.Tensor] | None = None) -> None:
     """Greedy-decode ``rows`` (token lists) in the given ``order`` with at most ``batch_size`` in flight.
 
@@ -261,7 +317,9 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
     ``step(row, token) -> done`` receives each row's next greedy token and says whether the row is finished
     (the caller owns stop rules and records). ``on_pass(Pass)`` is called before every forward with what it
     computes and for which input rows (steering sets per-row vectors from it); ``share=False`` prefills every
-    row's whole input in its own row (no shared prefixes). ``refill=False`` gives the
+    row's whole input in its own row (no shared prefixes); on a model with a sliding window a batch shares
+    prefixes only where :func:`sharing_fits` with ``max_new_tokens`` (the most tokens ``step`` lets a row
+    generate; None = unknown, so no sharing there). ``refill=False`` gives the
     classic static batches. Slots are refilled once at least ``min_refill`` (default ``batch_size // 4``,
     at least 1) are free, or when the batch has emptied.
 
@@ -289,7 +347,8 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
         idx, queue[:] = queue[:k], queue[k:]
         for i in idx:
             emitted[i] = []
-        return prefill(model, [rows[i] for i in idx], pad_id, on_pass=on_pass, share=share, ids_of_rows=idx)
+        return prefill(model, [rows[i] for i in idx], pad_id, on_pass=on_pass, share=share, ids_of_rows=idx,
+                       horizon=max_new_tokens)
 
     with torch.inference_mode(), fast_decoding(model):
         while queue or batch is not None:

@@ -105,6 +105,16 @@ def _stop_ids(tokenizer, model) -> list[int]:
     return sorted(ids)
 
 
+def stop_token_ids(tokenizer, model) -> list[int]:
+    """The token ids that end a row (end of turn / EOS) on every backend."""
+    return _stop_ids(tokenizer, model)
+
+
+def pad_token_id(tokenizer, stop_ids) -> int:
+    """The id the batched paths pad rows with (the tokenizer's pad token, else the smallest stop id)."""
+    return _pad_id(tokenizer, stop_ids)
+
+
 _NEWLINE_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -223,7 +233,10 @@ def generate(
     ``refill=False`` turns continuous batching off (static batches that run down as rows finish).
     ``on_pass`` receives, before every forward, a :class:`loadbearing.engine.batching.Pass` whose ``rows`` are
     *input* indices (into ``texts``) in batch-row order; with it identical texts are not merged (``dedupe``
-    is ignored). ``share=False`` turns prefix sharing off (every row's whole input runs in its own row).
+    is ignored). ``share=False`` turns prefix sharing off (every row's whole input runs in its own row); on a
+    model with a sliding window it is off by itself for a batch whose padded width plus ``max_new_tokens``
+    reaches the window (:func:`loadbearing.engine.batching.sharing_fits`; the manifest's
+    ``model.prefix_sharing`` says so).
     ``lookahead``: prompt-lookup drafts per row in a batch's tail (default
     :data:`loadbearing.engine.batching.LOOKAHEAD`, 0 = off; see :func:`loadbearing.engine.batching.decode_continuous`).
 
@@ -281,7 +294,8 @@ def generate(
                 on_pass(Pass(p.kind, None if p.rows is None else [first[u] for u in p.rows], p.mask))
 
         decode_continuous(model, encoded, order, batch_size=batch_size, step=step, pad_id=pad_id, refill=refill,
-                          on_pass=hook, share=share, lookahead=lookahead, choose=choose)
+                          on_pass=hook, share=share, lookahead=lookahead, choose=choose,
+                          max_new_tokens=max_new_tokens)
     finally:
         bar.close()
     return [results[u] for u in slot]  # type: ignore[misc]

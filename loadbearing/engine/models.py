@@ -81,7 +81,14 @@ class LoadedModel:
             "dtype": self.dtype,
             "quantize": self.quantize,
             "chat_template_sha256": _sha256_text(self.chat_template or ""),
-        }
+            "attn_implementation": getattr(getattr(self.model, "config", None), "_attn_implementation", None),
+        } | self._sharing()
+
+    def _sharing(self) -> dict:
+        """Whether the fast path shares prefixes on this model (off where a sliding window would cut them)."""
+        from loadbearing.engine.batching import prefix_sharing_policy
+
+        return prefix_sharing_policy(self.model)
 
 
 def _sha256_text(text: str) -> str:
@@ -294,6 +301,7 @@ def load_model(
         raise ModelError(f"could not load model from {src!r}: {str(e).splitlines()[0][:200]}") from e
     if qconfig is None:
         model.to(dev)  # type: ignore[arg-type]
+    exact_attention(model)
     model.eval()
     if require_chat_template and not getattr(tok, "chat_template", None):
         raise ModelError(
@@ -319,9 +327,22 @@ def load_model(
     )
 
 
+def exact_attention(model) -> str | None:
+    """Switch a model whose attention soft-caps its logits (Gemma-2: ``attn_logit_softcapping``) to ``eager``
+    attention, the one transformers implementation that applies the cap (``sdpa`` silently drops it, so its
+    records and hidden states are not the model's; the capture engine transformer-lens runs eager and
+    disagreed with them). Returns the implementation switched to, or None when nothing changed."""
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(cfg, "attn_logit_softcapping", None) and getattr(model.config, "_attn_implementation", None) != "eager":
+        model.set_attn_implementation("eager")
+        return "eager"
+    return None
+
+
 def wrap_model(model, tokenizer, name: str = "in-process", **kw) -> LoadedModel:
     """Wrap an already-built model (e.g. a tiny random test model) as a :class:`LoadedModel`."""
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dtype_name = str(next(model.parameters()).dtype).replace("torch.", "")
+    exact_attention(model)
     return LoadedModel(model=model.eval(), tokenizer=tokenizer, name=name, model_id=name, dtype=dtype_name, **kw)
