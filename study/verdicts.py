@@ -12,8 +12,9 @@
    gain's interval lies above 0, *no* when below, *not shown* when it spans 0. With several probes the line
    gives the one with the largest gain and says how many there were.
 3. **Does steering move the outcome?** (``steering/summary.json``): the sweep's own verdict code (effect /
-   harm / null / inconclusive) with the strongest setting's difference from its matched control, its
-   interval and its Holm-adjusted p.
+   harm / null / inconclusive / uninformative) with the strongest setting's moved-among-parsed difference
+   from its matched control, its interval and its Holm-adjusted p, and the settings that broke the answer
+   line (uninformative).
 
 A stage that did not run, or left too little data for an interval, gets a line that says so and why. Every
 line names its number of questions and the command that computes (or re-runs) it. Only the files are read:
@@ -189,9 +190,11 @@ def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verd
     ctrl = best.get("control") or {}
     diff = best.get("difference") or {}
     lo, hi = (diff.get("ci") or [None, None])[:2]
-    detail = f"strongest setting {_setting_name(best)} moved {format_rate(best.get('moved_of_all'))} of C cases"
+    moved = "moved" if "parse" in best else "moved_of_all"  # summaries before the parse outcome: moved-of-all
+    detail = (f"strongest setting {_setting_name(best)} moved {format_rate(best.get(moved))} of "
+              + ("parsed " if moved == "moved" else "") + "C cases")
     if ctrl.get("kind"):
-        detail += f" vs {ctrl['kind']} control {format_rate(ctrl.get('moved_of_all'))}"
+        detail += f" vs {ctrl['kind']} control {format_rate(ctrl.get(moved))}"
     if diff.get("estimate") is not None:
         detail += f"; difference {_pp(diff['estimate'])} pp {_interval(lo, hi)}"
     if best.get("p_holm") is not None:
@@ -199,6 +202,14 @@ def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verd
         detail += f", Holm p = {best['p_holm']:.3g}" + (f" over {n_tests} setting{'s' if n_tests != 1 else ''}"
                                                        if n_tests else "")
     sesoi = summary.get("sesoi")
+    unin = [d for d in settings if d.get("uninformative")]
+    if unin:
+        margin = 100 * float(summary.get("parse_margin") or 0.10)
+        detail += ("; uninformative (the answer line broken, parse rate off its control's by more than "
+                   f"{margin:.0f} pp): " + ", ".join(
+                       f"{_setting_name(d)} parsed {(d.get('coverage_c') or {}).get('k')}/"
+                       f"{(d.get('coverage_c') or {}).get('n')} vs {((d.get('control') or {}).get('coverage_c') or {}).get('k')}/"
+                       f"{((d.get('control') or {}).get('coverage_c') or {}).get('n')}" for d in unin))
     if code == "null" and sesoi:
         detail += f"; every interval within {100 * sesoi:.0f} pp"
     elif code == "inconclusive" and sesoi:

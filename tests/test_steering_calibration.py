@@ -1,5 +1,5 @@
-"""Calibration of the steering statistics: the exact randomisation test, the power simulation, the four-outcome
-verdict and the planner (seeded, deterministic, a few seconds; no model)."""
+"""Calibration of the steering statistics: the exact randomisation test, the power simulation, the five-outcome
+verdict (uninformative when the answer line breaks) and the planner (seeded, deterministic, a few seconds; no model)."""
 from __future__ import annotations
 
 import itertools
@@ -110,8 +110,9 @@ def test_four_verdicts_on_constructed_data():
     assert inc["power"]["mde"] is not None and inc["power"]["n_cases_for_null"] > 10
     # unparsed pairs are counted in the table
     unp = summarize_records(_recs(grid, 12, lambda i: None if i < 3 else True, lambda i, j: False), grid)
-    assert unp["settings"][0]["difference"]["n_unparsed_pairs"] == 3
-    assert "12 (3 unparsed)" in format_table(unp)
+    d = unp["settings"][0]
+    assert d["difference"]["n_probe_unparsed"] == 3 and d["difference"]["n_cases"] == 9
+    assert d["difference_of_all"]["n_unparsed_pairs"] == 3 and "9 (3 probe unparsed)" in format_table(unp)
     # one case per question: Wilson intervals
     assert eff["settings"][0]["moved_of_all"]["method"] == "wilson"
 
@@ -162,3 +163,79 @@ def test_planner_reads_a_pilot(tmp_path, capsys):
     assert "pilot's random controls (1/20 moved)" in out and "the pilot's 10 cases detect" in out
     assert "the pilot's strongest difference" in out
     assert sorted(os.listdir(pilot)) == before
+
+
+def _parse_recs(grid, n, probe, rand):
+    """n cases, one per question; probe(i) / rand(i, j) -> correct (True / False / None = unparsed)."""
+    return _recs(grid, n, probe, rand)
+
+
+def _reproduce_like(n=150):
+    """The issue's case: random bases parse 35% and move 7% of that (about 1 in 5 parsed C cases here), the
+    probe basis parses 1/150 (and moves what it parses)."""
+    return (lambda i: True if i == 0 else None,
+            lambda i, j: (None if (i + 3 * j) % 20 >= 7 else (i * 7 + j) % 14 == 0))
+
+
+def test_a_basis_that_breaks_the_answer_line_is_uninformative_never_null():
+    from steering.analysis import format_summary, format_table, summarize_records
+
+    grid = make_grid([16], [4], [1.0], ("random",), 4, {16: 1.0})
+    probe, rand = _reproduce_like()
+    s = summarize_records(_parse_recs(grid, 150, probe, rand), grid, power=False)
+    d = s["settings"][0]
+    assert d["coverage_c"]["k"] == 1 and d["control"]["coverage_c"]["k"] == 208  # 1/150 vs 208/600, as make reproduce
+    assert d["parse"]["difference"]["estimate"] == pytest.approx(1 / 150 - 208 / 600)
+    assert d["parse"]["p_value"] < 1e-10 and d["parse"]["status"] == "broken"
+    assert d["setting_verdict"] == "uninformative" and d["uninformative"] and not d["equivalent"]
+    assert s["verdict_code"] == "uninformative" and s["uninformative"] == ["L16|k4|a1|probe"]
+    assert s["verdict"].startswith("uninformative: every tested setting breaks the answer line")
+    assert "parsed 1/150" in s["verdict"] and "208/600" in s["verdict"]
+    # the old moved-of-all outcome would have read this as a narrow "null"
+    old = d["difference_of_all"]
+    assert old["ci"][0] > -0.10 and old["ci"][1] < 0.10
+    assert "uninformative" in format_table(s) and "parse diff" in format_table(s) and format_summary(s, "md")
+
+
+def test_a_basis_that_breaks_the_answer_line_less_is_no_effect():
+    """Random bases break the format (parse 35%), the probe does not (parses all), both move 30% of what they
+    parse: moved-of-all would call the probe better; the verdict says uninformative."""
+    from steering.analysis import summarize_records
+
+    grid = make_grid([16], [4], [1.0], ("random",), 4, {16: 1.0})
+    rand = lambda i, j: None if (i + 3 * j) % 20 >= 7 else (i * 7 + j) % 10 < 3  # noqa: E731
+    s = summarize_records(_parse_recs(grid, 150, lambda i: i % 10 < 3, rand), grid, power=False)
+    d = s["settings"][0]
+    assert d["p_value_of_all"] < 0.05 and d["difference_of_all"]["estimate"] > 0  # the old reading: "effect"
+    assert d["setting_verdict"] == "uninformative" and s["verdict_code"] == "uninformative"
+
+
+def test_one_broken_setting_keeps_the_sweep_from_a_null_and_is_named():
+    from steering.analysis import summarize_records
+
+    grid = make_grid([2], [1, 2], [1.0], ("random",), 2, {2: 1.0})
+    recs = []
+    for s in grid:
+        broken = s.k == 2 and s.basis == "probe"
+        for i in range(150):
+            v = (None if i >= 2 else True) if broken else (i + (s.seed or 0)) % 10 == 0
+            recs.append({"setting": s.key, "case_id": f"c{i}", "question_key": f"q{i}", "case_label": "C",
+                         "correct": v, "basis": s.basis})
+    summ = summarize_records(recs, grid, power=False)
+    by = {d["k"]: d for d in summ["settings"]}
+    assert by[1]["setting_verdict"] == "null" and by[2]["setting_verdict"] == "uninformative"
+    assert summ["verdict_code"] == "inconclusive" and summ["uninformative"] == ["L2|k2|a1|probe"]
+    assert "uninformative (the parse rate differs" in summ["verdict"] and "L2|k2|a1|probe" in summ["verdict"]
+    assert by[1]["strongest"] and not by[2]["strongest"]
+
+
+def test_simulated_broken_basis_is_never_null():
+    """The issue's simulation: a basis parsing 1/150 and moving 30% of what it parses, random bases moving 7%
+    of the 35% they parse; the moved-of-all rule called it null in 91% of sweeps."""
+    from steering.power import simulate
+
+    r = simulate(150, 4, 1, 0.07, 0.23, parse_rate=0.35, probe_parse_rate=1 / 150, n_sims=200, seed=3)
+    assert r["p_null"] == 0.0 and r["power"] == 0.0 and r["p_uninformative"] >= 0.99, r
+    # parse rates alike: the size of the exact tests stays at the level
+    r0 = simulate(60, 2, 1, 0.2, 0.0, parse_rate=0.6, n_sims=600, seed=4)
+    assert r0["size_any_rejection"] <= 0.05 + 2 * (0.05 * 0.95 / 600) ** 0.5 and r0["p_uninformative"] <= 0.06, r0
