@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from steering.exact import tails
-from steering.verdict import CODES, PARSE_MARGIN, decide
+from steering.verdict import CODES, PARSE_MARGIN, decide, flags
 
 POWER = 0.8
 N_SIMS = 500
@@ -199,8 +199,11 @@ def simulate(n_cases: int, m: int, n_settings: int, base_rate: float, effect: fl
     parse = {"p": pp, "est": pe, "lo": plo, "hi": phi}
     codes = decide(p2, st, lo, hi, level=level, sesoi=sesoi, parse=parse, parse_margin=parse_margin)
     frac = {c: float(np.mean(codes == i)) for i, c in enumerate(CODES)}
+    any_broken = float(flags(p2, st, lo, hi, level=level, sesoi=sesoi, parse=parse,
+                             parse_margin=parse_margin)["broken"].any(-1).mean())
     return {"power": frac["effect"], "p_harm": frac["harm"], "p_null": frac["null"],
             "p_inconclusive": frac["inconclusive"], "p_uninformative": frac["uninformative"],
+            "p_any_uninformative": any_broken,
             "size_any_rejection": frac["effect"] + frac["harm"],
             "n_cases": n_cases, "m": m, "n_settings": n_settings, "base_rate": base_rate, "effect": effect,
             "parse_rate": parse_rate, "probe_parse_rate": q_probe, "parse_margin": parse_margin,

@@ -12,8 +12,8 @@ are co-primary for every probe setting against its random controls (:mod:`steeri
 Per setting (``setting_codes``), in this order:
 
 * **uninformative**: the setting breaks (or mends) the answer line: the parse-rate difference from its
-  control is beyond +/- ``parse_margin`` (default 10 points) and its exact test rejects (p < level). Such a
-  setting is never called null or effect, whatever its moved rate says;
+  control is beyond +/- ``parse_margin`` (default 10 points) and its exact test rejects (Holm-adjusted over
+  the settings, p < level). Such a setting is never called null or effect, whatever its moved rate says;
 * **effect**: moved-among-parsed beats the control: Holm-adjusted p < level (Holm over the operator's
   settings) and statistic > 0;
 * **harm**: Holm p < level and statistic < 0;
@@ -66,7 +66,8 @@ def flags(p_two: np.ndarray, stat: np.ndarray, lo: np.ndarray, hi: np.ndarray, *
         broken = np.zeros(ph.shape, dtype=bool)
         kept = np.ones(ph.shape, dtype=bool)
     else:
-        broken = (np.asarray(parse["p"]) < level) & (np.abs(np.asarray(parse["est"])) > parse_margin)
+        pp = holm(np.where(np.isnan(np.asarray(parse["p"], dtype=np.float64)), 1.0, parse["p"]))
+        broken = (pp < level) & (np.abs(np.asarray(parse["est"])) > parse_margin)
         kept = (np.asarray(parse["lo"]) > -parse_margin) & (np.asarray(parse["hi"]) < parse_margin)
     ok = ~broken
     eq = (lo > -sesoi) & (hi < sesoi)  # NaN bounds compare False: no interval, no equivalence
