@@ -199,11 +199,12 @@ def simulate(n_cases: int, m: int, n_settings: int, base_rate: float, effect: fl
     parse = {"p": pp, "est": pe, "lo": plo, "hi": phi}
     codes = decide(p2, st, lo, hi, level=level, sesoi=sesoi, parse=parse, parse_margin=parse_margin)
     frac = {c: float(np.mean(codes == i)) for i, c in enumerate(CODES)}
-    any_broken = float(flags(p2, st, lo, hi, level=level, sesoi=sesoi, parse=parse,
-                             parse_margin=parse_margin)["broken"].any(-1).mean())
+    f = flags(p2, st, lo, hi, level=level, sesoi=sesoi, parse=parse, parse_margin=parse_margin)
+    any_broken = float(f["broken"].any(-1).mean())
+    excluded = float(f["equivalent"].all(-1).mean())  # every setting's intervals within the margins
     return {"power": frac["effect"], "p_harm": frac["harm"], "p_null": frac["null"],
             "p_inconclusive": frac["inconclusive"], "p_uninformative": frac["uninformative"],
-            "p_any_uninformative": any_broken,
+            "p_any_uninformative": any_broken, "p_sesoi_excluded": excluded,
             "size_any_rejection": frac["effect"] + frac["harm"],
             "n_cases": n_cases, "m": m, "n_settings": n_settings, "base_rate": base_rate, "effect": effect,
             "parse_rate": parse_rate, "probe_parse_rate": q_probe, "parse_margin": parse_margin,
@@ -211,9 +212,14 @@ def simulate(n_cases: int, m: int, n_settings: int, base_rate: float, effect: fl
 
 
 def _first(ok, lo: int, hi: int) -> int | None:
-    """The smallest i in [lo, hi] with ok(i) (assumed monotone), by bisection; None when ok(hi) fails."""
-    if not ok(hi):
-        return None
+    """The smallest i in [lo, hi] with ok(i) (assumed monotone): doubling from lo, then bisection; None when
+    ok(hi) fails. Doubling first keeps the simulations small when the answer is (they cost more with n)."""
+    prev, cur = lo - 1, lo
+    while not ok(cur):
+        if cur >= hi:
+            return None
+        prev, cur = cur, min(hi, 2 * cur)
+    lo, hi = prev + 1, cur
     while lo < hi:
         mid = (lo + hi) // 2
         if ok(mid):
@@ -253,13 +259,23 @@ def n_for_null(m: int, n_settings: int, base_rate: float, *, sesoi: float = 0.10
                power: float = POWER, n_sims: int = N_SIMS, seed: int = 0, n_max: int = N_MAX,
                parse_rate: float = 1.0, parse_margin: float = PARSE_MARGIN, effects: tuple[float, ...] = (0.0,),
                base_rates: tuple[float, ...] | None = None) -> int | None:
-    """The fewest cases (one per question) for which the verdict is ``null`` with probability at least
-    ``power`` at every true effect in ``effects`` (default: the probe no better than random) and every random
-    moved rate in ``base_rates`` (default: ``base_rate`` alone): the worst case over that range."""
+    """The fewest cases (one per question) for which, with probability at least ``power``, the verdict is
+    ``null`` at effect 0 and every interval excludes the SESOI (null, or an effect below the SESOI) at every
+    other true effect in ``effects`` (default: effect 0 alone), at every random moved rate in ``base_rates``
+    (default: ``base_rate`` alone): the worst case over that range."""
     bases = base_rates or (base_rate,)
-    ok = lambda n: all(simulate(n, m, n_settings, b, e, n_sims=n_sims, level=level, sesoi=sesoi,  # noqa: E731
-                                seed=seed, parse_rate=parse_rate, parse_margin=parse_margin)["p_null"] >= power
-                       for b in bases for e in effects)
+
+    def ok(n: int) -> bool:
+        for b in sorted(bases, key=lambda x: -x * (1 - x)):  # the likeliest to fail first
+            for e in sorted(effects, reverse=True):
+                r = simulate(n, m, n_settings, b, e, n_sims=n_sims, level=level, sesoi=sesoi, seed=seed,
+                             parse_rate=parse_rate, parse_margin=parse_margin)
+                # at effect 0 the verdict must be null; at a true effect below the SESOI, a null or an effect
+                # whose every interval excludes the SESOI (a large n detects a real 3-point effect, rightly)
+                if (r["p_null"] if e == 0 else r["p_sesoi_excluded"]) < power:
+                    return False
+        return True
+
     return _first(ok, 2, n_max)
 
 

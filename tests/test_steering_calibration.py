@@ -133,7 +133,7 @@ def test_planner_prints_numbers_and_writes_nothing(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(models, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no model")))
     monkeypatch.chdir(tmp_path)
     rc = main(["--plan", "--sesoi", "0.10", "--base-rate", "0.05", "--effect", "0.4", "--k", "1", "--alphas", "1",
-               "--random-seeds", "2"])
+               "--random-seeds", "2", "--plan-sims", "100"])
     out = capsys.readouterr().out
     assert rc == 0 and out.startswith("steering plan") and "held-out C cases" in out
     import re
@@ -152,15 +152,15 @@ def test_planner_reads_a_pilot(tmp_path, capsys):
     from steering.sweep import main
 
     grid = make_grid([2], [1], [1.0], ("random",), 2, {2: 1.0})
-    summ = summarize_records(_recs(grid, 10, lambda i: i < 4, lambda i, j: i == 9 and j == 0), grid)
+    summ = summarize_records(_recs(grid, 10, lambda i: i < 4, lambda i, j: i == 9 and j == 0), grid, power=False)
     pilot = tmp_path / "steering"
     pilot.mkdir()
     write_json(pilot / "summary.json", summ)
     write_json(pilot / "config.json", {"random_seeds": 2, "per_question": 1})
     before = sorted(os.listdir(pilot))
-    assert main(["--plan", "--pilot", str(tmp_path)]) == 0
+    assert main(["--plan", "--pilot", str(tmp_path), "--plan-sims", "100"]) == 0
     out = capsys.readouterr().out
-    assert "pilot's random controls (1/20 moved)" in out and "the pilot's 10 cases detect" in out
+    assert "pilot's random controls (1/20 moved among parsed" in out and "the pilot's 10 cases detect" in out
     assert "the pilot's strongest difference" in out
     assert sorted(os.listdir(pilot)) == before
 
@@ -239,3 +239,25 @@ def test_simulated_broken_basis_is_never_null():
     # parse rates alike: the size of the exact tests stays at the level
     r0 = simulate(60, 2, 1, 0.2, 0.0, parse_rate=0.6, n_sims=600, seed=4)
     assert r0["size_any_rejection"] <= 0.05 + 2 * (0.05 * 0.95 / 600) ** 0.5 and r0["p_uninformative"] <= 0.06, r0
+
+
+def test_planner_sizes_a_null_over_small_effects_and_the_base_rate(capsys):
+    """The planner's null holds at a true SESOI/3 and over the base rate's range, not just at effect 0 with the
+    base rate known; it states the SESOI against the base rate and prints the four outcome probabilities."""
+    from steering.planner import plan, stated_design
+
+    d = stated_design(0.05, None, 1, 2, base_range=(0.03, 0.08))
+    res = plan(d, sesoi=0.10, n_sims=200)
+    assert res["base_rates"] == [0.03, 0.05, 0.08] and res["null_effects"] == [0.0, 0.033]
+    assert res["n_cases_for_null"] > res["n_cases_for_null_naive"]
+    at = {(o["base_rate"], o["effect"]): o for o in res["outcomes"]}
+    for b in res["base_rates"]:  # the plan holds at its own n over the whole range
+        assert at[(b, 0.0)]["p_null"] >= 0.8 and at[(b, 0.033)]["p_sesoi_excluded"] >= 0.8
+        assert at[(b, 0.1)]["p_effect"] >= 0.9  # an effect at the SESOI is not called null
+        o = at[(b, 0.0)]
+        assert o["p_null"] + o["p_effect"] + o["p_inconclusive"] + o["p_uninformative"] + o["p_harm"] == pytest.approx(1)
+    from steering.planner import format_plan
+
+    text = format_plan(d, res)
+    assert "10 pp is 2.0x the random rate" in text and "P(null) / P(effect) / P(inconclusive) / P(uninformative)" in text
+    assert "true 3.3 pp = SESOI/3" in text and "(at effect 0 with the base rate known: " in text
