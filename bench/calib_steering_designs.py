@@ -27,7 +27,10 @@ Entries per design:
   every direction, the probe's included, has its own effect on the logit of moving (SD 1) and the probe is
   just one more random direction. The per-case test treats each random generation as a fresh direction and
   the probe as one fixed one, so it rejects well above 0.05: an ``effect`` says the probe's direction moves
-  more than the random ones did, not that it is special among directions.
+  more than the random ones did, not that it is special among directions;
+* ``direction.rank.size``: the direction rank test that answers that (``--random-scope sweep``: 19 random
+  directions, each applied to every case; the probe's moved-among-parsed rate ranked among theirs) on the
+  same data: p <= 0.05 at most 1 time in 20 (exact; ties make it conservative).
 
 Seeded and deterministic; ``run(fast)`` returns ``{name: entry}`` with ``size`` / ``coverage``, ``nominal``,
 ``n_sims``.
@@ -81,6 +84,11 @@ def design_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
             "test": "exact test, one setting, direction effects SD 1 on the logit; the probe is one more random "
                     "direction (what the per-case test does not cover)", **common, "n_settings": 1,
             "size": _direction_size(d, n_sims, seed), "nominal": LEVEL, "informational": True}
+        out[f"steering.design.{name}.direction.rank.size"] = {
+            "test": f"direction rank test (--random-scope sweep, R = {RANK_R} directions each applied to every "
+                    "case), direction effects SD 1 on the logit, the probe one more direction: p_greater <= 0.05",
+            **common, "n_settings": 1, "n_directions": RANK_R, "size": _rank_size(d, n_sims, seed),
+            "nominal": LEVEL, "attainable": 1 / (RANK_R + 1)}
     return out
 
 
@@ -97,6 +105,26 @@ def _old_rule_null(d: dict[str, Any], q_probe: float, moved_probe: float, n_sims
     lo, hi = interval_binary(a - b.mean(-1))
     codes = decide(p2[:, None], st[:, None], lo[:, None], hi[:, None], level=LEVEL, sesoi=0.10)
     return float(np.mean(codes == 2))
+
+
+RANK_R = 19
+
+
+def _rank_size(d: dict[str, Any], n_sims: int, seed: int, sd: float = 1.0) -> float:
+    """How often :func:`steering.outcomes.direction_rank`'s p_greater <= 0.05 when every direction (the
+    probe's and R random ones, each over the same cases, parse at ``parse``) has its own logit effect."""
+    from scipy.special import expit, logit
+
+    rng = np.random.default_rng(seed + 19)
+    n, base, q = d["n_cases"], d["base_rate"], d["parse_rate"]
+    u = rng.normal(0, sd, size=(n_sims, RANK_R + 1))
+    parsed = rng.binomial(n, q, size=(n_sims, RANK_R + 1))
+    moved = rng.binomial(parsed, expit(logit(base) + u))
+    rate = np.where(parsed > 0, moved / np.maximum(parsed, 1), np.nan)
+    r0, rr = rate[:, :1], rate[:, 1:]
+    ok = ~np.isnan(r0[:, 0])
+    ge = (1 + np.sum(np.nan_to_num(rr, nan=-1.0) >= r0 - 1e-12, axis=1)) / (1 + np.sum(~np.isnan(rr), axis=1))
+    return float(np.mean(ok & (ge <= LEVEL + 1e-12)))
 
 
 def _direction_size(d: dict[str, Any], n_sims: int, seed: int, sd: float = 1.0) -> float:

@@ -23,6 +23,11 @@ correct answer, next to its random-direction controls, tested exactly and bounde
   show 0 give [-13.7, +13.7] points). For moved among parsed a case counts when its probe and one control parsed
   (the others are counted: ``n_probe_unparsed``, ``n_controls_unparsed``); a case with no control generation is
   dropped and counted (``n_dropped``).
+* **Direction level** (``direction_rank``, :func:`steering.outcomes.direction_rank`), when every random
+  setting is one direction for all cases (``--random-scope sweep``): the probe's moved-among-parsed rate
+  ranked among the R random directions' (exact, smallest p 1 / (R + 1)); an effect then also needs the
+  Holm-adjusted rank p <= level, so "effect" means the direction is special, not only that the probe's
+  generations beat fresh random ones.
 * **Verdict** (:mod:`steering.verdict`), per setting (``setting_verdict``) and over the settings:
   uninformative (the parse rate differs from the control's by more than ``parse_margin``, exact p < level:
   never null or effect) / effect / harm / null (the moved interval within +/- SESOI *and* the parse-rate
@@ -46,7 +51,7 @@ import numpy as np
 
 from loadbearing.runs import question_key_of
 from steering.grid import Setting
-from steering.outcomes import adjusted_interval, compare
+from steering.outcomes import adjusted_interval, compare, direction_rank
 from steering.text import fmt_rate, format_summary, format_table, verdict_text
 from steering.verdict import CODES, PARSE_MARGIN, flags, setting_codes
 from steering.verdict import holm as f_holm
@@ -118,6 +123,7 @@ def _setting_summary(s: Setting, grid: list[Setting], by_setting: dict[str, dict
                test=(test or {}).get("method", "") + ("; two-sided p = twice the smaller one-sided p" if test else ""),
                parse={"difference": cmp["parse"]["difference"] if cmp else None, "exact": pt,
                       "p_value": pt["p_two"] if pt else None},
+               direction_rank=direction_rank(by_setting, s.key, keys) if kind in ("random", "random_cov") else None,
                difference_of_all=cmp["moved_of_all"]["difference"] if cmp else None,
                p_value_of_all=(cmp["moved_of_all"]["test"] or {}).get("p_two") if cmp else None)
     if iso:
@@ -150,6 +156,14 @@ def _adjust(out: list[dict[str, Any]], level: float, sesoi: float, parse_margin:
     parse = {"p": np.array([out[i]["parse"]["p_value"] for i in idx], dtype=np.float64),
              "est": np.array([d["estimate"] for d in pd_], dtype=np.float64), "lo": pci[:, 0], "hi": pci[:, 1]}
     f = flags(p, stat, ci[:, 0], ci[:, 1], level=level, sesoi=sesoi, parse=parse, parse_margin=parse_margin)
+    # direction level (--random-scope sweep): an effect must also rank the probe's direction above the random
+    # ones (Holm over the ranked settings, exact p <= level); without fixed random directions it is not ranked
+    ranks = [out[i].get("direction_rank") for i in idx]
+    has_rank = np.array([r is not None for r in ranks], dtype=bool)
+    rank_holm = np.full(len(idx), np.nan)
+    if has_rank.any():
+        rank_holm[has_rank] = f_holm(np.array([r["p_greater"] for r in ranks if r is not None]))
+        f["beats"] = f["beats"] & (~has_rank | (np.nan_to_num(rank_holm, nan=1.0) <= level + 1e-12))
     codes = setting_codes(f)
     has_p = ~np.isnan(p)
     bh = np.full(len(idx), np.nan)
@@ -165,6 +179,8 @@ def _adjust(out: list[dict[str, Any]], level: float, sesoi: float, parse_margin:
         d.update(p_holm=float(f["p_holm"][j]) if has_p[j] else None, p_bh=float(bh[j]) if has_p[j] else None,
                  beats_control=bool(f["beats"][j]), harms=bool(f["harms"][j]), equivalent=bool(f["equivalent"][j]),
                  uninformative=bool(f["broken"][j]), setting_verdict=CODES[int(codes[j])])
+        if d.get("direction_rank"):
+            d["direction_rank"]["p_holm"] = float(rank_holm[j])
         d["parse"].update(p_holm=float(ph_parse[j]),
                           status="broken" if f["broken"][j] else "kept" if f["parse_kept"][j] else "unclear")
     for d in out:

@@ -110,4 +110,38 @@ def compare(by_setting: dict[str, dict[str, dict]], probe_key: str, keys: list[s
     }
 
 
-__all__ = ["adjusted_interval", "compare"]
+def direction_rank(by_setting: dict[str, dict[str, dict]], probe_key: str, keys: list[str]) -> dict[str, Any] | None:
+    """Direction-level test, when each control setting is one direction for every case (``--random-scope
+    sweep``: all its records name one ``direction_seed``): the probe's moved-among-parsed rate ranked among
+    the R random directions' rates over the same C cases. Under the null that the probe's direction is one
+    more draw from the random directions' distribution, its rank is uniform over R + 1, so
+    ``p_greater = (1 + #{r_j >= r_probe}) / (R + 1)`` is exact (ties counted against the probe; smallest
+    attainable 1 / (R + 1)), and ``p_less`` likewise. None when a control mixes directions (per-case scope)."""
+    probe = {cid: r for cid, r in by_setting.get(probe_key, {}).items() if r["case_label"] == "C"}
+    if not probe or not keys:
+        return None
+
+    def rate(rs: list[dict[str, Any]]) -> float | None:
+        parsed = [r for r in rs if r.get("correct") is not None]
+        return float(np.mean([r["correct"] is True for r in parsed])) if parsed else None
+
+    rates = []
+    for k in keys:
+        rs = [r for cid, r in by_setting.get(k, {}).items() if cid in probe]
+        if not rs or len({r.get("direction_seed") for r in rs}) != 1 or rs[0].get("direction_seed") is None:
+            return None
+        rates.append(rate(rs))
+    r0 = rate(list(probe.values()))
+    got = [r for r in rates if r is not None]
+    if r0 is None or not got:
+        return None
+    R = len(got)
+    ge = (1 + sum(r >= r0 - 1e-12 for r in got)) / (R + 1)
+    le = (1 + sum(r <= r0 + 1e-12 for r in got)) / (R + 1)
+    return {"probe_rate": r0, "random_rates": got, "n_directions": R, "p_greater": ge, "p_less": le,
+            "p_two": min(1.0, 2 * min(ge, le)), "min_p_greater": 1 / (R + 1),
+            "method": f"rank of the probe's moved-among-parsed rate among {R} random directions, each applied to "
+                      "every case (exact: the rank is uniform under the null; ties against the probe)"}
+
+
+__all__ = ["adjusted_interval", "compare", "direction_rank"]

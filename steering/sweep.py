@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "bases matched to the activations' covariance), none (alpha-0 rerun) (default %(default)s)")
     g.add_argument("--random-seeds", type=int, default=DEFAULT_RANDOM_SEEDS,
                    help="random generations per case and setting, each with its own direction (default %(default)s)")
+    g.add_argument("--random-scope", choices=("case", "sweep"), default="case",
+                   help="case: every random generation draws its own direction; sweep: random setting j is one "
+                        "direction for every case, so the probe's moved rate is ranked among the R = --random-seeds "
+                        "directions' (use >= 19; default %(default)s)")
     add_option(g, "--steer-positions", dest="positions", choices=POSITIONS, default="continuation",
                deprecated=("--positions",), help="which token positions are steered (see steering.positions; "
                                                  "default %(default)s)")
@@ -164,7 +168,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
         alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
         operators=[o.strip() for o in parse_list(args.operator, str, "operator") or []],
-        random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
+        random_seeds=args.random_seeds, random_scope=args.random_scope, cases=args.cases, max_cases=args.max_cases,
+        per_question=args.per_question,
         n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
         allow_overlap=args.allow_overlap, sesoi=args.sesoi,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,

@@ -46,6 +46,10 @@ def _setting_str(d: dict[str, Any]) -> str:
     s += f"; {_parse_str(d)}"
     if d["p_holm"] is not None:
         s += f", exact p={d['p_value']:.3g}, Holm p={d['p_holm']:.3g}"
+        rk = d.get("direction_rank")
+        s += (f"; direction rank p={rk['p_greater']:.3g} among {rk['n_directions']} random directions (Holm "
+              f"{rk.get('p_holm', float('nan')):.3g})" if rk else "; the direction itself is not ranked among random "
+              "directions (--random-scope sweep)")
         ex = d.get("exact") or {}
         if ex.get("min_p_two") is not None and ex["min_p_two"] >= 0.05:
             s += f" (smallest attainable p {ex['min_p_two']:.3g})"

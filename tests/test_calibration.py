@@ -66,11 +66,12 @@ def test_steering_verdict_at_the_run_designs(calibration):
     res = mod.design_entries(150, seed=0)
     for name in ("demo", "reproduce"):
         assert res[f"steering.design.{name}.null.size.broken"]["size"] == 0.0
-        for what in ("rule.size", "uninformative.size", "effect.size.breaks_less"):
+        for what in ("rule.size", "uninformative.size", "effect.size.breaks_less", "direction.rank.size"):
             e = res[f"steering.design.{name}.{what}"]
             assert calibration.check_entry(e).startswith("ok"), (name, what, e["size"])
     assert res["steering.design.reproduce.null.size.broken.moved_of_all_rule"]["size"] > 0.5
     assert res["steering.design.reproduce.direction.size"]["size"] > 0.2  # what the per-case test does not cover
+    # ... and the direction rank test (--random-scope sweep) holds its size on the same data
 
 
 def test_gradient_difficulty_test_holds_its_size(calibration):

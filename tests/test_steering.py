@@ -730,3 +730,21 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     s2 = run_sweep(_cfg(run, plain, layers=[2], ks=[2], alphas=[1.0], random_seeds=2, output=str(tmp_path / "o2")),
                    lm=lm, echo=lambda m: None)
     assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]
+
+
+def test_random_scope_sweep_applies_each_random_direction_to_every_case(tokenizer, tmp_path):
+    from steering.sweep import run_sweep
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, random_scope="sweep"), lm=lm,
+                  echo=lambda m: None)
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    for j in (0, 1):
+        seeds = {r["direction_seed"] for r in recs if r["setting"] == f"L2|k1|a1|random{j}"}
+        assert len(seeds) == 1  # one direction for all 4 cases
+    rk = s["settings"][0]["direction_rank"]
+    assert rk["n_directions"] == 2 and rk["min_p_greater"] == pytest.approx(1 / 3)
+    cfg = json.loads((run / "steering" / "config.json").read_text())
+    assert cfg["random_directions"].startswith("per sweep")

@@ -261,3 +261,60 @@ def test_planner_sizes_a_null_over_small_effects_and_the_base_rate(capsys):
     text = format_plan(d, res)
     assert "10 pp is 2.0x the random rate" in text and "P(null) / P(effect) / P(inconclusive) / P(uninformative)" in text
     assert "true 3.3 pp = SESOI/3" in text and "(at effect 0 with the base rate known: " in text
+
+
+def _direction_recs(n, probe_rate_of, rates, seed_of=lambda j, i: 1000 + j):
+    """n C cases; the probe moves when probe_rate_of(i); random setting j (a fixed direction when seed_of
+    ignores i) moves case i when i < rates[j] * n."""
+    from steering.grid import Setting
+
+    grid = [Setting("L2|k1|a1|probe", "probe", 2, 1, 1.0, 1.0)] + [
+        Setting(f"L2|k1|a1|random{j}", "random", 2, 1, 1.0, 1.0, j) for j in range(len(rates))]
+    recs = []
+    for i in range(n):
+        recs.append({"setting": grid[0].key, "case_id": f"c{i}", "question_key": f"q{i}", "case_label": "C",
+                     "correct": bool(probe_rate_of(i)), "basis": "probe"})
+        for j, r in enumerate(rates):
+            recs.append({"setting": grid[j + 1].key, "case_id": f"c{i}", "question_key": f"q{i}", "case_label": "C",
+                         "correct": (i * 7 + j * 3) % n < r * n, "basis": "random", "direction_seed": seed_of(j, i)})
+    return grid, recs
+
+
+def test_direction_rank_makes_effect_mean_the_direction_is_special():
+    from steering.analysis import summarize_records
+
+    # 19 fixed random directions whose moved rates spread from 5% to 95% (a direction effect); the probe moves
+    # 60%: far above the per-case average of the random generations, but in the middle of the directions
+    rates = [0.05 + 0.05 * j for j in range(19)]
+    grid, recs = _direction_recs(100, lambda i: i % 5 < 3, rates)
+    s = summarize_records(recs, grid, power=False)
+    d = s["settings"][0]
+    rk = d["direction_rank"]
+    assert rk["n_directions"] == 19 and rk["min_p_greater"] == pytest.approx(0.05)
+    assert rk["p_greater"] == pytest.approx((1 + sum(r >= 0.6 - 1e-9 for r in rates)) / 20)
+    assert d["p_value"] < 0.05 and not d["beats_control"] and s["verdict_code"] != "effect"
+    # a probe above every random direction: the rank is 1 of 20, p = 1/20, and the effect stands
+    grid, recs = _direction_recs(100, lambda i: True, rates)
+    s = summarize_records(recs, grid, power=False)
+    d = s["settings"][0]
+    assert d["direction_rank"]["p_greater"] == pytest.approx(0.05) and d["beats_control"]
+    assert s["verdict_code"] == "effect" and "direction rank p=0.05 among 19 random directions" in s["verdict"]
+    # per-case directions (each case its own seed): no rank, and the text says the direction is not ranked
+    grid, recs = _direction_recs(100, lambda i: True, rates, seed_of=lambda j, i: 1000 * j + i)
+    s = summarize_records(recs, grid, power=False)
+    assert s["settings"][0]["direction_rank"] is None and "not ranked among random directions" in s["verdict"]
+
+
+def test_random_scope_sweep_draws_one_direction_per_setting():
+    from steering.controls import SWEEP_SCOPE, direction_seed, scope_id
+    from steering.grid import Setting
+    from steering.sweep import SweepConfig
+
+    s = Setting("L2|k1|a1|random3", "random", 2, 1, 1.0, 1.0, 3)
+    assert scope_id("c1", "sweep") == scope_id("c2", "sweep") == SWEEP_SCOPE and scope_id("c1") == "c1"
+    assert direction_seed(0, scope_id("c1", "sweep"), s) == direction_seed(0, scope_id("c9", "sweep"), s)
+    assert direction_seed(0, "c1", s) != direction_seed(0, "c9", s)
+    from steering.config import SweepError
+
+    with pytest.raises(SweepError, match="--random-scope must be case or sweep"):
+        SweepConfig(run_dir="r", directions="d", random_scope="all").validate()
