@@ -4,13 +4,17 @@ Coverage of the toolkit's question-clustered intervals, simulated with the very 
 (:func:`loadbearing.stats.design_effect_interval` behind ``clustered_rate``, and
 :func:`loadbearing.stats.paired_interval` behind ``paired_difference_ci``), at the question counts real runs
 have: 5, 7 and 16 (the ladder's hard levels) and 66 (a medium run), with questions of unequal size (3-11 rows,
-mean about 7, as strategies x positions give), plus rare events (66 questions x 2 rows, p = 2.5%).
+mean about 7, as strategies x positions give), plus rare events (66 questions x 2 rows, p = 2.5%); and the
+hard designs (``hard_entries``): lognormal sizes (1-40 rows), one question holding half the rows, sizes that
+inform the rate, each at 5, 16 and 66 questions with ICC up to 0.9, and rare events at 5 and 16 questions,
+each beside the K - 1 degrees of freedom the interval used before (``*.df_k_minus_1``, informational).
 
 Data: each question draws its own rate from a beta distribution with mean ``p`` and intra-question
 correlation ``rho`` (0 = independent rows, 0.6 = most questions all-or-none), its rows are Bernoulli draws.
 
-* ``rate.coverage.q{K}``: the worst coverage over the grid p in {5, 10, 30, 50}% x rho in {0, 0.1, 0.3, 0.6}
-  (``by_scenario`` lists every cell, ``mean_width`` the mean width), nominal 0.95;
+* ``rate.coverage.q{K}``: the worst coverage over the grid p in {5, 10, 30, 50}% x rho in {0, 0.1, 0.3, 0.6,
+  0.9} (``by_scenario`` lists every cell, ``mean_width`` the mean width; ``coverage_df_k_minus_1`` and
+  ``mean_width_df_k_minus_1`` the same with the K - 1 degrees of freedom used before), nominal 0.95;
 * ``rate.coverage.rare``: 66 q x 2 rows, p = 2.5%, worst over rho in {0, 0.3, 0.6};
 * ``rate.bootstrap_coverage.*`` (the interval this replaced: the percentile bootstrap over questions) at
   p = 30%, rho = 0.3 and for the rare events, for comparison;
@@ -33,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CLUSTERS = (5, 7, 16, 66)
 PS = (0.05, 0.1, 0.3, 0.5)
-RHOS = (0.0, 0.1, 0.3, 0.6)
+RHOS = (0.0, 0.1, 0.3, 0.6, 0.9)
 NOMINAL = 0.95
 
 
@@ -76,18 +80,22 @@ def rate_entries(n_sims: int, seed: int, n_boot: int) -> dict[str, dict[str, Any
     out: dict[str, dict[str, Any]] = {}
     for K in CLUSTERS:
         ng = _sizes(rng, K)
-        cells, widths = {}, []
+        cells, widths, old, widths0 = {}, [], {}, []
         for p in PS:
             for rho in RHOS:
                 kg = _draw(rng, n_sims, ng, p, rho)
                 lo, hi = design_effect_interval(kg, ng)
                 cells[f"p{p:g}.rho{rho:g}"] = float(np.mean((lo <= p) & (p <= hi)))
                 widths.append(float(np.mean(hi - lo)))
+                lo0, hi0 = design_effect_interval(kg, ng, df="clusters")
+                old[f"p{p:g}.rho{rho:g}"] = float(np.mean((lo0 <= p) & (p <= hi0)))
+                widths0.append(float(np.mean(hi0 - lo0)))
         worst = min(cells, key=cells.__getitem__)
         out[f"rate.coverage.q{K}"] = {
             "test": "clustered_rate (Korn-Graubard), worst over p x rho", "n_clusters": K,
             "rows_per_question": ng.tolist(), "coverage": cells[worst], "worst_scenario": worst,
             "mean_coverage": float(np.mean(list(cells.values()))), "mean_width": float(np.mean(widths)),
+            "coverage_df_k_minus_1": min(old.values()), "mean_width_df_k_minus_1": float(np.mean(widths0)),
             "by_scenario": cells, "nominal": NOMINAL, "n_sims": n_sims}
         kg = _draw(rng, min(n_sims, 1000), ng, 0.3, 0.3)
         blo, bhi = _bootstrap_ci(kg, ng, n_boot, rng)
@@ -113,6 +121,77 @@ def rate_entries(n_sims: int, seed: int, n_boot: int) -> dict[str, dict[str, Any
     out["rate.coverage.rare"] = {"test": "clustered_rate (Korn-Graubard), 66 q x 2 rows, p = 0.025", "n_clusters": 66,
                                  "coverage": cells[worst], "worst_scenario": worst, "by_scenario": cells,
                                  "mean_width": float(np.mean(widths)), "nominal": NOMINAL, "n_sims": n_sims}
+    return out
+
+
+def hard_sizes(kind: str, rng: np.random.Generator, K: int) -> np.ndarray:
+    """Rows per question of the hard designs: ``lognormal`` (median 5, sigma 1, clipped to 1-40) or
+    ``dominant`` (one question holds half the rows, the others 2-6 each)."""
+    if kind == "lognormal":
+        return np.clip(np.round(rng.lognormal(np.log(5.0), 1.0, size=K)), 1, 40).astype(int)
+    rest = rng.integers(2, 7, size=K - 1)
+    return np.concatenate([[int(rest.sum())], rest]).astype(int)
+
+
+def _draw_informative(rng: np.random.Generator, n_sims: int, ng: np.ndarray, p: float, rho: float) -> np.ndarray:
+    """As :func:`_draw`, but a question's rate rises with its size (logit + 0.5 log(n_g / median)), so the
+    pooled rate (the estimand) is a row-weighted mean the questions' own rates do not share."""
+    from scipy.special import expit, logit
+
+    shift = 0.5 * np.log(ng / np.median(ng))
+    base = expit(logit(p) + shift)
+    if rho > 0:
+        s = (1 - rho) / rho
+        pg = rng.beta(base * s, (1 - base) * s, size=(n_sims, len(ng)))
+    else:
+        pg = np.broadcast_to(base, (n_sims, len(ng)))
+    return rng.binomial(ng, pg), float((base * ng).sum() / ng.sum())
+
+
+HARD_RHOS = (0.0, 0.3, 0.6, 0.9)
+
+
+def hard_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Korn-Graubard at very unequal and informative question sizes, ICC up to 0.9, and rare events at 5, 16
+    and 66 questions; each beside the K - 1 degrees of freedom it replaced (informational)."""
+    from loadbearing.stats import cluster_df, design_effect_interval
+
+    rng = np.random.default_rng(seed + 7)
+    out: dict[str, dict[str, Any]] = {}
+    for design in ("lognormal", "dominant", "informative"):
+        for K in (5, 16, 66):
+            ng = hard_sizes("lognormal" if design == "informative" else design, rng, K)
+            cells: dict[str, dict[str, float]] = {"effective": {}, "clusters": {}}
+            for p in PS:
+                for rho in HARD_RHOS:
+                    if design == "informative":
+                        kg, true = _draw_informative(rng, n_sims, ng, p, rho)
+                    else:
+                        kg, true = _draw(rng, n_sims, ng, p, rho), p
+                    for df in cells:
+                        lo, hi = design_effect_interval(kg, ng, df=df)
+                        cells[df][f"p{p:g}.rho{rho:g}"] = float(np.mean((lo <= true) & (true <= hi)))
+            for df, c in cells.items():
+                worst = min(c, key=c.__getitem__)
+                name = f"rate.coverage.{design}.q{K}" + ("" if df == "effective" else ".df_k_minus_1")
+                out[name] = {"test": f"clustered_rate (Korn-Graubard, df {'K_eff - 1' if df == 'effective' else 'K - 1'})"
+                             f", {design} sizes, worst over p x rho (rho up to 0.9)", "n_clusters": K,
+                             "rows_per_question": ng.tolist(), "k_eff": float(cluster_df(ng)[0] + 1),  # from the sizes alone
+                             "coverage": c[worst], "worst_scenario": worst, "by_scenario": c,
+                             "mean_coverage": float(np.mean(list(c.values()))), "nominal": NOMINAL, "n_sims": n_sims,
+                             **({"informational": True} if df == "clusters" else {})}
+    for K in (5, 16):
+        ng = np.full(K, 2)
+        c = {}
+        for p in (0.025, 0.05):
+            for rho in (0.0, 0.3, 0.6, 0.9):
+                kg = _draw(rng, n_sims, ng, p, rho)
+                lo, hi = design_effect_interval(kg, ng)
+                c[f"p{p:g}.rho{rho:g}"] = float(np.mean((lo <= p) & (p <= hi)))
+        worst = min(c, key=c.__getitem__)
+        out[f"rate.coverage.rare.q{K}"] = {"test": f"clustered_rate (Korn-Graubard), {K} q x 2 rows, rare events",
+                                          "n_clusters": K, "coverage": c[worst], "worst_scenario": worst,
+                                          "by_scenario": c, "nominal": NOMINAL, "n_sims": n_sims}
     return out
 
 
@@ -152,6 +231,7 @@ def run(fast: bool = True, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Every interval calibration entry (``fast``: 1,000 simulations per scenario, else 4,000)."""
     n = 1000 if fast else 4000
     out = rate_entries(n, seed, n_boot=300 if fast else 1000)
+    out.update(hard_entries(n, seed))
     out.update(paired_entries(n, seed))
     return out
 

@@ -64,6 +64,9 @@ class SweepConfig:
     controls: list[str] = field(default_factory=lambda: list(CONTROLS))
     operators: list[str] = field(default_factory=lambda: ["add"])  # add | ablate (ablate: no alpha)
     random_seeds: int = DEFAULT_RANDOM_SEEDS
+    #: ``case``: each random generation draws its own direction; ``sweep``: random setting j is one direction
+    #: for every case (R = random_seeds directions, so the probe's rate can be ranked among theirs)
+    random_scope: str = "case"
     cases: str = "C"
     max_cases: int | None = None
     per_question: int = DEFAULT_PER_QUESTION
@@ -120,6 +123,8 @@ class SweepConfig:
             raise SweepError("--controls is empty; pass random,none (a steering effect needs a control)")
         if "random" in self.controls and self.random_seeds < 1:
             raise SweepError(f"--random-seeds must be >= 1 with the random control, got {self.random_seeds}")
+        if self.random_scope not in ("case", "sweep"):
+            raise SweepError(f"--random-scope must be case or sweep, got {self.random_scope!r}")
         if self.cases not in CASE_KINDS:
             raise SweepError(f"--cases must be one of {', '.join(CASE_KINDS)}, got {self.cases!r}")
         for name in ("max_cases", "n_non_c"):

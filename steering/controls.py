@@ -32,6 +32,15 @@ RANDOM_KINDS = ("random", "random_cov")
 MAX_COV_ROWS = 4096
 
 
+SWEEP_SCOPE = "*"  # the case id every case shares with random_scope="sweep": one direction per random setting
+
+
+def scope_id(case_id: str, random_scope: str = "case") -> str:
+    """The id a random direction is seeded by: the case's own (``case``), or one for the whole sweep
+    (``sweep``: random setting j is then the same direction for every case)."""
+    return case_id if random_scope == "case" else SWEEP_SCOPE
+
+
 def direction_seed(seed: int, case_id: str, s: Setting) -> int:
     """The seed of setting ``s``'s random direction for case ``case_id`` (stable across runs and machines)."""
     how = "ablate" if s.operator == "ablate" else f"a{s.alpha_rel:g}"
@@ -119,4 +128,4 @@ def _fit_rows(dirs: Directions, questions: Any) -> np.ndarray:
 
 
 __all__ = ["MAX_COV_ROWS", "RANDOM_KINDS", "control_basis", "control_vector", "covariance_basis", "covariance_rows",
-           "direction_seed"]
+           "direction_seed", "scope_id"]

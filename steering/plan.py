@@ -214,7 +214,9 @@ def sweep_record(config: SweepConfig, run: Run, dirs: Directions, model_info: di
         "controls": list(config.controls),
         "operators": list(config.operators),
         "random_seeds": config.random_seeds,
-        "random_directions": "per case: each random generation draws its own direction (steering.controls)",
+        "random_directions": ("per case: each random generation draws its own direction (steering.controls)"
+                              if config.random_scope == "case" else
+                              "per sweep: random setting j is one direction for every case (steering.controls)"),
         "controls_note": controls_note,
         "cases": config.cases,
         "sesoi": config.sesoi,

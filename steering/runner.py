@@ -24,7 +24,7 @@ from probes.directions import Directions
 from steering.analysis import format_summary
 from steering.cases import case_dict, select_cases
 from steering.config import CONFIG_FILE, GENERATIONS, SCHEMA_VERSION, SUMMARY, SweepConfig, SweepError
-from steering.controls import RANDOM_KINDS, control_basis, control_vector, covariance_rows, direction_seed
+from steering.controls import RANDOM_KINDS, control_basis, control_vector, covariance_rows, direction_seed, scope_id
 from steering.grid import Setting, load_directions, make_grid, setting_basis, setting_vector
 from steering.plan import (
     check_directions_model,
@@ -52,7 +52,7 @@ def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = No
 
 
 def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str],
-                      seed: int = 0) -> dict[str, Any]:
+                      seed: int = 0, random_scope: str = "case") -> dict[str, Any]:
     """One line of ``generations.jsonl``: the setting, the case, the generation and its score (a random
     control's record names the seed of its own direction)."""
     pred, ok = score(g.text, case, questions)
@@ -67,7 +67,8 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
         "alpha_rel": s.alpha_rel,
         "alpha": s.alpha,
         "seed": s.seed,
-        "direction_seed": direction_seed(seed, case["id"], s) if s.basis in RANDOM_KINDS else None,
+        "direction_seed": direction_seed(seed, scope_id(case["id"], random_scope), s) if s.basis in RANDOM_KINDS
+        else None,
         "case_id": case["id"],
         "question_id": case["question_id"],
         "question_key": case["question_key"],
@@ -123,16 +124,18 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
                 part = jobs[c0 : c0 + chunk]
                 if ablating:
                     outs = sizer.call(ablate_fn, lm, [c["input_text"] for _, c in part],
-                                      [_ablate_basis(s, case, dirs, width, config.seed, cov, vec_cache) for s, case in part],
+                                      [_ablate_basis(s, case, dirs, width, config.seed, cov, vec_cache,
+                                                     config.random_scope) for s, case in part],
                                       layers=[L], positions=config.positions, max_new_tokens=config.max_new_tokens,
                                       progress=config.progress, desc=f"ablate L{L} {c0 + len(part)}/{len(jobs)}")
                     for (s, case), g in zip(part, outs):
-                        writer.write(generation_record(s, case, g, questions, config.seed))
+                        writer.write(generation_record(s, case, g, questions, config.seed, config.random_scope))
                     continue
                 rows = []
                 for s, case in part:
                     if s.basis in RANDOM_KINDS:
-                        rows.append(control_vector(s, case["id"], dirs, config.dose, width, config.seed, cov))
+                        rows.append(control_vector(s, scope_id(case["id"], config.random_scope), dirs, config.dose,
+                                                   width, config.seed, cov))
                         continue
                     if s.key not in vec_cache:
                         vec_cache[s.key] = setting_vector(s, dirs, config.dose, width)
@@ -143,15 +146,17 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
                                   positions=config.positions, max_new_tokens=config.max_new_tokens,
                                   progress=config.progress, desc=f"steer L{L} {c0 + len(part)}/{len(jobs)}")
                 for (s, case), g in zip(part, outs):
-                    writer.write(generation_record(s, case, g, questions, config.seed))
+                    writer.write(generation_record(s, case, g, questions, config.seed, config.random_scope))
     return sizer.record()
 
 
 def _ablate_basis(s: Setting, case: dict[str, Any], dirs: Directions, width: int, seed: int,
-                  cov: dict[int, np.ndarray] | None, cache: dict[str, np.ndarray]) -> np.ndarray:
-    """The orthonormal basis [k, d_model] an ablate setting projects out for ``case`` (a random one's per case)."""
+                  cov: dict[int, np.ndarray] | None, cache: dict[str, np.ndarray],
+                  random_scope: str = "case") -> np.ndarray:
+    """The orthonormal basis [k, d_model] an ablate setting projects out for ``case`` (a random one's per case,
+    or per sweep with ``random_scope="sweep"``)."""
     if s.basis in RANDOM_KINDS:
-        return control_basis(s, case["id"], width, seed, cov)
+        return control_basis(s, scope_id(case["id"], random_scope), width, seed, cov)
     if s.key not in cache:
         cache[s.key] = setting_basis(s, dirs)
     return cache[s.key]

@@ -88,7 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a finished sweep (RUN_DIR/steering): its settings, random-move rate and strongest difference")
     pl.add_argument("--base-rate", type=float, default=None,
                     help="fraction of C cases a random direction moves (without --pilot)")
+    pl.add_argument("--base-range", default=None, metavar="LO,HI",
+                    help="the base rate's uncertainty, two fractions (without --pilot; default: half to 1.5 times "
+                         "--base-rate); a null is sized to hold over it")
+    pl.add_argument("--parse-rate", type=float, default=None,
+                    help="fraction of steered answers that parse (without --pilot; default 1)")
     pl.add_argument("--effect", type=float, default=None, help="effect to detect, a fraction (0.20 = 20 points)")
+    pl.add_argument("--plan-sims", type=int, default=None, metavar="N",
+                    help="simulated sweeps per point of the plan (default 500; fewer: a quicker, noisier plan)")
     g = p.add_argument_group("grid")
     g.add_argument("--layers", default=None,
                    help="comma-separated hidden_states layers to steer (default: the file's selected_layer, else the "
@@ -102,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "bases matched to the activations' covariance), none (alpha-0 rerun) (default %(default)s)")
     g.add_argument("--random-seeds", type=int, default=DEFAULT_RANDOM_SEEDS,
                    help="random generations per case and setting, each with its own direction (default %(default)s)")
+    g.add_argument("--random-scope", choices=("case", "sweep"), default="case",
+                   help="case: every random generation draws its own direction; sweep: random setting j is one "
+                        "direction for every case, so the probe's moved rate is ranked among the R = --random-seeds "
+                        "directions' (use >= 19; default %(default)s)")
     add_option(g, "--steer-positions", dest="positions", choices=POSITIONS, default="continuation",
                deprecated=("--positions",), help="which token positions are steered (see steering.positions; "
                                                  "default %(default)s)")
@@ -157,7 +168,8 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
         alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
         operators=[o.strip() for o in parse_list(args.operator, str, "operator") or []],
-        random_seeds=args.random_seeds, cases=args.cases, max_cases=args.max_cases, per_question=args.per_question,
+        random_seeds=args.random_seeds, random_scope=args.random_scope, cases=args.cases, max_cases=args.max_cases,
+        per_question=args.per_question,
         n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
         allow_overlap=args.allow_overlap, sesoi=args.sesoi,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
@@ -178,11 +190,22 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
                       * len(parse_list(args.layers, int, "layers") or [0]))
         if args.random_seeds < 1:
             raise SweepError(f"--random-seeds must be >= 1, got {args.random_seeds}")
-        design = stated_design(args.base_rate, args.effect, n_settings, args.random_seeds)
+        rng = None
+        if args.base_range is not None:
+            vals = parse_list(args.base_range, float, "base-range") or []
+            if len(vals) != 2 or not 0 <= vals[0] <= args.base_rate <= vals[1] <= 1:
+                raise SweepError(f"--base-range {args.base_range!r} must be two fractions LO,HI with LO <= --base-rate "
+                                 f"({args.base_rate:g}) <= HI, e.g. --base-range 0.01,0.05")
+            rng = (vals[0], vals[1])
+        check_fraction(args.parse_rate, "--parse-rate", error=SweepError)
+        design = stated_design(args.base_rate, args.effect, n_settings, args.random_seeds,
+                               parse_rate=1.0 if args.parse_rate is None else args.parse_rate, base_range=rng)
     else:
         raise SweepError("--plan needs --pilot SWEEP_DIR or --base-rate R (the fraction of C cases a random "
                          "direction moves)")
-    echo(format_plan(design, plan(design, sesoi=args.sesoi, seed=args.seed)))
+    if args.plan_sims is not None and args.plan_sims < 50:
+        raise SweepError(f"--plan-sims must be >= 50, got {args.plan_sims}")
+    echo(format_plan(design, plan(design, sesoi=args.sesoi, seed=args.seed, n_sims=args.plan_sims)))
     return 0
 
 

@@ -37,19 +37,46 @@ def _setting_str(d: dict[str, Any]) -> str:
            f"alpha={d['alpha']:g} raw ({d['alpha_rel']:.3g}x|resid|)" if "|raw" in d["key"] else
            f"alpha={d['alpha_rel']:g}x|resid|")
     basis = "" if (d.get("directions") or "basis") == "basis" else f" {d['directions']}"
-    s = (f"L{d['layer']}{basis} k={d['k']} {how} moved {fmt_rate(d['moved_of_all'])} of all C "
-         f"(coverage {_pct(d['coverage_c']['rate'])})")
+    s = f"L{d['layer']}{basis} k={d['k']} {how} moved {fmt_rate(d['moved'])} of parsed C"
     if d["control"]["kind"]:
-        s += f" vs {d['control']['kind']} control {fmt_rate(d['control']['moved_of_all'])}"
+        s += f" vs {d['control']['kind']} control {fmt_rate(d['control']['moved'])}"
     if est is not None:
         s += (f", difference {_pp(est)} pp (95% CI {_pp(ci[0])} to {_pp(ci[1])} pp over "
               f"{diff.get('n_questions')} questions)")
+    s += f"; {_parse_str(d)}"
     if d["p_holm"] is not None:
         s += f", exact p={d['p_value']:.3g}, Holm p={d['p_holm']:.3g}"
+        rk = d.get("direction_rank")
+        s += (f"; direction rank p={rk['p_greater']:.3g} among {rk['n_directions']} random directions (Holm "
+              f"{rk.get('p_holm', float('nan')):.3g})" if rk else "; the direction itself is not ranked among random "
+              "directions (--random-scope sweep)")
         ex = d.get("exact") or {}
         if ex.get("min_p_two") is not None and ex["min_p_two"] >= 0.05:
             s += f" (smallest attainable p {ex['min_p_two']:.3g})"
     return s
+
+
+def _parse_str(d: dict[str, Any]) -> str:
+    """The parse-rate outcome of a setting: probe vs control, the difference, its interval and exact p."""
+    ctrl = (d.get("control") or {}).get("coverage_c") or {}
+    s = f"parsed {_short(d['coverage_c'])}" + (f" vs control {_short(ctrl)}" if d["control"]["kind"] else "")
+    pd = (d.get("parse") or {}).get("difference") or {}
+    if pd.get("estimate") is not None:
+        ci = pd.get("ci") or [None, None]
+        p = (d.get("parse") or {}).get("p_value")
+        s += f" (parse difference {_pp(pd['estimate'])} pp, 95% CI {_pp(ci[0])} to {_pp(ci[1])}, exact p={_f3(p)})"
+    return s
+
+
+def _unin_str(summary: dict[str, Any]) -> str:
+    """Which tested settings are uninformative (their answer line broken), or nothing."""
+    bad = [d for d in summary["settings"] if d.get("uninformative")]
+    if not bad:
+        return ""
+    m = 100 * summary.get("parse_margin", 0.10)
+    return (f"; uninformative (the parse rate differs from the control's by more than {m:.0f} pp, exact p < "
+            f"{summary['level']}: neither null nor effect can be read from them): "
+            + ", ".join(f"{d['key']} ({_parse_str(d)})" for d in bad))
 
 
 def _power_str(summary: dict[str, Any]) -> str:
@@ -75,23 +102,30 @@ def verdict_text(summary: dict[str, Any]) -> str:
     best = next(d for d in settings if d["strongest"])
     power = _power_str(summary)
     lvl = summary["level"]
+    unin = _unin_str(summary)
+    if code == "uninformative":
+        return (f"uninformative: every tested setting breaks the answer line, so the sweep can say neither null "
+                f"nor effect{unin}")
     if code == "effect":
         winners = [d for d in settings if d["beats_control"]]
-        top = max(winners, key=lambda d: d["moved_of_all"]["rate"])
+        top = max(winners, key=lambda d: d["moved"]["rate"] or 0.0)
         harm = sum(d["harms"] for d in settings)
         return (f"effect: {len(winners)}/{len(settings)} settings beat their control (Holm p < {lvl})"
-                + (f", {harm} are worse than it" if harm else "") + f"; strongest: {_setting_str(top)}")
+                + (f", {harm} are worse than it" if harm else "") + f"; strongest: {_setting_str(top)}{unin}")
     if code == "harm":
         losers = [d for d in settings if d["harms"]]
         worst = min(losers, key=lambda d: d["exact"]["stat"])
         return (f"harm: no setting beats its control, and {len(losers)}/{len(settings)} are significantly worse "
-                f"than it (Holm p < {lvl}); worst: {_setting_str(worst)}")
+                f"than it (Holm p < {lvl}); worst: {_setting_str(worst)}{unin}")
     if code == "null":
-        return (f"null: no setting beats or falls behind its control and every 95% interval lies within +/-"
-                f"{sesoi_pp:.0f} pp (equivalence); strongest: {_setting_str(best)}{power}")
-    n_ex = sum(1 for d in settings if d["equivalent"])
+        pm = 100 * summary.get("parse_margin", 0.10)
+        return (f"null: no setting beats or falls behind its control, every moved-among-parsed 95% interval lies "
+                f"within +/-{sesoi_pp:.0f} pp and every parse-rate interval within +/-{pm:.0f} pp (equivalence); "
+                f"strongest: {_setting_str(best)}{power}")
+    n_ex = sum(1 for d in settings if d["equivalent"] or d.get("uninformative"))
     return (f"inconclusive: no setting beats its control (Holm p < {lvl}), but {len(settings) - n_ex}/"
-            f"{len(settings)} intervals still reach beyond +/-{sesoi_pp:.0f} pp; strongest: {_setting_str(best)}{power}")
+            f"{len(settings)} settings are not shown equivalent (an interval reaches beyond +/-{sesoi_pp:.0f} pp, "
+            f"or the parse rate is not shown kept); strongest: {_setting_str(best)}{unin}{power}")
 
 
 def _short(r: dict[str, Any] | None) -> str:
@@ -105,10 +139,10 @@ def _pairs(diff: dict[str, Any]) -> str:
         return ""
     s = f"{diff.get('n_cases', 0)}"
     extra = []
-    if diff.get("n_unparsed_pairs"):
-        extra.append(f"{diff['n_unparsed_pairs']} unparsed")
-    if diff.get("n_dropped"):
-        extra.append(f"{diff['n_dropped']} dropped")
+    for key, what in (("n_probe_unparsed", "probe unparsed"), ("n_controls_unparsed", "controls unparsed"),
+                      ("n_unparsed_pairs", "unparsed"), ("n_dropped", "dropped")):
+        if diff.get(key):
+            extra.append(f"{diff[key]} {what}")
     return s + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -116,35 +150,43 @@ def _rows(summary: dict[str, Any]) -> list[list[str]]:
     rows = []
     b = summary.get("baseline")
     if b:
-        rows.append(["alpha=0 rerun", "none", _short(b["moved_of_all"]), _pct(b["coverage_c"]["rate"]), "", "", "", "",
+        rows.append(["alpha=0 rerun", "none", _short(b["moved"]), _short(b["coverage_c"]), "", "", "", "", "",
                      "", "", "", _short(b["broken"])])
     for d in summary["settings"]:
         diff = d["difference"] or {}
         est, ci = diff.get("estimate"), diff.get("ci") or [None, None]
         ds = "n/a" if est is None else f"{_pp(est)} [{_pp(ci[0])},{_pp(ci[1])}]"
         ctrl = d["control"]
-        cs = "n/a" if not ctrl["kind"] else f"{_pct(ctrl['moved_of_all']['rate'])} {ctrl['kind']} x{ctrl['m']}"
+        cs = ("n/a" if not ctrl["kind"] else f"{_pct(ctrl['moved']['rate'])} of {_pct(ctrl['coverage_c']['rate'])} "
+              f"parsed, {ctrl['kind']} x{ctrl['m']}")
         iso = d.get("isotropic")
         if iso:
-            cs += f"; iso {_pct(iso['moved_of_all']['rate'])} p={_f3(iso['p_value'])}"
-        call = ("effect" if d["beats_control"] else "harm" if d["harms"] else "equiv" if d["equivalent"]
-                else "" if d["p_value"] is None else "-")
-        rows.append([d["key"] + (" *" if d["strongest"] else ""), d.get("operator", "add"), _short(d["moved_of_all"]),
-                     _pct(d["coverage_c"]["rate"]), cs, ds, _pairs(diff), _f3(d["p_value"]),
-                     _f3((d.get("exact") or {}).get("min_p_two")), _f3(d["p_holm"]), call, _short(d["broken"])])
+            cs += f"; iso {_pct(iso['moved']['rate'])} p={_f3(iso['p_value'])}"
+        pd = (d.get("parse") or {}).get("difference") or {}
+        pci = pd.get("ci") or [None, None]
+        ps = ("n/a" if pd.get("estimate") is None else
+              f"{_pp(pd['estimate'])} [{_pp(pci[0])},{_pp(pci[1])}] p={_f3(d['parse'].get('p_value'))}")
+        call = d.get("setting_verdict") or ""
+        rows.append([d["key"] + (" *" if d["strongest"] else ""), d.get("operator", "add"), _short(d["moved"]),
+                     _short(d["coverage_c"]), cs, ds, _pairs(diff), _f3(d["p_value"]),
+                     _f3((d.get("exact") or {}).get("min_p_two")), _f3(d["p_holm"]), ps, call, _short(d["broken"])])
     return rows
 
 
-HEAD = ["setting", "operator", "moved C (of all)", "coverage", "control", "diff pp [95% CI]", "pairs", "p", "min p", "Holm",
-        "call", "broken non-C"]
-FOOT = ("* strongest setting of its operator (ranked by moved-of-all: unparsed answers count as not moved); operator = "
-        "add (the directions added at alpha) or ablate (their span projected out; no alpha), each its own Holm family "
-        "and verdict; coverage = parsed "
-        "steered answers; control = random-direction moved rate (random: isotropic, random_cov: covariance-matched, "
-        "xm: random generations per case, each its own direction); diff = probe minus control, per question then "
-        "averaged, CI over questions; pairs = C cases compared (unparsed: a side did not parse and counts as not "
-        "moved; dropped: no control generation); p = exact randomisation test, two-sided; min p = the smallest p "
-        "these cases allow; call = effect / harm (Holm) / equiv (CI within +/- SESOI)")
+HEAD = ["setting", "operator", "moved C (of parsed)", "parsed C", "control", "diff pp [95% CI]", "pairs", "p", "min p",
+        "Holm", "parse diff pp [95% CI] p", "verdict", "broken non-C"]
+FOOT = ("* strongest setting of its operator (ranked by moved among parsed, among the settings that keep the answer "
+        "line); operator = add (the directions added at alpha) or ablate (their span projected out; no alpha), each "
+        "its own Holm family and verdict; moved = C cases now correct among those whose answer parses; parsed C = "
+        "steered C answers that parse (the co-primary outcome); control = random-direction moved rate of its parsed "
+        "answers and its parse rate (random: isotropic, random_cov: covariance-matched, xm: random generations per "
+        "case, each its own direction); diff = probe minus control moved-among-parsed, per question then averaged, "
+        "CI over questions; pairs = C cases compared (a case needs its probe and one control parsed; probe "
+        "unparsed / controls unparsed: left out); p = exact randomisation test, two-sided; min p = the smallest p "
+        "these cases allow; parse diff = probe minus control parse rate with its own exact test; verdict = the "
+        "setting's: uninformative (parse rates differ by more than the parse margin, exact p < level: never null "
+        "or effect) / effect / harm (Holm) / null (moved CI within +/- SESOI and parse CI within +/- the parse "
+        "margin) / inconclusive")
 
 
 def format_table(summary: dict[str, Any], style: str = "text") -> str:

@@ -3,10 +3,11 @@
 ``make reproduce`` runs ``python -m study --config reproduce`` (the preset ``study/presets/reproduce.toml``) and
 then this, which prints from the study directory's own files, in order:
 
-1. the steering verdict (``steering/summary.json``): null / effect / harm / inconclusive at the study's SESOI,
-   with each tested setting's difference from its random controls, its 95% interval over questions and its
-   Holm-adjusted exact p; the held-out cases steered beside the number a null needed (the sweep's simulated
-   power, :mod:`steering.power`);
+1. the steering verdict (``steering/summary.json``): null / effect / harm / inconclusive / uninformative at the
+   study's SESOI, with each tested setting's own verdict, its parse rate against its random controls' (the
+   parse-rate difference, its interval and exact p), its moved-among-parsed difference, 95% interval over
+   questions and Holm-adjusted exact p; which settings are uninformative (the answer line broken); the
+   held-out cases steered beside the number a null needed (the sweep's simulated power, :mod:`steering.power`);
 2. the probe table in the paper's layout (``probes/paper_table.md``, ``probes.train --paper-table``);
 3. the steering table in the paper's Table 7 layout (``steering-paper/table7.md``, the small descriptive
    paper-design sweep, :mod:`steering.paper_design`).
@@ -35,27 +36,47 @@ def _pp(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:+.1f}"
 
 
+def _frac(r: dict[str, Any] | None) -> str:
+    r = r or {}
+    return f"{r.get('k')}/{r.get('n')}"
+
+
+def setting_line(d: dict[str, Any]) -> str:
+    """One tested setting: its own verdict, moved among parsed and parse rate, each against its control."""
+    ctrl = d.get("control") or {}
+    diff = d.get("difference") or {}
+    ci = diff.get("ci") or [None, None]
+    parse = d.get("parse") or {}
+    pd = parse.get("difference") or {}
+    pci = pd.get("ci") or [None, None]
+    p = parse.get("p_value")
+    return (f"  {d['key']}: {d.get('setting_verdict') or 'untested'}; parsed {_frac(d.get('coverage_c'))} vs "
+            f"{ctrl.get('kind')} control {_frac(ctrl.get('coverage_c'))}, parse difference {_pp(pd.get('estimate'))} "
+            f"pp, 95% CI [{_pp(pci[0])}, {_pp(pci[1])}], exact p " + ("n/a" if p is None else f"{p:.3g}")
+            + f"; moved among parsed {_frac(d.get('moved'))} vs {_frac(ctrl.get('moved'))}; difference "
+            f"{_pp(diff.get('estimate'))} pp, 95% CI [{_pp(ci[0])}, {_pp(ci[1])}] over {diff.get('n_questions')} "
+            "questions; Holm p " + ("n/a" if d.get("p_holm") is None else f"{d['p_holm']:.3g}"))
+
+
 def verdict_block(summary: dict[str, Any]) -> str:
-    """The verdict, each tested setting's difference and interval, and the sample against what a null needs."""
+    """The verdict, each tested setting's verdict with its parse rate and moved-among-parsed difference, the
+    uninformative settings, and the sample against what a null needs."""
+    margin = 100 * float(summary.get("parse_margin") or 0.10)
     lines = [f"steering verdict: {summary.get('verdict_code')} (SESOI {100 * float(summary.get('sesoi') or 0):.0f} "
-             f"pp, level {summary.get('level')}, Holm over {(summary.get('multiple_comparisons') or {}).get('n_tests')} "
-             f"settings)"]
-    for d in summary.get("settings") or []:
-        diff = d.get("difference") or {}
-        ci = diff.get("ci") or [None, None]
-        lines.append(f"  {d['key']}: moved {d['moved_of_all']['k']}/{d['moved_of_all']['n']} vs "
-                     f"{(d.get('control') or {}).get('kind')} control "
-                     f"{(d.get('control') or {}).get('moved_of_all', {}).get('k')}/"
-                     f"{(d.get('control') or {}).get('moved_of_all', {}).get('n')}; difference {_pp(diff.get('estimate'))} "
-                     f"pp, 95% CI [{_pp(ci[0])}, {_pp(ci[1])}] over {diff.get('n_questions')} questions; Holm p "
-                     + ("n/a" if d.get("p_holm") is None else f"{d['p_holm']:.3g}"))
+             f"pp, parse margin {margin:.0f} pp, level {summary.get('level')}, Holm over "
+             f"{(summary.get('multiple_comparisons') or {}).get('n_tests')} settings)"]
+    lines += [setting_line(d) for d in summary.get("settings") or []]
+    unin = summary.get("uninformative") or []
+    lines.append("  uninformative settings (the answer line broken: neither null nor effect): "
+                 + (", ".join(unin) if unin else "none"))
     pw = summary.get("power") or {}
     if pw:
         need = pw.get("n_cases_for_null")
         lines.append(f"  sample: {summary.get('n_c_cases')} held-out C cases from {summary.get('n_c_questions')} "
                      f"questions; a null at this SESOI needs about "
-                     f"{need if need is not None else 'more than ' + str(pw.get('n_max'))} (simulated at the observed "
-                     f"random-move rate {100 * float(pw.get('base_rate') or 0):.0f}%); detectable effect about "
+                     f"{need if need is not None else 'more than ' + str(pw.get('n_max'))} (simulated at the controls' "
+                     f"observed rates: {100 * float(pw.get('base_rate') or 0):.0f}% moved among parsed, "
+                     f"{100 * float(pw.get('parse_rate') or 1):.0f}% parsed); detectable effect about "
                      + ("none up to 100 pp" if pw.get("mde") is None else f"{100 * pw['mde']:.0f} pp"))
     lines.append(f"  {summary.get('verdict', '')}")
     return "\n".join(lines)
@@ -99,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(body)
 
 
-__all__ = ["PARTS", "ReproduceError", "main", "report", "verdict_block"]
+__all__ = ["PARTS", "ReproduceError", "main", "report", "setting_line", "verdict_block"]
 
 
 if __name__ == "__main__":

@@ -10,10 +10,13 @@
    metadata-only baseline (same folds; the interval the probes stage computed, with its method) and its
    permutation p-values (of the gain, and of the accuracy). *yes* when the
    gain's interval lies above 0, *no* when below, *not shown* when it spans 0. With several probes the line
-   gives the one with the largest gain and says how many there were.
+   gives the one with the largest gain, says how many there were, and answers *yes* only when that gain's
+   p-value times the number of probes is below 0.05 (Bonferroni for the maximum). The shuffled-label p is
+   described as what it tests: the probe against probes trained on labels exchanged between questions.
 3. **Does steering move the outcome?** (``steering/summary.json``): the sweep's own verdict code (effect /
-   harm / null / inconclusive) with the strongest setting's difference from its matched control, its
-   interval and its Holm-adjusted p.
+   harm / null / inconclusive / uninformative) with the strongest setting's moved-among-parsed difference
+   from its matched control, its interval and its Holm-adjusted p, and the settings that broke the answer
+   line (uninformative).
 
 A stage that did not run, or left too little data for an interval, gets a line that says so and why. Every
 line names its number of questions and the command that computes (or re-runs) it. Only the files are read:
@@ -143,15 +146,23 @@ def probe_verdict(results: dict[str, Any] | None, study: str = "DIR") -> Verdict
     detail = (f"{best} probe (nested CV) {format_rate(h.get('accuracy'))} vs metadata only "
               f"{format_rate(meta) if meta else 'n/a'}: gain {_pp(g['value'])} pp {_interval(g.get('lo'), g.get('hi'))}"
               f"{how}" + ("" if gp is None else f", gain p = {gp:.3f}")
-              + f", shuffled-label p = {'n/a' if p is None else f'{p:.3f}'}")
-    if len(scored) > 1:
-        detail += f" (largest gain of {len(scored)} probes: {', '.join(scored)})"
+              + f", shuffled-label p = {'n/a' if p is None else f'{p:.3f}'} (the probe against probes trained on "
+              "labels exchanged between questions of the same design; not a test against the metadata)")
+    n_p = len(scored)
+    if n_p > 1:
+        detail += f" (largest gain of {n_p} probes: {', '.join(scored)})"
     lo, hi = g.get("lo"), g.get("hi")
     if lo is None or hi is None:
         answer = "too little data"
         detail += " (no interval)"
     else:
         answer = "yes" if lo > 0 else ("no" if hi < 0 else "not shown")
+        if answer == "yes" and n_p > 1:
+            # the largest of n_p gains: Bonferroni on its gain p (the interval alone is not adjusted for the max)
+            if gp is None or gp * n_p >= 0.05:
+                answer = "not shown"
+            detail += (f"; adjusted for the largest of {n_p} probes: gain p x {n_p} = "
+                       + ("n/a" if gp is None else f"{min(1.0, gp * n_p):.3f}") + " (Bonferroni; yes needs < 0.05)")
     return Verdict("probe", q, answer, detail, g.get("n_questions", nq), cmd, src)
 
 
@@ -189,9 +200,11 @@ def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verd
     ctrl = best.get("control") or {}
     diff = best.get("difference") or {}
     lo, hi = (diff.get("ci") or [None, None])[:2]
-    detail = f"strongest setting {_setting_name(best)} moved {format_rate(best.get('moved_of_all'))} of C cases"
+    moved = "moved" if "parse" in best else "moved_of_all"  # summaries before the parse outcome: moved-of-all
+    detail = (f"strongest setting {_setting_name(best)} moved {format_rate(best.get(moved))} of "
+              + ("parsed " if moved == "moved" else "") + "C cases")
     if ctrl.get("kind"):
-        detail += f" vs {ctrl['kind']} control {format_rate(ctrl.get('moved_of_all'))}"
+        detail += f" vs {ctrl['kind']} control {format_rate(ctrl.get(moved))}"
     if diff.get("estimate") is not None:
         detail += f"; difference {_pp(diff['estimate'])} pp {_interval(lo, hi)}"
     if best.get("p_holm") is not None:
@@ -199,6 +212,14 @@ def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verd
         detail += f", Holm p = {best['p_holm']:.3g}" + (f" over {n_tests} setting{'s' if n_tests != 1 else ''}"
                                                        if n_tests else "")
     sesoi = summary.get("sesoi")
+    unin = [d for d in settings if d.get("uninformative")]
+    if unin:
+        margin = 100 * float(summary.get("parse_margin") or 0.10)
+        detail += ("; uninformative (the answer line broken, parse rate off its control's by more than "
+                   f"{margin:.0f} pp): " + ", ".join(
+                       f"{_setting_name(d)} parsed {(d.get('coverage_c') or {}).get('k')}/"
+                       f"{(d.get('coverage_c') or {}).get('n')} vs {((d.get('control') or {}).get('coverage_c') or {}).get('k')}/"
+                       f"{((d.get('control') or {}).get('coverage_c') or {}).get('n')}" for d in unin))
     if code == "null" and sesoi:
         detail += f"; every interval within {100 * sesoi:.0f} pp"
     elif code == "inconclusive" and sesoi:

@@ -123,6 +123,8 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     dt = s["difficulty_test"]["per_model"]["m1"]
     assert dt["status"] == "ok" and dt["n_cells"] == 4 and dt["df"] == 2 and dt["slope"] > 0 and 0 <= dt["p"] <= 1
     assert "Difficulty test (one observation per cell)" in printed
+    md = (out / "gradient.md").read_text()  # the row-level difficulty p is shown with its caveat beside it
+    assert "caveat: difficulty varies only between cells" in md and "caveat:" in printed
     assert reg["edit_type_model"]["status"] == "ok" and "C(edit_type)[T.text]" in reg["edit_type_model"]["coefficients"]
     assert reg["deviance_partition_edit_type"]["type"] == "edit_type"
     assert c["perturbed_coverage"]["method"] == "korn-graubard"

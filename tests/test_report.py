@@ -71,6 +71,14 @@ def test_probe_yes_no_not_shown_and_missing():
     assert probe_verdict(_probes({"logistic": (-0.05, -0.09, -0.01)})).answer == "no"
     two = probe_verdict(_probes({"logistic": (0.0, -0.03, 0.03), "mass_mean": (0.01, -0.02, 0.04)}))
     assert two.answer == "not shown" and two.detail.startswith("mass_mean") and "of 2 probes" in two.detail
+    # the largest of several gains: yes only when its gain p times the number of probes is below 0.05
+    many = _probes({"logistic": (0.05, 0.01, 0.09), "mlp": (0.02, -0.01, 0.05), "mass_mean": (0.0, -0.03, 0.03)})
+    many["headline"]["logistic"]["gain_p_value"] = 0.03
+    v3 = probe_verdict(many)
+    assert v3.answer == "not shown" and "gain p x 3 = 0.090 (Bonferroni" in v3.detail
+    many["headline"]["logistic"]["gain_p_value"] = 0.01
+    assert probe_verdict(many).answer == "yes"
+    assert "not a test against the metadata" in v3.detail
     empty = probe_verdict({"data": {"n_questions": 3, "notes": ["only one class"]}, "headline": {}})
     assert empty.answer == "too little data" and "only one class" in empty.detail
     assert probe_verdict(None).answer == "not run"

@@ -104,8 +104,37 @@ def test_the_closing_print_has_the_verdict_its_interval_and_both_tables(tmp_path
     s = summ["settings"][0]
     lo, hi = s["difference"]["ci"]
     assert out.startswith(f"steering verdict: {summ['verdict_code']} (SESOI 10 pp")
-    assert f"95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}] over 30 questions" in out and "moved 2/30" in out
+    assert f"95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}] over 30 questions" in out
+    assert "moved among parsed 2/30 vs 1/30" in out and "parsed 30/30 vs random control 30/30" in out
+    assert "uninformative settings (the answer line broken: neither null nor effect): none" in out
     assert out.index("steering verdict") < out.index("paper's layout") < out.index("Table 7 layout")
+
+
+def test_the_closing_print_names_the_uninformative_settings(tmp_path, capsys):
+    """make reproduce's case: a k = 4 basis whose answers parse 1/150 against 208/600 for its random bases."""
+    from steering.analysis import summarize_records
+    from steering.grid import make_grid
+    from study.reproduce import main
+
+    d = _study_dir(tmp_path)
+    grid = make_grid([16], [1, 4], [0.5], ("random", "none"), 4, {16: 1.0})
+    recs = []
+    for s in grid:
+        for i in range(150):
+            if s.basis == "none":
+                ok = False
+            elif s.basis == "probe" and s.k == 4:
+                ok = True if i == 0 else None  # parses 1/150
+            else:
+                ok = None if (i + 3 * (s.seed or 0)) % 20 >= 7 else (i * 7 + (s.seed or 0)) % 14 == 0
+            recs.append({"setting": s.key, "basis": s.basis, "case_id": f"c{i}", "question_id": f"q{i}",
+                         "question_key": f"q{i}", "case_label": "C", "correct": ok})
+    (d / "steering" / "summary.json").write_text(json.dumps(summarize_records(recs, grid, power=False)))
+    assert main([str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "L16|k4|a0.5|probe: uninformative; parsed 1/150 vs random control 208/600" in out
+    assert "uninformative settings (the answer line broken: neither null nor effect): L16|k4|a0.5|probe" in out
+    assert not out.startswith("steering verdict: null")
 
 
 def test_the_closing_print_names_what_is_missing(tmp_path, capsys):

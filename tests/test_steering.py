@@ -363,8 +363,11 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
     assert top["moved_of_all"]["k"] == 8 and top["moved_of_all"]["n"] == 8 and top["coverage_c"]["rate"] == 1.0
     assert top["control"]["kind"] == "random" and top["control"]["moved_of_all"]["k"] == 0
     assert top["difference"]["n_questions"] == 8 and top["difference"]["estimate"] == 1.0
-    assert top["p_value"] == pytest.approx(2 / 3 ** 8)  # exact test: the probe's is the moved one of 3, 8 times
-    assert top["p_greater"] == pytest.approx(3.0 ** -8) and top["exact"]["n_informative"] == 8
+    # moved-of-all's exact test: the probe's is the moved one of 3, 8 times; moved among parsed leaves out the
+    # random generations that did not parse, so its p is larger, still tiny
+    assert top["p_value_of_all"] == pytest.approx(2 / 3 ** 8) and top["p_value"] < 1e-3
+    assert top["setting_verdict"] == "effect" and top["parse"]["status"] != "broken"
+    assert top["p_greater"] == pytest.approx(top["p_value"] / 2) and top["exact"]["n_informative"] == 8
     assert top["difference"]["n_dropped"] == 0 and s["n_random_directions"] == 10 * 4 * 2
     assert top["beats_control"] and top["p_holm"] < 0.05
     assert top["broken"]["k"] == 2  # side effect: the non-C cases (gold 3) now say 7
@@ -650,7 +653,7 @@ def test_format_summary_text_and_md(tokenizer, tmp_path):
     dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
     s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
     text = format_summary(s)
-    assert "3 type-C cases from 3 questions" in text and "coverage" in text and s["verdict"] in text
+    assert "3 type-C cases from 3 questions" in text and "parsed C" in text and s["verdict"] in text
     md = format_summary(s, style="md")
     assert "| setting |" in md and "**Verdict.**" in md and "L2\\|k1\\|a1\\|probe" in md
     assert format_table(s).splitlines()[0].startswith("setting")
@@ -727,3 +730,21 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     s2 = run_sweep(_cfg(run, plain, layers=[2], ks=[2], alphas=[1.0], random_seeds=2, output=str(tmp_path / "o2")),
                    lm=lm, echo=lambda m: None)
     assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]
+
+
+def test_random_scope_sweep_applies_each_random_direction_to_every_case(tokenizer, tmp_path):
+    from steering.sweep import run_sweep
+
+    lm = _planted_lm(tokenizer)
+    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, random_scope="sweep"), lm=lm,
+                  echo=lambda m: None)
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    for j in (0, 1):
+        seeds = {r["direction_seed"] for r in recs if r["setting"] == f"L2|k1|a1|random{j}"}
+        assert len(seeds) == 1  # one direction for all 4 cases
+    rk = s["settings"][0]["direction_rank"]
+    assert rk["n_directions"] == 2 and rk["min_p_greater"] == pytest.approx(1 / 3)
+    cfg = json.loads((run / "steering" / "config.json").read_text())
+    assert cfg["random_directions"].startswith("per sweep")

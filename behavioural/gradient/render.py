@@ -80,6 +80,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
         out.append(render_table(["term", "coef", "cluster SE", "95% CI", "p"], rows, style))
         for pr in reg.get("problems", []):
             out.append(f"WARNING: {pr}")
+        if reg.get("difficulty_note"):  # the row-level difficulty p is not the test of difficulty
+            out.append(f"caveat: {reg['difficulty_note']}")
     for n in reg.get("notes", []) + reg.get("design_notes", []):
         out.append(f"note: {n}")
     dp = reg.get("deviance_partition") or {}
