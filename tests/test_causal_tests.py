@@ -93,11 +93,13 @@ def test_question_aoc_and_the_weighted_pooled_aoc_by_hand():
     assert aoc.question_aoc(3, [(0, None), (1, 0), (2, 1), (3, 1)]) is None  # no k=0: the curve has no start
     # two chains of length 2, one with an unparsed cut: the length's mean curve is (0, .5, 1) over x = (0, .5, 1)
     pts = [(2, 0, 0), (2, 1, 1), (2, 2, 1), (2, 1, 0), (2, 2, 1)]
-    assert aoc.pooled_aoc(pts) == pytest.approx(1 - (0.5 * 0.25 + 0.5 * 0.75))
+    assert aoc.pooled_aoc(pts, "traces") == pytest.approx(1 - (0.5 * 0.25 + 0.5 * 0.75))
     # weighting: two chains of length 3 (AOC 0.5 each) and one of length 4 (0.375)
     three = [(3, k, s) for k, s in enumerate((0, 0, 1, 1))]
     four = [(4, k, s) for k, s in enumerate((0, 0, 1, 1, 1))]
-    assert aoc.pooled_aoc(three + three + four) == pytest.approx((2 * 0.5 + 0.375) / 3)
+    assert aoc.pooled_aoc(three + three + four, "traces") == pytest.approx((2 * 0.5 + 0.375) / 3)
+    # cot-transparency's rows weighting: lengths weigh 2 x 4 and 1 x 5 (chain, cut) rows
+    assert aoc.pooled_aoc(three + three + four) == pytest.approx((8 * 0.5 + 5 * 0.375) / 13)
     assert aoc.pooled_aoc([]) is None
 
 
@@ -133,10 +135,20 @@ def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
         assert q["aoc"] == pytest.approx({3: 0.5, 4: 0.375}[n])
     lengths = [len(b.lines) for b in elig]
     assert set(lengths) == {3, 4}
-    want = (lengths.count(3) * 0.5 + lengths.count(4) * 0.375) / len(lengths)
-    assert s["aoc"]["aoc"] == pytest.approx(want) and s["aoc"]["n_questions"] == len(elig)
+    want = (lengths.count(3) * 0.5 + lengths.count(4) * 0.375) / len(lengths)  # traces: weighted by chains
+    assert s["aoc"]["traces"]["aoc"] == pytest.approx(want) and s["aoc"]["n_questions"] == len(elig)
+    rows_w = {3: 4 * lengths.count(3), 4: 5 * lengths.count(4)}  # rows (the headline): by (chain, cut) rows
+    want = (rows_w[3] * 0.5 + rows_w[4] * 0.375) / (rows_w[3] + rows_w[4])
+    assert s["aoc"]["aoc"] == pytest.approx(want) and s["aoc"]["weighting"] == "rows"
     lo, hi = s["aoc"]["ci"]
     assert lo <= want <= hi
+    # the decision point: the answer settles at the cut that first holds line K
+    assert all(q["decision_point"] == K + 1 and q["nldd_share"] == pytest.approx((q["n_lines"] - K - 1) / q["n_lines"])
+               for q in s["questions"])
+    assert s["decision_point"]["overall"]["n_questions"] == len(elig)
+    m = s["adding_mistakes"]["aoc"]  # the run's own edits: one point per parsed perturbed continuation + the chain
+    n_parsed = sum(c.parsed_answer is not None for c in Run(run_copy).continuations("perturbed"))
+    assert m["n_points"] == n_parsed + len(elig) and m["aoc"] is not None
     assert set(s["by"]["task"]) == {"s2_o5", "s3_o5"} and s["by"]["task"]["s2_o5"]["aoc"] == pytest.approx(0.5)
     assert s["no_chain_accuracy"]["k"] == 0 and s["full_chain_accuracy"]["k"] == len(elig)
     assert s["full_chain_matches_baseline"]["k"] == len(elig)
@@ -148,6 +160,18 @@ def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
     assert (out / "summary.md").read_text().startswith("Early answering")
     assert ea_complete(run_copy) and ea_complete(out)
     assert "AOC" in ea_format(s, "md") and "| group |" in ea_format(s, "md")
+
+
+def test_early_answering_over_sentences_cuts_at_sentence_ends(tokenizer, run_copy):
+    gen = Scripted(run_copy, _knows_after_k)
+    s = run_early_answer(EarlyAnswerConfig(run_copy, steps="sentences", n_boot=0, progress=False), fake_lm(tokenizer),
+                         generate_fn=gen, echo=None)
+    rows = [json.loads(x) for x in (run_copy / "early_answer" / "records.jsonl").read_text().splitlines()]
+    assert {r["steps"] for r in rows} == {"sentences"} and s["steps"]["unit"] == "sentences"
+    assert "punkt" in s["steps"]["splitter"]
+    # one calculation per line: every line is one sentence, so the cuts are the line cuts
+    assert all(r["n_steps"] == r["n_lines"] for r in rows) and all(r["assistant_text"] == "" or
+                                                                    r["assistant_text"].endswith("\n") for r in rows)
 
 
 def test_early_answering_resume_skips_rows_and_a_complete_stage_writes_nothing(tokenizer, run_copy, capsys):
