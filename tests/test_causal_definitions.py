@@ -9,6 +9,9 @@
 """
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,3 +161,104 @@ def test_decision_point_and_nldd_share():
     assert decision_point(4, [0, 1, 2, 3, 4], ["1", "2", "9", "2", "2"]) == {"decision_point": 3, "nldd_share": 0.25}
     assert decision_point(3, [0, 1, 2, 3], ["5", None, "5", "5"]) == {"decision_point": 0, "nldd_share": 1.0}
     assert decision_point(3, [0, 1, 2, 3], ["5", "5", "5", None])["decision_point"] is None
+
+
+# ------------------------------------------------------------------------------------------------ thought anchors
+def _ta_kl(sols1: list[dict], sols2: list[dict]) -> float:
+    """analyze_rollouts.calculate_kl_divergence, use_prob_true=False, laplace_smooth=False (l. 707-787)."""
+    c1: dict = defaultdict(int)
+    c2: dict = defaultdict(int)
+    for s in sols1:
+        if s.get("answer", ""):
+            c1[s["answer"]] += 1
+    for s in sols2:
+        if s.get("answer", ""):
+            c2[s["answer"]] += 1
+    if not c1 or not c2:
+        return 0.0
+    support = set(c1) | set(c2)
+    v, t1, t2, alpha = len(support), sum(c1.values()), sum(c2.values()), 1e-9
+    kl = 0.0
+    for a in support:
+        p, q = (c1[a] + alpha) / (t1 + alpha * v), (c2[a] + alpha) / (t2 + alpha * v)
+        kl += p * math.log(p / q)
+    return max(0.0, kl)
+
+
+def _ta_acc(sols: list[dict]) -> float:
+    correct = sum(1 for s in sols if s.get("is_correct", False) is True and s.get("answer", "") != "")
+    total = len([s for s in sols if s.get("is_correct", None) is not None and s.get("answer", "") != ""])
+    return correct / total if total > 0 else 0.0
+
+
+def _ta_importances(chunk_info: dict[int, list[dict]], emb: dict[str, np.ndarray], forced: dict[int, list[dict]],
+                    i: int, threshold: float = 0.8) -> dict[str, float]:
+    """The six importances of chunk i, written from analyze_rollouts.py l. 305-705 (default arguments)."""
+    nxt = chunk_info.get(min(k for k in chunk_info if k > i), [])
+    dissimilar, similar = [], []
+    for sol in chunk_info[i]:
+        a, b = emb[sol["chunk_removed"]], emb[sol["chunk_resampled"]]
+        (dissimilar if np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)) < threshold else similar).append(sol)
+    cf = _ta_acc(dissimilar) - _ta_acc(nxt) if dissimilar and nxt else 0.0
+    acc = {k: _ta_acc(v) for k, v in chunk_info.items()}
+    facc = {k: _ta_acc(v) for k, v in forced.items()}
+    return {"cf_importance": cf,
+            "kl_importance": _ta_kl(dissimilar, nxt + similar) if dissimilar and nxt else 0.0,
+            "resampling_importance": acc[i + 1] - acc[i],
+            "resampling_kl": _ta_kl(chunk_info[i], chunk_info[i + 1]),
+            "forced_importance": facc[i + 1] - facc[i],
+            "forced_kl": _ta_kl(forced[i], forced[i + 1])}
+
+
+def _fixed_rollouts(seed: int = 3):
+    """Fixed rollouts of a 3-step chain: answers, correctness and embeddings drawn once from a seeded stream."""
+    rng = np.random.default_rng(seed)
+    lines = ["2 + 3 = 5", "5 + 1 = 6", "6 - 2 = 4"]
+    emb = {t: rng.normal(size=4) for t in lines}
+    rows, chunk_info, forced = [], defaultdict(list), defaultdict(list)
+    for k in range(4):
+        for j in range(7):
+            ans = str(rng.choice(["4", "5", "9"], p=[0.5, 0.3, 0.2]))
+            new = f"new step {k} {j}"
+            # resampled steps near the original (similar) or far from it, by the draw
+            base = emb[lines[k]] if k < 3 else rng.normal(size=4)
+            emb[new] = base + rng.normal(scale=float(rng.choice([0.1, 3.0])), size=4)
+            parsed = None if j == 6 else ans  # one unparsed rollout per cut
+            sim = None if k == 3 else float(np.dot(emb[lines[k]], emb[new]) /
+                                            (np.linalg.norm(emb[lines[k]]) * np.linalg.norm(emb[new])))
+            rows.append({"kind": "rollout", "k": k, "parsed_answer": parsed,
+                         "correct": None if parsed is None else parsed == "4", "different": None if sim is None else sim < 0.8,
+                         "original_step": lines[k] if k < 3 else None, "new_step": new})
+            if parsed is not None:  # thought-anchors' chunk_info keeps only rollouts with an answer
+                chunk_info[k].append({"chunk_removed": lines[k] if k < 3 else new, "chunk_resampled": new,
+                                      "is_correct": parsed == "4", "answer": parsed})
+            fa = str(rng.choice(["4", "7"]))
+            rows.append({"kind": "forced", "k": k, "parsed_answer": fa, "correct": fa == "4"})
+            forced[k].append({"is_correct": fa == "4", "answer": fa})
+    return rows, dict(chunk_info), dict(forced), emb
+
+
+def test_resampling_counterfactual_forced_importances_and_kls_equal_thought_anchors():
+    from behavioural.causal.resample_summary import as_thought_anchors, question_steps
+
+    rows, chunk_info, forced, emb = _fixed_rollouts()
+    steps = question_steps(rows, 3, n_boot=0, seed=0)
+    assert any(st["n_different"] for st in steps) and any(st["n_different"] < st["n_rollouts"] for st in steps)
+    for i, st in enumerate(steps):
+        ref = _ta_importances(chunk_info, emb, forced, i)
+        for name, want in ref.items():
+            assert as_thought_anchors(st[name]) == pytest.approx(want, abs=1e-12), (i, name)
+
+
+def test_the_zero_none_convention_and_the_similarity_threshold():
+    from behavioural.causal.resample_similarity import THRESHOLD
+    from behavioural.causal.resample_summary import as_thought_anchors, question_steps
+
+    assert THRESHOLD == 0.8  # analyze_rollouts.py -st default (l. 64 of its arguments)
+    rows, _, _, _ = _fixed_rollouts()
+    for r in rows:  # no resample differs: thought-anchors returns 0.0 for cf, this toolkit None
+        if r["kind"] == "rollout" and r["different"] is not None:
+            r["different"] = False
+    steps = question_steps(rows, 3, n_boot=0, seed=0)
+    assert all(st["cf_importance"] is None and st["kl_importance"] is None for st in steps)
+    assert as_thought_anchors(None) == 0.0 and as_thought_anchors(0.25) == 0.25
