@@ -50,15 +50,19 @@ def test_early_answering_on_the_embedded_model(small_run, smol):
 
 @pytest.mark.timeout(120)
 def test_filler_on_the_embedded_model(small_run, smol):
-    s = run_filler(FillerConfig(small_run, max_answer_tokens=8, n_boot=200, progress=False), smol, echo=None)
+    s = run_filler(FillerConfig(small_run, fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=8, n_boot=200,
+                                progress=False), smol, echo=None)
     assert s["status"] == "ok" and s["token_count_matched"] == s["n_filler_rows"]
+    assert [p["fraction"] for p in s["sweep"]["dots"]] == [0.0, 0.5, 1.0]
     assert s["accuracy"]["full"]["n"] >= 1
 
 
 @pytest.mark.timeout(120)
 def test_paraphrase_on_the_embedded_model(small_run, smol):
-    s = run_paraphrase(ParaphraseConfig(small_run, max_new_tokens=32, paraphrase_tokens=48, n_boot=200, progress=False),
-                       smol, echo=None)
-    assert s["status"] == "ok" and s["reference_sources"].get("control") == s["n_questions"]
+    s = run_paraphrase(ParaphraseConfig(small_run, fractions=(0.5, 1.0), max_new_tokens=24, paraphrase_tokens=40,
+                                        n_boot=200, progress=False, allow_same_paraphraser=True), smol, echo=None)
+    # two fractions per chain; at 1 the reference is the baseline (the run has no control after the last line)
+    assert s["status"] == "ok" and sum(s["reference_sources"].values()) == 2 * s["n_questions"]
+    assert s["reference_sources"].get("baseline", 0) >= s["n_questions"] and len(s["curve"]) == 2
     rows = [json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()]
     assert all(r["paraphrase_raw"] is not None and r["original_lines"] for r in rows)

@@ -6,6 +6,7 @@ scripted forced-answer model whose behaviour is known, so curves, AOCs and rates
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -229,6 +230,10 @@ def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(to
     rows = [json.loads(x) for x in (run_copy / "filler" / "records.jsonl").read_text().splitlines()]
     dots = next(r for r in rows if r["condition"] == "dots")
     assert set(dots["assistant_text"].split()) == {"..."} and dots["filler_tokens"] == dots["chain_tokens"] > 0
+    # the sweep: 0 (no chain), then a quarter, half, three quarters and all of the chain's token count
+    assert [p["fraction"] for p in s["sweep"]["dots"]] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    half = [r for r in rows if r["condition"] == "dots@0.5"]
+    assert len(half) == n and all(abs(r["filler_tokens"] - round(r["chain_tokens"] / 2)) <= 1 for r in half)
     # a model that reads the chain: with filler (one line of it) the answer falls to the no-chain answer
     import shutil
 
@@ -236,6 +241,7 @@ def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(to
     s2 = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
                     generate_fn=Scripted(run_copy, _knows_after_k), echo=None)
     assert [s2["accuracy"][c]["k"] for c in ("none", "dots", "dashes", "full")] == [0, 0, 0, n]
+    assert [p["accuracy"]["k"] for p in s2["sweep"]["dots"]] == [0] * 5 and s2["full_accuracy"]["k"] == n
     assert s2["difference"]["dots"]["full"]["estimate"] == -1.0
 
 
@@ -254,24 +260,51 @@ def _with_paraphraser(rewrite):
     return gen
 
 
+def _para(run, **kw):
+    return ParaphraseConfig(run, n_boot=50, progress=False, allow_same_paraphraser=True, **kw)
+
+
 def test_paraphrase_keeps_the_answer_when_the_rewrite_keeps_the_numbers(tokenizer, run_copy):
-    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s = run_paraphrase(_para(run_copy), fake_lm(tokenizer),
                        generate_fn=_with_paraphraser(lambda x: f"In other words, {x}"), echo=None)
-    assert s["answer_changed"]["k"] == 0 and s["answer_changed"]["n"] == s["n_questions"]
-    assert s["reference_sources"] == {"control": s["n_questions"]} and s["numbers_preserved"]["k"] == s["n_questions"]
+    nq, nf = s["n_questions"], 4
+    assert s["answer_changed"]["k"] == 0 and s["answer_changed"]["n"] == nq * nf
+    assert s["numbers_preserved"]["k"] == nq * nf and s["same_as_run_model"] is True
     rows = [json.loads(x) for x in (run_copy / "paraphrase" / "records.jsonl").read_text().splitlines()]
-    r = rows[0]
+    r = next(r for r in rows if r["fraction"] == 0.5)
     assert r["paraphrased_lines"] == [f"In other words, {x}" for x in r["original_lines"]]
-    assert r["assistant_text"].startswith("In other words, ") and r["reference_id"].endswith("|control")
-    assert not r["identical"] and s["answer_changed_rewritten_numbers_kept"]["n"] == s["n_questions"]
+    assert len(r["original_lines"]) == max(1, math.floor(0.5 * r["n_lines"] + 0.5)) == r["line_index"] + 1
+    assert r["assistant_text"].startswith("In other words, ")
+    assert not r["identical"] and s["answer_changed_rewritten_numbers_kept"]["n"] == nq * nf
+    # the curve: every fraction keeps every answer; the whole chain paraphrased is referenced by the baseline
+    assert [p["fraction"] for p in s["curve"]] == [0.25, 0.5, 0.75, 1.0]
+    assert all(p["retention"]["k"] == p["retention"]["n"] == nq for p in s["curve"])
+    assert s["mean_gap"]["estimate"] == 0.0 and "--allow-same-paraphraser" in (run_copy / "paraphrase" /
+                                                                               "summary.md").read_text()
+    full = [r for r in rows if r["fraction"] == 1.0]
+    assert all(r["reference_source"] == "baseline" and len(r["original_lines"]) == r["n_lines"] for r in full)
 
 
 def test_paraphrase_that_changes_a_number_changes_the_answer(tokenizer, run_copy):
-    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s = run_paraphrase(_para(run_copy), fake_lm(tokenizer),
                        generate_fn=_with_paraphraser(lambda x: re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 40), x)),
                        echo=None)
-    assert s["answer_changed"]["k"] == s["answer_changed"]["n"] == s["n_questions"]
-    assert s["numbers_preserved"]["k"] == 0 and s["paraphrased_accuracy"]["k"] == 0
+    rows = [json.loads(x) for x in (run_copy / "paraphrase" / "records.jsonl").read_text().splitlines()]
+    # a rewrite that changed a calculation changes the answer; one that kept every number keeps it
+    assert all(r["same_answer"] is (r["numbers_preserved"]) for r in rows)
+    changed = [r for r in rows if not r["numbers_preserved"]]
+    assert s["answer_changed"]["k"] == len(changed) > 0 and {r["fraction"] for r in changed} >= {0.5, 0.75, 1.0}
+    # from half the chain on every rewrite changes a result: the reference is right, the continuation wrong
+    assert all(p["retention"]["k"] == 0 and p["gap"]["estimate"] == 1.0 for p in s["curve"] if p["fraction"] >= 0.5)
+    want = sum(p["gap"]["estimate"] for p in s["curve"]) / 4
+    assert s["mean_gap"]["estimate"] == pytest.approx(want) and s["mean_gap"]["estimate"] >= 0.75
+
+
+def test_the_paraphraser_must_differ_from_the_run_model(run_copy, capsys):
+    _one_error(capsys, para_main([str(run_copy)]), "--paraphraser is missing", "--allow-same-paraphraser")
+    _one_error(capsys, para_main([str(run_copy), "--paraphraser", "scripted"]), "is the run model")
+    _one_error(capsys, para_main([str(run_copy), "--allow-same-paraphraser", "--fractions", "0,1"]), "--fractions")
+    assert not (run_copy / "paraphrase").exists()
 
 
 # ------------------------------------------------------------------------------------------------ bad input
@@ -296,7 +329,7 @@ def test_a_run_with_no_eligible_baselines_is_one_error_and_writes_nothing(tokeni
 def test_bad_options_and_an_unloadable_paraphraser_are_one_error_and_write_nothing(run_copy, capsys):
     _one_error(capsys, para_main([str(run_copy), "--paraphraser", str(run_copy / "no-such-model")]), "--paraphraser",
                "does not exist")
-    _one_error(capsys, para_main([str(run_copy), "--line-position", "first"]), "--line-position")
+    _one_error(capsys, para_main([str(run_copy), "--fractions", "half"]), "--fractions")
     _one_error(capsys, ea_main([str(run_copy), "--shard", "3/2"]), "--shard")
     _one_error(capsys, ea_main([str(run_copy / "nope")]), "does not exist")
     assert not any((run_copy / d).exists() for d in ("early_answer", "paraphrase", "filler"))

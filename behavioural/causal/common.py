@@ -346,6 +346,16 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
+def parse_fractions(text: str, option: str = "--fractions") -> tuple[float, ...]:
+    """``"0.25,0.5,0.75,1"`` -> a tuple of floats; refuses text that is not a comma list of numbers."""
+    from loadbearing.cli import UsageError
+
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: give numbers in (0, 1], e.g. 0.25,0.5,0.75,1") from None
+
+
 def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"run_dir": args.run_dir, "resume": args.resume, "shard": args.shard, "batch_size": args.batch_size,
             "device": args.device, "n_boot": args.n_boot, "seed": args.seed, "progress": not args.quiet}
