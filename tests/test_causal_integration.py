@@ -66,3 +66,22 @@ def test_paraphrase_on_the_embedded_model(small_run, smol):
     assert s["reference_sources"].get("baseline", 0) >= s["n_questions"] and len(s["curve"]) == 2
     rows = [json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()]
     assert all(r["paraphrase_raw"] is not None and r["original_lines"] for r in rows)
+
+
+@pytest.mark.timeout(300)
+def test_receiver_heads_and_suppression_on_the_embedded_model(small_run, smol):
+    from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
+
+    before = smol.model.config._attn_implementation
+    cfg = AttentionConfig(small_run, max_questions=1, progress=False)
+    r = run_receiver_heads(cfg, smol, echo=None)
+    assert smol.model.config._attn_implementation == before  # read eagerly, restored after
+    assert r["n_sampled_questions"] == 1 and len(r["top_heads"]) == 20
+    q = r["questions"][0]
+    assert len(q["receiver_score"]) == q["n_lines"] and q["top_step"] is not None
+    s = run_suppression(cfg, smol, echo=None)
+    m = s["questions"][0]["matrix"]
+    n = len(m)
+    # causal: masking a later step leaves the earlier steps' distributions as they were
+    assert all(m[i][j] < -15 for i in range(n) for j in range(i + 1, n))
+    assert all(m[i][j] > -15 for i in range(1, n) for j in range(i))
