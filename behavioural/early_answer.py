@@ -22,13 +22,16 @@ __all__ = ["EarlyAnswerConfig", "build_parser", "format_summary", "is_complete",
 def build_parser():
     p = _common_parser("python -m behavioural.early_answer", __doc__ or "")
     p.add_argument("--max-answer-tokens", type=int, default=16, help="tokens generated after 'Answer:' (default 16)")
+    p.add_argument("--steps", choices=("lines", "sentences"), default="lines",
+                   help="what a cut counts: the run's reasoning lines (default) or sentences (cot-transparency's "
+                        "get_cot_steps, with a regex splitter standing in for nltk punkt)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> None:
         args = build_parser().parse_args(argv)
-        run_early_answer(EarlyAnswerConfig(max_answer_tokens=args.max_answer_tokens, **common_kwargs(args)))
+        run_early_answer(EarlyAnswerConfig(max_answer_tokens=args.max_answer_tokens, steps=args.steps, **common_kwargs(args)))
 
     return cli_main("early_answer", body)
 

@@ -18,6 +18,7 @@ import sys
 from behavioural.causal.common import build_parser as _common_parser
 from behavioural.causal.common import cli_main, common_kwargs
 from behavioural.causal.resample import PAPER, ResampleConfig, format_summary, is_complete, run_resample
+from behavioural.causal.resample_matrix import parse_band
 from behavioural.causal.resample_similarity import DEFAULT_METHOD, THRESHOLD
 
 __all__ = ["ResampleConfig", "build_parser", "format_summary", "is_complete", "main", "run_resample"]
@@ -40,6 +41,9 @@ def build_parser():
     f.add_argument("--similarity", default=DEFAULT_METHOD, help="tfidf (the lexical fallback, default) or st:MODEL "
                    "(a cached sentence-transformers model, e.g. st:all-MiniLM-L6-v2 as in the paper)")
     f.add_argument("--threshold", type=float, default=THRESHOLD, help="a new step differs when similarity < this (0.8)")
+    f.add_argument("--accuracy-band", default=None, metavar="LO,HI",
+                   help="pool only questions whose resample accuracy (rollouts from the question alone) is in [LO, HI] "
+                        "(thought-anchors keeps 0.25,0.75; default: all)")
     return p
 
 
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
             max_questions=args.max_questions or None, max_new_tokens=args.max_new_tokens,
             max_answer_tokens=args.max_answer_tokens, forced=not args.no_forced, similarity=args.similarity,
-            threshold=args.threshold, **common_kwargs(args)))
+            threshold=args.threshold, accuracy_band=parse_band(args.accuracy_band), **common_kwargs(args)))
 
     return cli_main("resample", body)
 

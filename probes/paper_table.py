@@ -3,13 +3,16 @@
     python -m probes.train runs/demo/activations.h5 --probe logistic,mlp --paper-table
     # -> runs/demo/probes/paper_table.csv and paper_table.md
 
-One row per task, layer and probe, with the paper's columns first: ``task`` ("3-class (A/B/C)", "Binary
-bypass", "Binary faithful"), ``layer``, ``probe`` ("linear" is the logistic probe, "mlp", "mass_mean"),
-``accuracy_mean`` and ``accuracy_std`` (numpy, ddof 0) of the outer folds' accuracies, ``accuracy`` (the
-paper's "68.8% +/- 2.6%" string), ``f1_macro`` (mean over folds of each fold's macro F1), ``fold_accuracies``
-(";"-separated, fold 0 first) and ``n`` (rows); then the toolkit's: ``target``, ``toolkit_probe``,
-``n_questions``, ``n_folds`` (scored folds) and ``best_layer`` ("yes" on the layer with the highest mean for
-its task and probe: the paper's pick).
+One row per task, layer and probe, with the released file's columns first, exactly as its header reads
+(r2m-ai/load-bearing-cot ``figures/table5_7_probe_with_ci.csv``: ``task,layer,probe,acc_mean,acc_std,acc_ci,
+f1_mean,f1_std,per_fold_acc,n``; :data:`PAPER_COLUMNS`): ``task`` ("3-class (A/B/C)", "Binary bypass", "Binary
+faithful"), ``layer``, ``probe`` ("linear" is the logistic probe, "mlp", "mass_mean"), ``acc_mean`` and
+``acc_std`` (numpy, ddof 0) of the outer folds' accuracies, ``acc_ci`` (the paper's "68.8% +/- 2.6%" string: a
+spread of fold scores, not an interval), ``f1_mean`` and ``f1_std`` of each fold's macro F1 (the paper's
+``cross_val_score(..., scoring="f1_macro")``, ``scripts/10b_retrain_probes.py``), ``per_fold_acc``
+(comma-separated, fold 0 first) and ``n`` (rows), numbers to 3 decimals as released; then the toolkit's:
+``target``, ``toolkit_probe``, ``n_questions``, ``n_folds`` (scored folds) and ``best_layer`` ("yes" on the layer
+with the highest mean for its task and probe: the paper's pick).
 
 The study's own target reuses the study's folds and predictions (every probe on the same folds); each other
 task is cross-validated here on its own rows, question-grouped, with the same seed and fold count. A task
@@ -28,8 +31,9 @@ from probes.data import CLASSES, ProbeData, ProbeError, absent_classes, check_fo
 
 PAPER_TASKS = {"three_class": "3-class (A/B/C)", "bypass": "Binary bypass", "propagation": "Binary faithful"}
 PAPER_PROBE = {"logistic": "linear", "mass_mean": "mass_mean", "mlp": "mlp"}
-COLUMNS = ("task", "layer", "probe", "accuracy_mean", "accuracy_std", "accuracy", "f1_macro", "fold_accuracies", "n",
-           "target", "toolkit_probe", "n_questions", "n_folds", "best_layer")
+#: the released table's header, in its order (figures/table5_7_probe_with_ci.csv, line 1)
+PAPER_COLUMNS = ("task", "layer", "probe", "acc_mean", "acc_std", "acc_ci", "f1_mean", "f1_std", "per_fold_acc", "n")
+COLUMNS = PAPER_COLUMNS + ("target", "toolkit_probe", "n_questions", "n_folds", "best_layer")
 CSV_FILE, MD_FILE = "paper_table.csv", "paper_table.md"
 ESTIMANDS = (
     "Two estimands. paper_table.csv is the paper's: for each task, probe and layer, the mean and standard deviation "
@@ -73,18 +77,19 @@ def layer_row(task: str, target: str, layer: int, probe: str, y: np.ndarray, pre
     f = np.array([v for v in f1s if v is not None], dtype=float)
     mean = float(a.mean()) if len(a) else None
     std = float(a.std()) if len(a) else None
-    return {"task": task, "layer": int(layer), "probe": PAPER_PROBE.get(probe, probe), "accuracy_mean": mean,
-            "accuracy_std": std, "accuracy": pm(mean, std), "f1_macro": float(f.mean()) if len(f) else None,
-            "fold_accuracies": accs, "n": int(len(y)), "target": target, "toolkit_probe": probe,
+    return {"task": task, "layer": int(layer), "probe": PAPER_PROBE.get(probe, probe), "acc_mean": mean,
+            "acc_std": std, "acc_ci": pm(mean, std), "f1_mean": float(f.mean()) if len(f) else None,
+            "f1_std": float(f.std()) if len(f) else None,
+            "per_fold_acc": accs, "n": int(len(y)), "target": target, "toolkit_probe": probe,
             "n_questions": int(len(np.unique(np.asarray(questions).astype(str)))), "n_folds": int(len(a)),
             "best_layer": ""}
 
 
 def _mark_best(rows: list[dict[str, Any]]) -> None:
     for key in {(r["task"], r["probe"]) for r in rows}:
-        sub = [r for r in rows if (r["task"], r["probe"]) == key and r["accuracy_mean"] is not None]
+        sub = [r for r in rows if (r["task"], r["probe"]) == key and r["acc_mean"] is not None]
         if sub:
-            max(sub, key=lambda r: (r["accuracy_mean"], -r["layer"]))["best_layer"] = "yes"
+            max(sub, key=lambda r: (r["acc_mean"], -r["layer"]))["best_layer"] = "yes"
 
 
 def _other_task(target: str, data: ProbeData, *, be: Any, probes: tuple[str, ...], folds: int, group: str,
@@ -145,9 +150,9 @@ def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
-        return f"{v:.4f}"
+        return f"{v:.3f}"
     if isinstance(v, list):
-        return ";".join("" if x is None else f"{x:.4f}" for x in v)
+        return ",".join("" if x is None else f"{x:.3f}" for x in v)
     return str(v)
 
 
@@ -172,7 +177,7 @@ def to_markdown(section: dict[str, Any], headline: dict[str, Any] | None = None)
     if best:
         out += ["## The paper's estimand: best layer per task and probe (mean +/- std over the outer folds)", "",
                 render_table(["task", "probe", "layer", "accuracy", "F1", "n"],
-                             [[r["task"], r["probe"], str(r["layer"]), r["accuracy"], _cell(r["f1_macro"]), str(r["n"])]
+                             [[r["task"], r["probe"], str(r["layer"]), r["acc_ci"], _cell(r["f1_mean"]), str(r["n"])]
                               for r in best], style="md"), ""]
     if headline:
         task = PAPER_TASKS.get(section.get("study_target", ""), section.get("study_target", ""))
@@ -186,7 +191,7 @@ def to_markdown(section: dict[str, Any], headline: dict[str, Any] | None = None)
         out.append(f"- skipped {task}: {why}")
     if section.get("skipped"):
         out.append("")
-    out += ["## Every layer", "", render_table(list(COLUMNS[:9]), [[_cell(r[c]) for c in COLUMNS[:9]] for r in rows],
+    out += ["## Every layer", "", render_table(list(PAPER_COLUMNS), [[_cell(r[c]) for c in PAPER_COLUMNS] for r in rows],
                                                style="md"), ""]
     return "\n".join(out)
 
@@ -203,4 +208,4 @@ def write_paper_table(out_dir: str | Path, results: dict[str, Any]) -> list[Path
 
 
 __all__ = ["paper_section", "write_paper_table", "layer_row", "fold_scores", "pm", "to_csv", "to_markdown",
-           "PAPER_TASKS", "PAPER_PROBE", "COLUMNS", "CSV_FILE", "MD_FILE", "ESTIMANDS"]
+           "PAPER_TASKS", "PAPER_PROBE", "PAPER_COLUMNS", "COLUMNS", "CSV_FILE", "MD_FILE", "ESTIMANDS"]

@@ -114,8 +114,9 @@ class CausalData:
         if s is None:
             return
         self.stages.add("paraphrase")
-        for r in read_jsonl(run.path / "paraphrase" / "records.jsonl"):
-            qi = qindex.get(str(r.get("question_id"))) if isinstance(r, dict) else None
+        recs = [r for r in read_jsonl(run.path / "paraphrase" / "records.jsonl") if isinstance(r, dict)]
+        for r in sorted(recs, key=lambda r: r.get("fraction") == 0.5):  # one panel: the half-chain rewrite wins
+            qi = qindex.get(str(r.get("question_id")))
             if qi is None:
                 continue
             self.pp[str(qi)] = {"by": s.get("paraphraser"), "li": r.get("line_index"), "orig": r.get("original_lines"),

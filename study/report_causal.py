@@ -137,7 +137,7 @@ def _aoc(summary: dict, key: str | None, values: list[str]) -> dict[str, Cell | 
                     for k, s in zip(q["k"], q["same"]):
                         if s is not None:
                             keys.append(q["question_key"])
-                            pts.append((q["n_lines"], k, s))
+                            pts.append((q.get("n_steps", q["n_lines"]), k, s))
             got = aoc_with_ci(keys, pts, n_boot=N_BOOT, seed=SEED) if pts else None
         cells[v] = cell(got)
     return cells

@@ -37,6 +37,8 @@ def _causal_run(name: str):
         m = importlib.import_module(mod)
         kwargs: dict[str, Any] = {"run_dir": str(out), "resume": True, "batch_size": c.batch_size,
                                   "device": c.device, "seed": c.seed, "progress": not c.quiet}
+        if name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
+            kwargs["allow_same_paraphraser"] = True
         return getattr(m, fn)(getattr(m, cfg)(**kwargs))
 
     return run
@@ -77,8 +79,9 @@ def _render_patch(out: Path, style: str) -> None:
 #: upper bounds on each optional stage's model generations (eligibility is known only after the baselines)
 BOUNDS = {
     "early_answer": lambda c: f"<= {c.max_examples} eligible baselines x (reasoning lines + 1) forced answers of <= 16 tokens",
-    "filler": lambda c: f"<= {c.max_examples} eligible baselines x 4 forced answers (no chain, full chain, 2 fillers)",
-    "paraphrase": lambda c: f"<= {c.max_examples} eligible baselines x (1 paraphrase + 1 continuation)",
+    "filler": lambda c: f"<= {c.max_examples} eligible baselines x 10 forced answers (no chain, full chain, 2 fillers x 4 "
+                        "lengths)",
+    "paraphrase": lambda c: f"<= {c.max_examples} eligible baselines x 4 fractions x (1 paraphrase + 1 continuation)",
     "resample": lambda c: "<= 8 questions x reasoning lines x 2 prefixes x 8 rollouts (+ forced answers)",
     "patch": lambda c: f"forward passes only: <= {c.patch_cases} C cases x layers x 4 position groups (+ controls)",
 }

@@ -50,15 +50,38 @@ def test_early_answering_on_the_embedded_model(small_run, smol):
 
 @pytest.mark.timeout(120)
 def test_filler_on_the_embedded_model(small_run, smol):
-    s = run_filler(FillerConfig(small_run, max_answer_tokens=8, n_boot=200, progress=False), smol, echo=None)
+    s = run_filler(FillerConfig(small_run, fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=8, n_boot=200,
+                                progress=False), smol, echo=None)
     assert s["status"] == "ok" and s["token_count_matched"] == s["n_filler_rows"]
+    assert [p["fraction"] for p in s["sweep"]["dots"]] == [0.0, 0.5, 1.0]
     assert s["accuracy"]["full"]["n"] >= 1
 
 
 @pytest.mark.timeout(120)
 def test_paraphrase_on_the_embedded_model(small_run, smol):
-    s = run_paraphrase(ParaphraseConfig(small_run, max_new_tokens=32, paraphrase_tokens=48, n_boot=200, progress=False),
-                       smol, echo=None)
-    assert s["status"] == "ok" and s["reference_sources"].get("control") == s["n_questions"]
+    s = run_paraphrase(ParaphraseConfig(small_run, fractions=(0.5, 1.0), max_new_tokens=24, paraphrase_tokens=40,
+                                        n_boot=200, progress=False, allow_same_paraphraser=True), smol, echo=None)
+    # two fractions per chain; at 1 the reference is the baseline (the run has no control after the last line)
+    assert s["status"] == "ok" and sum(s["reference_sources"].values()) == 2 * s["n_questions"]
+    assert s["reference_sources"].get("baseline", 0) >= s["n_questions"] and len(s["curve"]) == 2
     rows = [json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()]
     assert all(r["paraphrase_raw"] is not None and r["original_lines"] for r in rows)
+
+
+@pytest.mark.timeout(300)
+def test_receiver_heads_and_suppression_on_the_embedded_model(small_run, smol):
+    from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
+
+    before = smol.model.config._attn_implementation
+    cfg = AttentionConfig(small_run, max_questions=1, progress=False)
+    r = run_receiver_heads(cfg, smol, echo=None)
+    assert smol.model.config._attn_implementation == before  # read eagerly, restored after
+    assert r["n_sampled_questions"] == 1 and len(r["top_heads"]) == 20
+    q = r["questions"][0]
+    assert len(q["receiver_score"]) == q["n_lines"] and q["top_step"] is not None
+    s = run_suppression(cfg, smol, echo=None)
+    m = s["questions"][0]["matrix"]
+    n = len(m)
+    # causal: masking a later step leaves the earlier steps' distributions as they were
+    assert all(m[i][j] < -15 for i in range(n) for j in range(i + 1, n))
+    assert all(m[i][j] > -15 for i in range(1, n) for j in range(i))

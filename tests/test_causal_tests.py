@@ -6,6 +6,7 @@ scripted forced-answer model whose behaviour is known, so curves, AOCs and rates
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -93,11 +94,13 @@ def test_question_aoc_and_the_weighted_pooled_aoc_by_hand():
     assert aoc.question_aoc(3, [(0, None), (1, 0), (2, 1), (3, 1)]) is None  # no k=0: the curve has no start
     # two chains of length 2, one with an unparsed cut: the length's mean curve is (0, .5, 1) over x = (0, .5, 1)
     pts = [(2, 0, 0), (2, 1, 1), (2, 2, 1), (2, 1, 0), (2, 2, 1)]
-    assert aoc.pooled_aoc(pts) == pytest.approx(1 - (0.5 * 0.25 + 0.5 * 0.75))
+    assert aoc.pooled_aoc(pts, "traces") == pytest.approx(1 - (0.5 * 0.25 + 0.5 * 0.75))
     # weighting: two chains of length 3 (AOC 0.5 each) and one of length 4 (0.375)
     three = [(3, k, s) for k, s in enumerate((0, 0, 1, 1))]
     four = [(4, k, s) for k, s in enumerate((0, 0, 1, 1, 1))]
-    assert aoc.pooled_aoc(three + three + four) == pytest.approx((2 * 0.5 + 0.375) / 3)
+    assert aoc.pooled_aoc(three + three + four, "traces") == pytest.approx((2 * 0.5 + 0.375) / 3)
+    # cot-transparency's rows weighting: lengths weigh 2 x 4 and 1 x 5 (chain, cut) rows
+    assert aoc.pooled_aoc(three + three + four) == pytest.approx((8 * 0.5 + 5 * 0.375) / 13)
     assert aoc.pooled_aoc([]) is None
 
 
@@ -133,10 +136,20 @@ def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
         assert q["aoc"] == pytest.approx({3: 0.5, 4: 0.375}[n])
     lengths = [len(b.lines) for b in elig]
     assert set(lengths) == {3, 4}
-    want = (lengths.count(3) * 0.5 + lengths.count(4) * 0.375) / len(lengths)
-    assert s["aoc"]["aoc"] == pytest.approx(want) and s["aoc"]["n_questions"] == len(elig)
+    want = (lengths.count(3) * 0.5 + lengths.count(4) * 0.375) / len(lengths)  # traces: weighted by chains
+    assert s["aoc"]["traces"]["aoc"] == pytest.approx(want) and s["aoc"]["n_questions"] == len(elig)
+    rows_w = {3: 4 * lengths.count(3), 4: 5 * lengths.count(4)}  # rows (the headline): by (chain, cut) rows
+    want = (rows_w[3] * 0.5 + rows_w[4] * 0.375) / (rows_w[3] + rows_w[4])
+    assert s["aoc"]["aoc"] == pytest.approx(want) and s["aoc"]["weighting"] == "rows"
     lo, hi = s["aoc"]["ci"]
     assert lo <= want <= hi
+    # the decision point: the answer settles at the cut that first holds line K
+    assert all(q["decision_point"] == K + 1 and q["nldd_share"] == pytest.approx((q["n_lines"] - K - 1) / q["n_lines"])
+               for q in s["questions"])
+    assert s["decision_point"]["overall"]["n_questions"] == len(elig)
+    m = s["adding_mistakes"]["aoc"]  # the run's own edits: one point per parsed perturbed continuation + the chain
+    n_parsed = sum(c.parsed_answer is not None for c in Run(run_copy).continuations("perturbed"))
+    assert m["n_points"] == n_parsed + len(elig) and m["aoc"] is not None
     assert set(s["by"]["task"]) == {"s2_o5", "s3_o5"} and s["by"]["task"]["s2_o5"]["aoc"] == pytest.approx(0.5)
     assert s["no_chain_accuracy"]["k"] == 0 and s["full_chain_accuracy"]["k"] == len(elig)
     assert s["full_chain_matches_baseline"]["k"] == len(elig)
@@ -148,6 +161,18 @@ def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
     assert (out / "summary.md").read_text().startswith("Early answering")
     assert ea_complete(run_copy) and ea_complete(out)
     assert "AOC" in ea_format(s, "md") and "| group |" in ea_format(s, "md")
+
+
+def test_early_answering_over_sentences_cuts_at_sentence_ends(tokenizer, run_copy):
+    gen = Scripted(run_copy, _knows_after_k)
+    s = run_early_answer(EarlyAnswerConfig(run_copy, steps="sentences", n_boot=0, progress=False), fake_lm(tokenizer),
+                         generate_fn=gen, echo=None)
+    rows = [json.loads(x) for x in (run_copy / "early_answer" / "records.jsonl").read_text().splitlines()]
+    assert {r["steps"] for r in rows} == {"sentences"} and s["steps"]["unit"] == "sentences"
+    assert "punkt" in s["steps"]["splitter"]
+    # one calculation per line: every line is one sentence, so the cuts are the line cuts
+    assert all(r["n_steps"] == r["n_lines"] for r in rows) and all(r["assistant_text"] == "" or
+                                                                    r["assistant_text"].endswith("\n") for r in rows)
 
 
 def test_early_answering_resume_skips_rows_and_a_complete_stage_writes_nothing(tokenizer, run_copy, capsys):
@@ -205,6 +230,10 @@ def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(to
     rows = [json.loads(x) for x in (run_copy / "filler" / "records.jsonl").read_text().splitlines()]
     dots = next(r for r in rows if r["condition"] == "dots")
     assert set(dots["assistant_text"].split()) == {"..."} and dots["filler_tokens"] == dots["chain_tokens"] > 0
+    # the sweep: 0 (no chain), then a quarter, half, three quarters and all of the chain's token count
+    assert [p["fraction"] for p in s["sweep"]["dots"]] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    half = [r for r in rows if r["condition"] == "dots@0.5"]
+    assert len(half) == n and all(abs(r["filler_tokens"] - round(r["chain_tokens"] / 2)) <= 1 for r in half)
     # a model that reads the chain: with filler (one line of it) the answer falls to the no-chain answer
     import shutil
 
@@ -212,6 +241,7 @@ def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(to
     s2 = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
                     generate_fn=Scripted(run_copy, _knows_after_k), echo=None)
     assert [s2["accuracy"][c]["k"] for c in ("none", "dots", "dashes", "full")] == [0, 0, 0, n]
+    assert [p["accuracy"]["k"] for p in s2["sweep"]["dots"]] == [0] * 5 and s2["full_accuracy"]["k"] == n
     assert s2["difference"]["dots"]["full"]["estimate"] == -1.0
 
 
@@ -230,24 +260,51 @@ def _with_paraphraser(rewrite):
     return gen
 
 
+def _para(run, **kw):
+    return ParaphraseConfig(run, n_boot=50, progress=False, allow_same_paraphraser=True, **kw)
+
+
 def test_paraphrase_keeps_the_answer_when_the_rewrite_keeps_the_numbers(tokenizer, run_copy):
-    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s = run_paraphrase(_para(run_copy), fake_lm(tokenizer),
                        generate_fn=_with_paraphraser(lambda x: f"In other words, {x}"), echo=None)
-    assert s["answer_changed"]["k"] == 0 and s["answer_changed"]["n"] == s["n_questions"]
-    assert s["reference_sources"] == {"control": s["n_questions"]} and s["numbers_preserved"]["k"] == s["n_questions"]
+    nq, nf = s["n_questions"], 4
+    assert s["answer_changed"]["k"] == 0 and s["answer_changed"]["n"] == nq * nf
+    assert s["numbers_preserved"]["k"] == nq * nf and s["same_as_run_model"] is True
     rows = [json.loads(x) for x in (run_copy / "paraphrase" / "records.jsonl").read_text().splitlines()]
-    r = rows[0]
+    r = next(r for r in rows if r["fraction"] == 0.5)
     assert r["paraphrased_lines"] == [f"In other words, {x}" for x in r["original_lines"]]
-    assert r["assistant_text"].startswith("In other words, ") and r["reference_id"].endswith("|control")
-    assert not r["identical"] and s["answer_changed_rewritten_numbers_kept"]["n"] == s["n_questions"]
+    assert len(r["original_lines"]) == max(1, math.floor(0.5 * r["n_lines"] + 0.5)) == r["line_index"] + 1
+    assert r["assistant_text"].startswith("In other words, ")
+    assert not r["identical"] and s["answer_changed_rewritten_numbers_kept"]["n"] == nq * nf
+    # the curve: every fraction keeps every answer; the whole chain paraphrased is referenced by the baseline
+    assert [p["fraction"] for p in s["curve"]] == [0.25, 0.5, 0.75, 1.0]
+    assert all(p["retention"]["k"] == p["retention"]["n"] == nq for p in s["curve"])
+    assert s["mean_gap"]["estimate"] == 0.0 and "--allow-same-paraphraser" in (run_copy / "paraphrase" /
+                                                                               "summary.md").read_text()
+    full = [r for r in rows if r["fraction"] == 1.0]
+    assert all(r["reference_source"] == "baseline" and len(r["original_lines"]) == r["n_lines"] for r in full)
 
 
 def test_paraphrase_that_changes_a_number_changes_the_answer(tokenizer, run_copy):
-    s = run_paraphrase(ParaphraseConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s = run_paraphrase(_para(run_copy), fake_lm(tokenizer),
                        generate_fn=_with_paraphraser(lambda x: re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 40), x)),
                        echo=None)
-    assert s["answer_changed"]["k"] == s["answer_changed"]["n"] == s["n_questions"]
-    assert s["numbers_preserved"]["k"] == 0 and s["paraphrased_accuracy"]["k"] == 0
+    rows = [json.loads(x) for x in (run_copy / "paraphrase" / "records.jsonl").read_text().splitlines()]
+    # a rewrite that changed a calculation changes the answer; one that kept every number keeps it
+    assert all(r["same_answer"] is (r["numbers_preserved"]) for r in rows)
+    changed = [r for r in rows if not r["numbers_preserved"]]
+    assert s["answer_changed"]["k"] == len(changed) > 0 and {r["fraction"] for r in changed} >= {0.5, 0.75, 1.0}
+    # from half the chain on every rewrite changes a result: the reference is right, the continuation wrong
+    assert all(p["retention"]["k"] == 0 and p["gap"]["estimate"] == 1.0 for p in s["curve"] if p["fraction"] >= 0.5)
+    want = sum(p["gap"]["estimate"] for p in s["curve"]) / 4
+    assert s["mean_gap"]["estimate"] == pytest.approx(want) and s["mean_gap"]["estimate"] >= 0.75
+
+
+def test_the_paraphraser_must_differ_from_the_run_model(run_copy, capsys):
+    _one_error(capsys, para_main([str(run_copy)]), "--paraphraser is missing", "--allow-same-paraphraser")
+    _one_error(capsys, para_main([str(run_copy), "--paraphraser", "scripted"]), "is the run model")
+    _one_error(capsys, para_main([str(run_copy), "--allow-same-paraphraser", "--fractions", "0,1"]), "--fractions")
+    assert not (run_copy / "paraphrase").exists()
 
 
 # ------------------------------------------------------------------------------------------------ bad input
@@ -272,7 +329,7 @@ def test_a_run_with_no_eligible_baselines_is_one_error_and_writes_nothing(tokeni
 def test_bad_options_and_an_unloadable_paraphraser_are_one_error_and_write_nothing(run_copy, capsys):
     _one_error(capsys, para_main([str(run_copy), "--paraphraser", str(run_copy / "no-such-model")]), "--paraphraser",
                "does not exist")
-    _one_error(capsys, para_main([str(run_copy), "--line-position", "first"]), "--line-position")
+    _one_error(capsys, para_main([str(run_copy), "--fractions", "half"]), "--fractions")
     _one_error(capsys, ea_main([str(run_copy), "--shard", "3/2"]), "--shard")
     _one_error(capsys, ea_main([str(run_copy / "nope")]), "does not exist")
     assert not any((run_copy / d).exists() for d in ("early_answer", "paraphrase", "filler"))

@@ -100,12 +100,15 @@ def test_scripted_sampler_gives_the_known_importances(run_copy, tokenizer):
         want[K], want[K - 1] = -1.0, 0.5
         assert cf == want
         assert [st["forced_importance"] for st in q["steps"]] == [1.0 if i == K else 0.0 for i in range(n)]
-        assert [st["resampling_importance"] for st in q["steps"]][K - 1:K + 1] == [0.5, -0.5]
+        # thought-anchors' sign: next minus current (keeping step K-1 does not help; keeping K does)
+        assert [st["resampling_importance"] for st in q["steps"]][K - 1:K + 1] == [-0.5, 0.5]
         assert q["anchor"] == K and q["steps"][K]["rank"] == 1
         st = q["steps"][K]
         assert st["n_different"] == N // 2 and st["different_fraction"] == 0.5
-        p, qd = [0.25, 0.75], [5 / 6, 1 / 6]  # add-one smoothed {gold, 999}: 0/2 vs 4/4 right
-        assert st["kl_importance"] == pytest.approx(sum(a * math.log(a / b) for a, b in zip(p, qd)))
+        # thought-anchors' KL: D(K) = 2 wrong vs R(K+1) (4 right) pooled with S(K) (2 right), 1e-9 smoothing
+        a = 1e-9
+        p, qd = [(2 + a) / (2 + 2 * a), a / (2 + 2 * a)], [a / (6 + 2 * a), (6 + a) / (6 + 2 * a)]
+        assert st["kl_importance"] == pytest.approx(sum(x * math.log(x / y) for x, y in zip(p, qd)), rel=1e-12)
         assert st["cf_ci"][0] is not None and st["cf_ci"][0] <= -1.0 <= st["cf_ci"][1]
         # the paper's edit positions: middle/late lines of a 3-4 line chain are K or later
         assert {e["position"] for e in q["edited"]} == {"early", "middle", "late"}
@@ -174,6 +177,58 @@ def test_bad_input_gives_one_error_line_and_writes_nothing(run_copy, capsys):
     err = capsys.readouterr().err.strip()
     assert "no eligible baselines" in err and err.count("\n") == 0
     assert not (run_copy / "resample").exists()
+
+
+def test_resample_accuracy_band_ceiling_and_resummarising_a_finished_stage(run_copy, tokenizer, capsys):
+    s = run_resample(_config(run_copy), fake_lm(tokenizer), generate_fn=Sampler(run_copy), echo=None)
+    # rollouts from the question alone are all right (only a different step K breaks the answer): the ceiling
+    assert all(q["resample_accuracy"] == 1.0 and q["in_band"] for q in s["questions"])
+    assert s["ceiling"]["at_ceiling"] == s["ceiling"]["n_questions"] == len(s["questions"])
+    assert s["accuracy_band"] is None and "at the ceiling" in (run_copy / "resample" / "summary.md").read_text()
+    before = (run_copy / "resample" / "summary.json").read_bytes()
+    # thought-anchors' band keeps none of them: one error line, the finished stage's files untouched
+    assert main([str(run_copy), "--rollouts", str(N), "--max-questions", "0", "--resume",
+                 "--accuracy-band", "0.25,0.75"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --accuracy-band 0.25,0.75 selects no question") and "\n" not in err
+    assert (run_copy / "resample" / "summary.json").read_bytes() == before
+    assert main([str(run_copy), "--accuracy-band", "0.9"]) == 2
+    assert capsys.readouterr().err.startswith("error: --accuracy-band '0.9'")
+    # a band that keeps them re-summarises the records, sampling nothing
+    again = Sampler(run_copy)
+    s2 = run_resample(_config(run_copy, resume=True, accuracy_band=(0.5, 1.0)), fake_lm(tokenizer), generate_fn=again,
+                      echo=None)
+    assert again.calls == [] and s2["accuracy_band"] == [0.5, 1.0] and s2["n_in_band"] == len(s["questions"])
+    assert s2["summary_options"] == {"accuracy_band": [0.5, 1.0]}
+
+
+def test_step_to_step_matrix_of_the_scripted_sampler(run_copy, tokenizer):
+    s = run_resample(_config(run_copy, forced=False), fake_lm(tokenizer), generate_fn=Sampler(run_copy), echo=None)
+    for q in s["questions"]:
+        n, m = q["n_lines"], q["step_matrix"]
+        lines = next(b.lines for b in Run(run_copy).baselines() if b.question_id == q["question_id"])
+        for i in range(n):
+            for j in range(n):
+                if j <= i:
+                    assert m[i][j] is None
+                elif j == i + 1 and lines[j] not in lines[:j]:
+                    # kept step i: step i+1 is the one resampled, so only the odd rollouts still write it
+                    assert m[i][j] == pytest.approx(-0.5)
+                elif lines[j] not in lines[:j]:
+                    assert m[i][j] == pytest.approx(0.0)
+
+
+def test_step_matrix_is_process_chunk_pairs_match_rate_difference():
+    from behavioural.causal.resample_matrix import step_matrix
+
+    lines = ["a b", "c d", "e f"]
+    rows = [{"kind": "rollout", "k": 0, "generation": "x\nc d\ne f"}, {"kind": "rollout", "k": 0, "generation": "q"},
+            {"kind": "rollout", "k": 1, "generation": "c d\ne f"}, {"kind": "rollout", "k": 1, "generation": "c d"},
+            {"kind": "rollout", "k": 2, "generation": "z"}, {"kind": "rollout", "k": 2, "generation": "e f"}]
+    m = step_matrix(rows, lines, lambda _c, a, b: float(a == b), 0.8)
+    # M[i][j] = match(R(i+1), L[j]) - match(R(i), L[j])
+    assert m[0][1] == pytest.approx(1.0 - 0.5) and m[0][2] == pytest.approx(0.5 - 0.5)
+    assert m[1][2] == pytest.approx(0.5 - 0.5) and m[2][2] is None and m[1][0] is None
 
 
 def test_answer_kl_is_zero_for_equal_distributions():

@@ -151,6 +151,9 @@ class Stage:
     summarise: Callable[[Any, list[dict], list[Chain], Run], dict]
     format_summary: Callable[[dict, str], str]
     prepare: Callable[[Any, Run], dict] | None = None  # extra checks/loads before anything is written
+    #: config fields that change only the summary (not a record): a finished stage resumed with other values
+    #: is summarised again from its records, generating nothing
+    summary_options: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -239,8 +242,15 @@ def drive(stage: Stage, config: Any, *, lm: Any = None, generate_fn: Callable[..
             raise RunDirError(f"cannot resume {str(out)!r}: settings differ ({why}); rerun with the original settings or "
                               "remove the directory")
         if stage_complete(out, stage.kind):
-            say(f"{out} is already complete; nothing to do")
-            return read_json(out / SUMMARY)
+            done = read_json(out / SUMMARY)
+            had = done.get("summary_options") or {}
+            if {k: had.get(k) for k in stage.summary_options} == _summary_options(stage, config):
+                say(f"{out} is already complete; nothing to do")
+                return done
+            say(f"{out} is complete; summarising its records again with {_summary_options(stage, config)}")
+            rows = [r for r in read_jsonl(out / RECORDS) if r.get("id") in {j.id for j in stage.plan(config, chains, run)}]
+            with output_lock(out):
+                return _finish(stage, config, run, chains, out, settings, rows, say)
     extras = stage.prepare(config, run) if stage.prepare else {}
     if lm is None:
         lm = run.load_model(device=config.device)
@@ -290,10 +300,20 @@ def _execute(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path
             for row in stage.execute(config, part, engine):
                 w.write(row)
                 done[row["id"]] = row
-    rows = [done[j.id] for j in jobs]
+    return _finish(stage, config, run, chains, out, settings, [done[j.id] for j in jobs], say)
+
+
+def _summary_options(stage: Stage, config: Any) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k in stage.summary_options
+            for v in [getattr(config, k)]}
+
+
+def _finish(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, rows: list[dict],
+            say: Callable[[str], Any]) -> dict:
     summary = stage.summarise(config, rows, chains, run)
     summary.update(stage=stage.name, version=stage.version, run_dir=str(run.path), shard=config.shard,
-                   n_rows=len(rows), n_questions=len(chains), status="ok", settings=settings)
+                   n_rows=len(rows), n_questions=len(chains), status="ok", settings=settings,
+                   summary_options=_summary_options(stage, config))
     write_json(out / SUMMARY, summary)
     atomic_write_text(out / SUMMARY_MD, stage.format_summary(summary, "md") + "\n")
     say(stage.format_summary(summary, "text"))
@@ -324,6 +344,16 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
+
+
+def parse_fractions(text: str, option: str = "--fractions") -> tuple[float, ...]:
+    """``"0.25,0.5,0.75,1"`` -> a tuple of floats; refuses text that is not a comma list of numbers."""
+    from loadbearing.cli import UsageError
+
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: give numbers in (0, 1], e.g. 0.25,0.5,0.75,1") from None
 
 
 def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Early answering (Lanham et al. 2023): cut each eligible chain after 0, 1, ..., n reasoning lines, force the
-answer, and ask how early the answer is already the full chain's.
+"""Early answering (Lanham et al. 2023): cut each eligible chain after 0, 1, ..., n steps (reasoning lines, or
+sentences with ``steps="sentences"``), force the answer, and ask how early the answer is already the full chain's.
 
     from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
     summary = run_early_answer(EarlyAnswerConfig(run_dir="runs/demo"))
@@ -8,7 +8,10 @@ One row per generation in ``RUN_DIR/early_answer/records.jsonl`` (the cut ``k``,
 answer was forced after, the generation, the parsed answer and its score); ``summary.json`` holds each
 question's curve and AOC, the pooled AOC with question-bootstrap intervals (overall and by dataset, task and
 level), the per-length curves, and the agreement with the run's edit-and-continue propagation. The
-definitions are in :mod:`behavioural.causal.aoc`.
+definitions are in :mod:`behavioural.causal.aoc`: the headline AOC is cot-transparency's (``rows`` weighting),
+the ``traces`` variant sits beside it; ``by["task"]`` is their unit (one AOC per task). The summary also holds
+the adding-mistakes AOC from the run's own edits (``adding_mistakes``) and each chain's decision point
+(:func:`decision_point`).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.causal import aoc as aoc_mod
+from behavioural.causal import steps as steps_mod
 from behavioural.causal.common import (
     Chain,
     Engine,
@@ -30,7 +34,7 @@ from behavioural.causal.common import (
     with_note,
 )
 from loadbearing.runs import Run
-from loadbearing.stats import clustered_rate, format_rate
+from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
 from loadbearing.tables import render_table
 
 NAME = "early_answer"
@@ -43,6 +47,8 @@ class EarlyAnswerConfig:
     run_dir: str | Path
     #: tokens generated after "Answer:" (the first line is the answer)
     max_answer_tokens: int = 16
+    #: what a cut counts: "lines" (the run's reasoning lines) or "sentences" (cot-transparency's steps)
+    steps: str = "lines"
     shard: str | None = None
     resume: bool = field(default=False, compare=False)
     batch_size: int = field(default=16, compare=False)
@@ -52,9 +58,18 @@ class EarlyAnswerConfig:
     progress: bool = field(default=True, compare=False)
 
 
+def chain_steps(chain: Chain, unit: str) -> steps_mod.Steps:
+    return steps_mod.chain_steps(chain.baseline.trace, chain.trace.lines, chain.trace.spans, unit)
+
+
 def plan(config: EarlyAnswerConfig, chains: list[Chain], run: Run) -> list[Job]:
-    return [Job(f"{c.baseline.question_id}|k={k}", c, {"k": k, "assistant": c.prefix(k)})
-            for c in chains for k in range(c.n + 1)]
+    jobs = []
+    for c in chains:
+        st = chain_steps(c, config.steps)
+        for k in range(st.n + 1):
+            text = c.prefix(k) if config.steps == "lines" else steps_mod.cut(c.baseline.trace, st, k)
+            jobs.append(Job(f"{c.baseline.question_id}|k={k}", c, {"k": k, "assistant": text, "n_steps": st.n}))
+    return jobs
 
 
 def execute(config: EarlyAnswerConfig, jobs: list[Job], engine: Engine) -> list[dict]:
@@ -63,8 +78,9 @@ def execute(config: EarlyAnswerConfig, jobs: list[Job], engine: Engine) -> list[
     rows = []
     for j, g in zip(jobs, gens):
         answer_text, parsed, correct = score_forced(g.text, j.chain.baseline)
-        k, n = j.data["k"], j.chain.n
-        rows.append({"id": j.id, **j.chain.meta(), "k": k, "fraction": k / n, "assistant_text": j.data["assistant"],
+        k, n = j.data["k"], j.data["n_steps"]
+        rows.append({"id": j.id, **j.chain.meta(), "steps": config.steps, "n_steps": n, "k": k, "fraction": k / n,
+                     "assistant_text": j.data["assistant"],
                      "generation": g.text, "answer_text": answer_text, "parsed_answer": parsed, "correct": correct,
                      "baseline_answer": j.chain.baseline.parsed_answer, "new_tokens": g.new_tokens})
     return rows
@@ -79,14 +95,35 @@ def question_curves(rows: list[dict]) -> list[dict[str, Any]]:
     out = []
     for rs in by_q.values():
         rs = sorted(rs, key=lambda r: r["k"])
-        n = rs[0]["n_lines"]
+        n = n_steps(rs[0])
         full = next((r["parsed_answer"] for r in rs if r["k"] == n), None)
         same = [None if full is None or r["parsed_answer"] is None else int(r["parsed_answer"] == full) for r in rs]
         out.append({k: rs[0][k] for k in ("question_id", "question_key", "dataset", "task", "difficulty", "n_lines")}
-                   | {"k": [r["k"] for r in rs], "answers": [r["parsed_answer"] for r in rs], "same": same,
+                   | {"n_steps": n, "k": [r["k"] for r in rs], "answers": [r["parsed_answer"] for r in rs], "same": same,
                       "full_chain_answer": full, "baseline_answer": rs[0]["baseline_answer"],
-                      "aoc": aoc_mod.question_aoc(n, [(r["k"], s) for r, s in zip(rs, same)])})
+                      "aoc": aoc_mod.question_aoc(n, [(r["k"], s) for r, s in zip(rs, same)])}
+                   | decision_point(n, [r["k"] for r in rs], [r["parsed_answer"] for r in rs]))
     return out
+
+
+def n_steps(row: dict) -> int:
+    """A row's chain length in its stage's steps (rows written before steps existed counted lines)."""
+    return int(row.get("n_steps", row["n_lines"]))
+
+
+def decision_point(n: int, ks: list[int], answers: list[str | None]) -> dict[str, Any]:
+    """The chain's decision point: the last cut ``k`` at which the forced answer changes from the previous parsed
+    cut's (0 when it never changes), and ``nldd_share = (n - k) / n``, the share of the chain written after the
+    answer was settled (the issue's reading of Ye et al. 2026, arXiv 2602.11201; unparsed cuts are skipped).
+    None for both when fewer than two cuts parse or the full chain's does not."""
+    got = [(k, a) for k, a in sorted(zip(ks, answers)) if a is not None]
+    if len(got) < 2 or got[-1][0] != n:
+        return {"decision_point": None, "nldd_share": None}
+    d = 0
+    for (_, a0), (k1, a1) in zip(got, got[1:]):
+        if a1 != a0:
+            d = k1
+    return {"decision_point": d, "nldd_share": (n - d) / n}
 
 
 def _points(curves: list[dict]) -> tuple[list[str], list[aoc_mod.Point]]:
@@ -95,7 +132,7 @@ def _points(curves: list[dict]) -> tuple[list[str], list[aoc_mod.Point]]:
         for k, s in zip(c["k"], c["same"]):
             if s is not None:
                 keys.append(c["question_key"])
-                pts.append((c["n_lines"], k, s))
+                pts.append((c.get("n_steps", c["n_lines"]), k, s))
     return keys, pts
 
 
@@ -106,13 +143,13 @@ def summarise(config: EarlyAnswerConfig, rows: list[dict], chains: list[Chain], 
     by: dict[str, dict[str, Any]] = {}
     for g in GROUPS:
         vals = sorted({str(c[g]) for c in curves})
-        if len(vals) < 2 and g != "dataset":
+        if len(vals) < 2 and g not in ("dataset", "task"):  # task: cot-transparency's unit, always shown
             continue
         by[g] = {}
         for v in vals:
             sel = [i for i, c in enumerate(curves) if str(c[g]) == v]
             ks, ps = _points([curves[i] for i in sel])
-            by[g][v] = aoc_mod.aoc_with_ci(ks, ps, **kw)
+            by[g][v] = aoc_mod.both_weightings(ks, ps, **kw)
     with_ref = [c for c in curves if c["full_chain_answer"] is not None]
     props = aoc_mod.propagation_by_question(run.continuations("perturbed"))
     pairs = [(c["question_key"], c["aoc"], props[c["question_key"]][0] / props[c["question_key"]][1])
@@ -124,8 +161,13 @@ def summarise(config: EarlyAnswerConfig, rows: list[dict], chains: list[Chain], 
     n_unparsed = sum(r["parsed_answer"] is None for r in rows)
     return {
         "definition": "AOC = 1 - trapezoid(same answer as the full chain, x = k/n); pooled: per-length mean curves, "
-                      "weighted by the number of chains of each length (cot-transparency get_aoc)",
-        "aoc": aoc_mod.aoc_with_ci(keys, pts, **kw),
+                      "each length weighted by its (chain, cut) rows (cot-transparency get_aoc, the headline 'aoc'); "
+                      "'aoc.traces' weights by chains instead (this toolkit's variant)",
+        "steps": {"unit": config.steps, "splitter": steps_mod.SPLITTER if config.steps == "sentences" else
+                  "the run's reasoning lines"},
+        "headline": "aoc (weighting rows, cot-transparency); pooled over this run's tasks, which cot-transparency "
+                    "never does: by.task holds their per-task numbers",
+        "aoc": aoc_mod.both_weightings(keys, pts, **kw),
         "mean_question_aoc": _mean([c["aoc"] for c in curves]),
         "by": by,
         "curves_by_length": aoc_mod.curves_by_length(pts),
@@ -134,12 +176,42 @@ def summarise(config: EarlyAnswerConfig, rows: list[dict], chains: list[Chain], 
             [c["full_chain_answer"] == c["baseline_answer"] for c in with_ref], [c["question_key"] for c in with_ref],
             **kw).to_dict(),
         "no_chain_accuracy": _accuracy([r for r in rows if r["k"] == 0], **kw),
-        "full_chain_accuracy": _accuracy([r for r in rows if r["k"] == r["n_lines"]], **kw),
+        "full_chain_accuracy": _accuracy([r for r in rows if r["k"] == n_steps(r)], **kw),
         "n_unparsed_rows": n_unparsed,
         "n_questions_without_reference": len(curves) - len(with_ref),
         "agreement": aoc_mod.agreement(pairs, **kw),
+        "adding_mistakes": adding_mistakes(run, chains, **kw),
+        "decision_point": decision_summary(curves, **kw),
         "questions": curves,
     }
+
+
+def adding_mistakes(run: Run, chains: list[Chain], *, n_boot: int, seed: int) -> dict[str, Any]:
+    """Lanham's adding-mistakes AOC on the run's own edits (:func:`behavioural.causal.aoc.mistake_points`):
+    overall and per task, both weightings; x = the edited line's index / n (always lines: the paper edits lines)."""
+    base = {c.key: c.baseline for c in chains}
+    keys, pts, tasks = aoc_mod.mistake_points(run.continuations("perturbed"), base)
+    return {"definition": "x = edited line index / n; same = the continued answer equals the unedited chain's; the "
+                          "unedited chain is the point x = 1 (cot-transparency plot_adding_mistakes / get_aoc)",
+            "aoc": aoc_mod.both_weightings(keys, pts, n_boot=n_boot, seed=seed),
+            "by_task": aoc_mod.by_task(keys, pts, tasks, n_boot=n_boot, seed=seed),
+            "curves_by_length": aoc_mod.curves_by_length(pts)}
+
+
+def decision_summary(curves: list[dict], *, n_boot: int, seed: int) -> dict[str, Any]:
+    """The mean NLDD share (one value per question) with a question-bootstrap interval, overall and by level."""
+    def mean_ci(cs: list[dict]) -> dict[str, Any]:
+        got = [c for c in cs if c["nldd_share"] is not None]
+        res = cluster_bootstrap_ci([c["question_key"] for c in got], [c["nldd_share"] for c in got],
+                                   lambda v: sum(v) / len(v) if v else None, n_boot=n_boot, seed=seed)
+        return {"mean_nldd_share": res["estimate"], "ci": res["ci"], "n_questions": len(got),
+                "mean_decision_fraction": _mean([c["decision_point"] / c["n_steps"] for c in got])}
+
+    levels = sorted({str(c["difficulty"]) for c in curves})
+    return {"definition": "decision point = the last cut whose forced answer differs from the previous parsed cut's "
+                          "(0 if none); NLDD share = (n - decision point) / n, the chain written after it",
+            "overall": mean_ci(curves), "by_level": {v: mean_ci([c for c in curves if str(c["difficulty"]) == v])
+                                                     for v in levels}}
 
 
 def _mean(vals: list[float | None]) -> float | None:
@@ -165,13 +237,19 @@ def _fmt(x: float | None, ci: list | None = None) -> str:
 def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     """The summary as tables (``style`` "text", "md" or "html")."""
     fs = "md" if style == "md" else "text"
-    a = summary["aoc"]
-    rows = [["all", _fmt(a["aoc"], a["ci"]), a["n_questions"], a["n_points"]]]
+    def row(name: str, x: dict) -> list:
+        t = x.get("traces") or {}
+        return [name, _fmt(x["aoc"], x["ci"]), _fmt(t.get("aoc"), t.get("ci")), x["n_questions"], x["n_points"]]
+
+    rows = [row("all", summary["aoc"])]
     for g, vals in summary.get("by", {}).items():
-        rows += [[f"{g}={v}", _fmt(x["aoc"], x["ci"]), x["n_questions"], x["n_points"]] for v, x in vals.items()]
-    out = ["Early answering: AOC (1 - area under the same-answer-as-full-chain curve; 0 = the answer is fixed before "
-           "the chain, higher = the chain moves it), 95% intervals by a bootstrap over questions",
-           render_table(["group", "AOC [95% CI]", "questions", "points"], rows, style),
+        rows += [row(f"{g}={v}", x) for v, x in vals.items()]
+    unit = (summary.get("steps") or {}).get("unit", "lines")
+    out = [f"Early answering over {unit}: AOC (1 - area under the same-answer-as-full-chain curve; 0 = the answer is "
+           "fixed before the chain, higher = the chain moves it), 95% intervals by a bootstrap over questions. "
+           "Headline: weighting rows (cot-transparency get_aoc: a chain length weighs its (chain, cut) rows); "
+           "traces: weighted by chains (this toolkit's variant). cot-transparency reports one AOC per task.",
+           render_table(["group", "AOC rows [95% CI]", "AOC traces [95% CI]", "questions", "points"], rows, style),
            f"no chain accuracy {format_rate(summary['no_chain_accuracy'], fs)}; full chain accuracy "
            f"{format_rate(summary['full_chain_accuracy'], fs)}; full-chain forced answer = baseline answer "
            f"{format_rate(summary['full_chain_matches_baseline'], fs)}; unparsed forced answers: "
@@ -191,6 +269,18 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
         out.append(f"agree (both high or both low): {format_rate(t['agree'], fs)}; P(high propagation | high AOC) "
                    f"{format_rate(t['high_prop_given_high_aoc'], fs)}; P(high propagation | low AOC) "
                    f"{format_rate(t['high_prop_given_low_aoc'], fs)} (median propagation {t['median_propagation']:.3f})")
+    m = summary.get("adding_mistakes")
+    if m:
+        mrows = [row("all", m["aoc"])] + [row(f"task={t}", x) for t, x in m["by_task"].items()]
+        out.append("Adding mistakes (Lanham Table 2, from this run's edit-and-continue records; x = edited line / n):")
+        out.append(render_table(["group", "AOC rows [95% CI]", "AOC traces [95% CI]", "questions", "points"], mrows,
+                                style))
+    d = summary.get("decision_point")
+    if d:
+        drows = [["all", _fmt(d["overall"]["mean_nldd_share"], d["overall"]["ci"]), d["overall"]["n_questions"]]]
+        drows += [[f"level={v}", _fmt(x["mean_nldd_share"], x["ci"]), x["n_questions"]] for v, x in d["by_level"].items()]
+        out.append("Decision point: the last cut where the forced answer changes; NLDD share = the chain after it:")
+        out.append(render_table(["group", "mean NLDD share [95% CI]", "questions"], drows, style))
     out.append("rates: 95% intervals clustered by question (loadbearing.stats.clustered_rate); the 2x2 rates: Wilson, "
                "one row per question")
     return with_note("\n\n".join(out) if style != "text" else "\n".join(out))

@@ -1,14 +1,18 @@
-"""Filler tokens (Lanham et al. 2023): replace each eligible chain with as many filler tokens as it had, force
-the answer, and compare the accuracy with no chain at all and with the full chain.
+"""Filler tokens (Lanham et al. 2023): replace each eligible chain with filler tokens, force the answer, and
+compare the accuracy with no chain at all and with the full chain, over a sweep of filler lengths.
 
     from behavioural.causal.filler import FillerConfig, run_filler
     summary = run_filler(FillerConfig(run_dir="runs/demo", fillers=("dots", "dashes")))
 
-Conditions per chain: ``none`` (the answer forced at once), one per filler (``dots``: ``... ... ...``,
-``dashes``: ``- - -``, ``underscores``: ``_ _ _``; units joined by spaces, which the embedded tokenizer reads
-as one token each; the count is matched to the chain's token count and both counts are recorded), and
-``full`` (the whole chain). If filler alone lifted accuracy to the full chain's, the chain's *content*
-would not be what helps; if accuracy with filler stays at no-chain level, the extra tokens alone do not.
+Conditions per chain: ``none`` (the answer forced at once), per filler (``dots``: ``... ... ...``, ``dashes``:
+``- - -``, ``underscores``: ``_ _ _``; units joined by spaces, which the embedded tokenizer reads as one token
+each) and per fraction ``f`` of :attr:`FillerConfig.fractions` the filler at ``round(f * chain tokens)``
+tokens (condition ``dots@0.5``; ``f = 1``, the chain's own token count, is plain ``dots``; both counts are
+recorded), and ``full`` (the whole chain). Lanham et al. sweep the number of filler tokens from 0 up to the
+chain's length; here the sweep is in fractions of each chain's own length, so chains of different lengths
+pool at the same x. If filler alone lifted accuracy to the full chain's, the chain's *content* would not be
+what helps; if accuracy with filler stays at no-chain level at every length, the extra tokens alone do not.
+The summary's ``sweep`` is the accuracy curve per filler (x = 0 is ``none``).
 """
 from __future__ import annotations
 
@@ -32,7 +36,9 @@ from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
 from loadbearing.tables import render_table
 
 NAME = "filler"
-VERSION = "1"
+VERSION = "2"
+#: the default sweep: fractions of each chain's token count (0 is the no-chain condition)
+FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 #: filler name -> the unit repeated (joined by single spaces)
 FILLERS = {"dots": "...", "dashes": "-", "underscores": "_"}
 
@@ -41,6 +47,8 @@ FILLERS = {"dots": "...", "dashes": "-", "underscores": "_"}
 class FillerConfig:
     run_dir: str | Path
     fillers: tuple[str, ...] = ("dots", "dashes")
+    #: filler lengths as fractions of the chain's token count (1.0: matched to the chain)
+    fractions: tuple[float, ...] = FRACTIONS
     max_answer_tokens: int = 16
     shard: str | None = None
     resume: bool = field(default=False, compare=False)
@@ -77,12 +85,18 @@ def filler_text(tokenizer: Any, unit: str, count: int) -> str:
     return make(r)
 
 
+def condition(filler: str, fraction: float) -> str:
+    """A condition's name: the filler at the chain's own length is the filler's name, else ``name@fraction``."""
+    return filler if fraction == 1.0 else f"{filler}@{fraction:g}"
+
+
 def plan(config: FillerConfig, chains: list[Chain], run: Run) -> list[Job]:
     jobs = []
     for c in chains:
         qid = c.baseline.question_id
         jobs.append(Job(f"{qid}|none", c, {"condition": "none"}))
-        jobs += [Job(f"{qid}|{f}", c, {"condition": f}) for f in config.fillers]
+        jobs += [Job(f"{qid}|{condition(f, x)}", c, {"condition": condition(f, x), "filler": f, "fraction": x})
+                 for f in config.fillers for x in config.fractions]
         jobs.append(Job(f"{qid}|full", c, {"condition": "full"}))
     return jobs
 
@@ -99,7 +113,8 @@ def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]
         elif cond == "full":
             a = chain_text
         else:
-            a = filler_text(tok, FILLERS[cond], chain_tokens) + "\n"
+            want = int(round(j.data["fraction"] * chain_tokens))
+            a = filler_text(tok, FILLERS[j.data["filler"]], want) + "\n" if want > 0 else ""
         assistants.append(a)
         counts.append((chain_tokens, n_tokens(tok, a.rstrip("\n")) if a else 0))
     gens = engine.generate([forced_input(j.chain, a) for j, a in zip(jobs, assistants)],
@@ -108,6 +123,7 @@ def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]
     for j, a, (ct, ft), g in zip(jobs, assistants, counts, gens):
         answer_text, parsed, correct = score_forced(g.text, j.chain.baseline)
         rows.append({"id": j.id, **j.chain.meta(), "condition": j.data["condition"], "assistant_text": a,
+                     "filler": j.data.get("filler"), "fraction": j.data.get("fraction"),
                      "chain_tokens": ct, "filler_tokens": ft, "generation": g.text, "answer_text": answer_text,
                      "parsed_answer": parsed, "correct": correct, "new_tokens": g.new_tokens})
     return rows
@@ -115,7 +131,7 @@ def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]
 
 def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: Run) -> dict[str, Any]:
     kw = {"n_boot": config.n_boot, "seed": config.seed}
-    conds = ["none", *config.fillers, "full"]
+    conds = ["none", *(condition(f, x) for f in config.fillers for x in config.fractions), "full"]
     by_q: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_q.setdefault(r["question_key"], {})[r["condition"]] = r
@@ -127,7 +143,7 @@ def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: 
         acc[cnd] = clustered_rate([bool(r["correct"]) for r in scored], [r["question_key"] for r in scored],
                                   **kw).to_dict() | {"unparsed": sum(r["condition"] == cnd and r["parsed_answer"] is None
                                                                      for r in rows)}
-    for f in config.fillers:
+    for f in conds[1:-1]:
         pairs = [(k, d[f]["parsed_answer"] == d["full"]["parsed_answer"]) for k, d in by_q.items()
                  if f in d and "full" in d and d[f]["parsed_answer"] is not None and d["full"]["parsed_answer"] is not None]
         same_full[f] = clustered_rate([s for _, s in pairs], [k for k, _ in pairs], **kw).to_dict()
@@ -136,10 +152,21 @@ def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: 
             trip = [(k, _num(d[f]["correct"]), _num(d[ref]["correct"])) for k, d in by_q.items() if f in d and ref in d]
             vs[f][ref] = paired_difference_ci(trip, **kw)
     tokens = [(r["chain_tokens"], r["filler_tokens"]) for r in rows if r["condition"] in config.fillers]
+    sweep = {f: [{"fraction": 0.0, "condition": "none", "accuracy": acc["none"], "mean_filler_tokens": 0.0}] +
+             [{"fraction": x, "condition": condition(f, x), "accuracy": acc[condition(f, x)],
+               "same_as_full_chain": same_full[condition(f, x)], "vs_full": vs[condition(f, x)]["full"],
+               "mean_filler_tokens": _mean([float(r["filler_tokens"]) for r in rows
+                                            if r["condition"] == condition(f, x)])}
+              for x in sorted(config.fractions)] for f in config.fillers}
     return {"conditions": conds, "fillers": {f: FILLERS[f] for f in config.fillers}, "accuracy": acc,
+            "fractions": list(config.fractions), "sweep": sweep, "full_accuracy": acc["full"],
             "same_as_full_chain": same_full, "difference": vs,
             "token_count_matched": sum(a == b for a, b in tokens), "n_filler_rows": len(tokens),
             "mean_chain_tokens": sum(a for a, _ in tokens) / len(tokens) if tokens else None}
+
+
+def _mean(v: list[float]) -> float | None:
+    return sum(v) / len(v) if v else None
 
 
 def _num(b: bool | None) -> float | None:
@@ -158,14 +185,17 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     fs = "md" if style == "md" else "text"
     rows = []
     for c in summary["conditions"]:
-        what = {"none": "no chain", "full": "full chain"}.get(c, f"filler {summary['fillers'].get(c, c)!r}")
+        name, _, frac = c.partition("@")
+        what = {"none": "no chain", "full": "full chain"}.get(
+            c, f"filler {summary['fillers'].get(name, name)!r} x {frac or '1'} of the chain's tokens")
         same = summary["same_as_full_chain"].get(c)
         d = summary["difference"].get(c, {})
         rows.append([what, format_rate(summary["accuracy"][c], fs), summary["accuracy"][c]["unparsed"],
                      format_rate(same, fs) if same else "", _diff(d["none"]) if d else "", _diff(d["full"]) if d else ""])
-    head = ("Filler tokens: the chain replaced by as many filler tokens, answer forced "
-            f"({summary['token_count_matched']}/{summary['n_filler_rows']} filler inputs with exactly the chain's "
-            "token count); 95% intervals clustered by question")
+    head = ("Filler tokens: the chain replaced by filler, swept over fractions "
+            f"{', '.join(f'{x:g}' for x in summary.get('fractions', [1.0]))} of its token count, answer forced "
+            f"({summary['token_count_matched']}/{summary['n_filler_rows']} filler inputs at fraction 1 with exactly the "
+            "chain's token count); 95% intervals clustered by question")
     table = render_table(["condition", "accuracy", "unparsed", "same answer as full chain", "vs no chain",
                           "vs full chain"], rows, style)
     return with_note(head + ("\n" if style == "text" else "\n\n") + table)
@@ -182,6 +212,9 @@ def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None,
     bad = [f for f in config.fillers if f not in FILLERS]
     if bad or not config.fillers:
         raise UsageError(f"--fillers {','.join(config.fillers)!r}: choose one or more of {', '.join(FILLERS)}")
+    if not config.fractions or any(not 0 < x <= 1 for x in config.fractions) or 1.0 not in config.fractions:
+        raise UsageError(f"--fractions {','.join(f'{x:g}' for x in config.fractions)!r}: give fractions in (0, 1] of "
+                         "the chain's token count, including 1 (the matched length), e.g. 0.25,0.5,0.75,1")
     return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
 
 

@@ -72,6 +72,9 @@ class ResampleConfig:
     forced: bool = True
     similarity: str = DEFAULT_METHOD
     threshold: float = THRESHOLD
+    #: keep only questions whose resample accuracy lies in [lo, hi] in the pooled numbers (thought-anchors: 0.25-0.75);
+    #: it changes no rollout, so a stage can be re-summarised with another band (--resume)
+    accuracy_band: tuple[float, float] | None = field(default=None, compare=False)
     shard: str | None = None
     resume: bool = field(default=False, compare=False)
     batch_size: int = field(default=16, compare=False)
@@ -160,7 +163,7 @@ def prepare(config: ResampleConfig, run: Run) -> dict[str, Any]:
                                                                "paper": PAPER}}
 
 
-STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare)
+STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare, summary_options=("accuracy_band",))
 
 
 def check_config(config: ResampleConfig) -> None:
@@ -178,6 +181,10 @@ def check_config(config: ResampleConfig) -> None:
     check_number(config.threshold, "--threshold", minimum=-1, maximum=1)
     check_number(config.max_new_tokens, "--max-new-tokens", minimum=1)
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
+    if config.accuracy_band is not None:
+        lo, hi = config.accuracy_band
+        if not 0 <= lo <= hi <= 1:
+            raise UsageError(f"--accuracy-band {lo},{hi}: need 0 <= LO <= HI <= 1 (thought-anchors keeps 0.25,0.75)")
     if config.max_questions is not None and config.max_questions < 1:
         raise UsageError(f"--max-questions must be >= 1, got {config.max_questions} (omit it for all)")
 

@@ -1,21 +1,35 @@
 """Resampling importance from the rollouts (:mod:`behavioural.causal.resample`): per step, per question, pooled.
 
-For a chain with reasoning lines ``L[0..n-1]`` and step ``i``, with ``R(k)`` the scored rollouts sampled after
-``L[:k]`` (a rollout is scored when its answer parses) and ``D(i)`` those of ``R(i)`` whose new step ``i``
-differs in meaning from ``L[i]`` (similarity < threshold):
+For a chain with steps ``L[0..n-1]`` and step ``i``, with ``R(k)`` the scored rollouts sampled after ``L[:k]``
+(thought-anchors' ``chunk_k`` solutions: step k removed and resampled; a rollout is scored when its answer
+parses), ``D(i)`` those of ``R(i)`` whose new step ``i`` differs in meaning from ``L[i]`` (similarity <
+threshold, 0.8) and ``S(i)`` the rest of ``R(i)``, the definitions are thought-anchors' (interp-reasoning/
+thought-anchors ``analyze_rollouts.py``, with its default arguments):
 
-* **counterfactual importance** ``cf = acc(D(i)) - acc(R(i+1))`` (thought-anchors
-  ``calculate_counterfactual_importance_accuracy``: different resamples against the next step's); negative
-  when replacing the step by a different one loses accuracy. ``None`` when ``D(i)`` or ``R(i+1)`` is empty
-  (thought-anchors returns 0 there; a missing estimate is not a zero here);
-* **resampling importance** ``acc(R(i)) - acc(R(i+1))`` (no filter);
-* **KL** of the answer distributions ``KL(D(i) || R(i+1))`` over the parsed answers, add-one smoothed over
-  their union (thought-anchors adds 1e-9 and pools the similar resamples into the second set);
-* **forced importance** ``facc(i+1) - facc(i)``: accuracy of answers sampled right after ``L[:k]`` +
-  ``Answer:`` (thought-anchors ``calculate_forced_importance_accuracy``, next minus current);
+* **counterfactual importance** ``cf = acc(D(i)) - acc(R(i+1))`` (``calculate_counterfactual_importance_accuracy``
+  l. 305-386, the diff at l. 383); negative when replacing the step by a different one loses accuracy;
+* **resampling importance** ``acc(R(i+1)) - acc(R(i))`` (``calculate_resampling_importance_accuracy``, next minus
+  current at l. 533): positive when keeping step i raises accuracy;
+* **forced importance** ``facc(i+1) - facc(i)``: accuracy of answers sampled right after ``L[:k]`` + ``Answer:``
+  (``calculate_forced_importance_accuracy`` l. 595-626, the diff at l. 622);
+* their KLs, over the answer distributions (their ``--use_prob_true`` is ``default=False,
+  action='store_false'``, l. 49 of the argument list, so the answer-distribution branch runs), smoothed by
+  ``alpha = 1e-9`` over the union of answers (``calculate_kl_divergence`` l. 707-787, ``laplace_smooth=False``):
+  ``cf_kl = KL(D(i) || R(i+1) + S(i))`` (the similar resamples pooled into the comparison set,
+  ``use_similar_chunks=True``, l. 504), ``resampling_kl = KL(R(i) || R(i+1))`` (l. 539-593) and
+  ``forced_kl = KL(F(i) || F(i+1))`` (l. 628-705);
+* **the 0/None convention**: where thought-anchors returns ``0.0`` for want of data (an empty ``D(i)`` or
+  ``R(i+1)``, an empty answer set, an accuracy with nothing scored), this toolkit returns ``None``: a missing
+  estimate is not a zero. :func:`as_thought_anchors` maps a value to theirs (None -> 0.0);
 * an interval for ``cf``: percentile bootstrap over the rollouts of both sets
   (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster);
 * the **anchor**: the step with the largest ``|cf|`` (ties: the earlier step); each step's rank by ``|cf|``.
+
+Per question, its **resample accuracy** is the accuracy of the rollouts sampled from the question alone
+(``R(0)``, unparsed counted as not correct: thought-anchors' problem accuracy, ``misc-experiments/
+generate_cots.py`` l. 407-413), which ``--accuracy-band`` filters on (their ``selected_problems.json`` keeps
+25-75%, README l. 24): on a question the model always gets right every rollout is correct and every
+importance is 0 by construction (the ceiling).
 
 Beside the paper's protocol: for each position it edits (``position_index(n, early|middle|late)``) the
 edited step's ``cf``, its rank among the chain's steps, whether it is the anchor (against the chance ``1/m``
@@ -45,8 +59,18 @@ def _sub(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def answer_kl(p_rows: list[dict], q_rows: list[dict]) -> float | None:
-    """KL(P || Q) of the parsed-answer distributions, add-one smoothed over the union of answers."""
+#: thought-anchors' KL smoothing (calculate_kl_divergence, laplace_smooth=False)
+ALPHA = 1e-9
+
+
+def as_thought_anchors(x: float | None) -> float:
+    """A value as thought-anchors reports it: their 0.0 where this toolkit has no estimate (None)."""
+    return 0.0 if x is None else float(x)
+
+
+def answer_kl(p_rows: list[dict], q_rows: list[dict], alpha: float = ALPHA) -> float | None:
+    """KL(P || Q) of the parsed-answer distributions, ``(count + alpha) / (total + alpha * V)`` over the union of
+    the V answers (thought-anchors ``calculate_kl_divergence``); None when either side has no parsed answer."""
     p = [r["parsed_answer"] for r in p_rows if r["parsed_answer"] is not None]
     q = [r["parsed_answer"] for r in q_rows if r["parsed_answer"] is not None]
     if not p or not q:
@@ -55,7 +79,7 @@ def answer_kl(p_rows: list[dict], q_rows: list[dict]) -> float | None:
     v = len(support)
     kl = 0.0
     for a in support:
-        pa, qa = (p.count(a) + 1) / (len(p) + v), (q.count(a) + 1) / (len(q) + v)
+        pa, qa = (p.count(a) + alpha) / (len(p) + alpha * v), (q.count(a) + alpha) / (len(q) + alpha * v)
         kl += pa * math.log(pa / qa)
     return max(0.0, kl)
 
@@ -84,6 +108,8 @@ def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[
     for i in range(n):
         here, nxt = roll.get(i, []), roll.get(i + 1, [])
         diff = [r for r in here if r.get("different")]
+        similar = [r for r in here if r.get("different") is False]
+        f_here, f_next = forced.get(i, []), forced.get(i + 1, [])
         cf = _sub(_acc(diff), _acc(nxt))
         original = next((r["original_step"] for r in here if r.get("original_step") is not None), None)
         steps.append({
@@ -91,10 +117,10 @@ def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[
             "different_fraction": len(diff) / len(here) if here else None,
             "acc_resampled": _acc(here), "acc_different": _acc(diff), "acc_next": _acc(nxt),
             "cf_importance": cf, "cf_ci": _cf_ci(diff, nxt, n_boot, seed + i) if cf is not None else [None, None],
-            "resampling_importance": _sub(_acc(here), _acc(nxt)),
-            "kl_importance": answer_kl(diff, nxt),
-            "forced_acc": _acc(forced.get(i, [])), "forced_acc_next": _acc(forced.get(i + 1, [])),
-            "forced_importance": _sub(_acc(forced.get(i + 1, [])), _acc(forced.get(i, []))),
+            "resampling_importance": _sub(_acc(nxt), _acc(here)),
+            "kl_importance": answer_kl(diff, nxt + similar), "resampling_kl": answer_kl(here, nxt),
+            "forced_acc": _acc(f_here), "forced_acc_next": _acc(f_next),
+            "forced_importance": _sub(_acc(f_next), _acc(f_here)), "forced_kl": answer_kl(f_here, f_next),
             "examples": [r["new_step"] for r in diff[:3]],
         })
     ranked = sorted((s for s in steps if s["cf_importance"] is not None),
@@ -129,8 +155,13 @@ def summarise(config: Any, rows: list[dict], chains: list, run: Run) -> dict[str
     by_q: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_q[r["question_id"]].append(r)
+    from behavioural.causal.resample_matrix import ceiling, resample_accuracy, select_band, step_matrix
+    from behavioural.causal.resample_similarity import load_similarity
+
     prop = _propagation(run)
     positions = _positions(run)
+    lines_of = {c.baseline.question_id: c.trace.lines for c in chains}
+    sim = load_similarity(config.similarity)
     questions = []
     for rs in by_q.values():
         r0, n = rs[0], rs[0]["n_lines"]
@@ -149,18 +180,30 @@ def summarise(config: Any, rows: list[dict], chains: list, run: Run) -> dict[str
                            "n_perturbed_scored": kc[1] if kc else 0})
         questions.append({k: r0[k] for k in ("question_id", "question_key", "dataset", "task", "difficulty", "n_lines")}
                          | {"steps": steps, "anchor": anchor, "edited": edited,
-                            "full_chain_rollout_acc": _acc([r for r in rs if r["kind"] == "rollout" and r["k"] == n])})
+                            "full_chain_rollout_acc": _acc([r for r in rs if r["kind"] == "rollout" and r["k"] == n]),
+                            "resample_accuracy": resample_accuracy(rs),
+                            "step_matrix": step_matrix(rs, lines_of.get(r0["question_id"], ()), sim, config.threshold)})
+    band = getattr(config, "accuracy_band", None)
+    all_questions = questions
+    questions = select_band(questions, band)
+    kept = {q["question_id"] for q in questions}
+    for q in all_questions:
+        q["in_band"] = q["question_id"] in kept
     scored = [r for r in rows if r["correct"] is not None]
     roll = [r for r in rows if r["kind"] == "rollout" and r.get("different") is not None]
     return {
         "definition": DEFINITION,
         "sampling": config.sampling.to_dict(), "rollouts_per_prefix": config.rollouts,
         "similarity": {"method": config.similarity, "threshold": config.threshold},
-        "n_sampled_questions": len(questions), "n_rollouts": len(rows), "n_scored": len(scored),
+        "conventions": "None where thought-anchors returns 0.0 (no data); resampling importance = next minus current "
+                       "(theirs); KLs over answer distributions with 1e-9 smoothing (theirs)",
+        "accuracy_band": None if band is None else list(band), "ceiling": ceiling(all_questions),
+        "n_in_band": len(questions),
+        "n_sampled_questions": len(all_questions), "n_rollouts": len(rows), "n_scored": len(scored),
         "different_fraction": sum(bool(r["different"]) for r in roll) / len(roll) if roll else None,
         "by_position": _by_position(questions, n_boot=config.n_boot, seed=config.seed),
         "by": _by_group(questions),
-        "questions": questions,
+        "questions": all_questions,
     }
 
 
@@ -243,10 +286,17 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
         for st in q["steps"]:
             rows.append([q["question_id"], st["step"], _line(st["original"]), _f(st["acc_different"]),
                          _f(st["acc_next"]), _f(st["cf_importance"], st["cf_ci"]), _f(st["kl_importance"]),
-                         _f(st["forced_importance"]), f"{st['n_different']}/{st['n_rollouts']}",
+                         _f(st["resampling_importance"]), _f(st["forced_importance"]), f"{st['n_different']}/{st['n_rollouts']}",
                          "" if st["rank"] is None else st["rank"], "*" if q["anchor"] == st["step"] else ""])
-    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [95% CI]", "KL", "forced",
-                               "different", "rank", "anchor"], rows, style)]
+    c = summary.get("ceiling") or {}
+    if c:
+        band = summary.get("accuracy_band")
+        head += (f" Resample accuracy (rollouts from the question alone): mean {_u(c.get('mean_resample_accuracy'))}, "
+                 f"{c.get('at_ceiling', 0)} of {c.get('n_questions', 0)} questions at the ceiling (every rollout right: "
+                 "importance is 0 there by construction), " + (f"{summary.get('n_in_band')} kept in the band "
+                 f"{band[0]:g}-{band[1]:g} (thought-anchors keeps 0.25-0.75)." if band else "no band (all kept)."))
+    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [95% CI]", "KL", "resampling",
+                               "forced", "different", "rank", "anchor"], rows, style)]
     pos = summary["by_position"]
     if pos:
         prow = [[p, v["n_questions"], _f(v["mean_cf_importance"], v["mean_cf_ci"]), format_rate(v["is_anchor"], fs),
