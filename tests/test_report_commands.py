@@ -75,6 +75,14 @@ def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsy
     s2 = json.loads((out / "rerun" / "steering" / "summary.json").read_text())
     for key in ("verdict", "verdict_code", "settings", "n_c_questions"):
         assert s2.get(key) == s1.get(key), key
+    # the trace browser counts the probe's moves as the report does (issue #32, finding 2)
+    from study.browse_data import collect
+
+    counts = {d["setting"]: d for d in collect([out])["steer"]["counts"]}
+    assert s1["settings"]
+    for d in s1["settings"]:  # the summary's settings are the probe's (each beside its matched control)
+        assert (counts[d["key"]]["k"], counts[d["key"]]["n"]) == (d["moved_of_all"]["k"], d["moved_of_all"]["n"])
+        assert counts[d["key"]]["strongest"] == bool(d.get("strongest"))
     c1 = json.loads((out / "steering" / "config.json").read_text())
     c2 = json.loads((out / "rerun" / "steering" / "config.json").read_text())
     assert c2["case_ids"] == c1["case_ids"] and c2["split"] == c1["split"]
