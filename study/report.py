@@ -49,9 +49,9 @@ POINTERS = {"probes": ("full per-layer table", ("probes/results.json", "probes/s
             "patching": ("full table", ("patching/patching.json", "patching/patching.md"))}
 _LABELS_NOTE = ("_Counts: per generation, by recorded cell: each generation once, under the (strategy, position) "
                 "cell it was recorded with (the behaviour section counts it in every group it fills)._")
-_GRADIENT_NOTE = ("_Counts: per cell where a rate shows both rows and `gen` (position gradient, type table) and in "
-                  "Table 4: a generation counted once for every (strategy, position) cell it fills, the positions it "
-                  "fills for one strategy being one merged cell (e.g. middle=late)._")
+_GRADIENT_NOTE = ("_Counts: per generation, as in section 1: every rate and Table 4 count each distinct generation "
+                  "once in every group whose cell it fills (positions one generation fills for one strategy being one "
+                  "merged position, e.g. middle=late), and Table 4's total is the verdict's._")
 
 
 def _pointer(out: Path, name: str) -> str:
@@ -104,7 +104,7 @@ def _stage_body(out: Path, name: str, body: str, style: str) -> str:
             body = f"```\n{body}\n```"
         body = _LABELS_NOTE + "\n\n" + rm.relabel_header(body, "perturbed, by", "perturbed, by recorded cell")
     if name == "gradient":
-        body = _GRADIENT_NOTE + "\n\n" + rm.relabel_header(body, "by", "by (per cell)")
+        body = _GRADIENT_NOTE + "\n\n" + rm.relabel_header(body, "by", "by (per generation)")
     return _edit(body, _pointer(out, name))
 
 

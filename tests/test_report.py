@@ -212,7 +212,7 @@ def _tiny_run(root: Path) -> Path:
     return root
 
 
-def test_counting_table_shows_the_three_ways(tmp_path):
+def test_counting_table_shows_the_two_ways(tmp_path):
     from study.report_counting import counting_table
 
     assert counting_table(tmp_path) is None
@@ -221,10 +221,12 @@ def test_counting_table_shows_the_three_ways(tmp_path):
     rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if line.startswith("| ")}
     # middle and late share one generation: one merged group, never two identical rows (or one counted twice)
     assert "position=late" not in rows
-    assert rows["position=middle=late"].endswith("| C 1/2, A 0 | - | C 1/2, A 0 |")
-    assert rows["position=middle"].endswith("| - | C 1/2, A 0 | - |")  # by recorded cell: the first cell's name
-    assert rows["strategy=a"].endswith("| C 3/4, A 0 | C 3/4, A 0 | C 3/4, A 0 |")
-    assert rows["strategy=b"].endswith("| C 2/2, A 0 | - | C 2/2, A 0 |")
+    assert rows["position=middle=late"].endswith("| C 1/2, A 0 | - |")
+    assert rows["position=middle"].endswith("| - | C 1/2, A 0 |")  # by recorded cell: the first cell's name
+    assert rows["strategy=a"].endswith("| C 3/4, A 0 | C 3/4, A 0 |")
+    assert rows["strategy=b"].endswith("| C 2/2, A 0 | - |")
+    # the early generation is shared by strategies a and b: position=early counts it once (issue #32)
+    assert rows["position=early"].endswith("| C 2/2, A 0 | C 2/2, A 0 |")
 
 
 # ------------------------------------------------------------------------------------------ the whole report
