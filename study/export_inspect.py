@@ -18,12 +18,12 @@ One sample per continuation record (one generation; see :mod:`loadbearing.record
   answer; ``propagated`` = 1.0 / 0.0, so its mean is the propagation rate; ``abc`` = ``"A"``/``"B"``/``"C"`` of
   the labelling (``--labelling``, default the newest). A score with no value (an unparseable answer; an
   unlabelled or undecided case) is left out of that sample: unscored, never counted as 0.
-* ``metadata``: ``condition``, ``strategy`` (None for a control: it edits nothing), ``position`` (merged where one
-  generation fills several positions of its strategy: ``middle=late``; ``recorded_position`` the record's), ``cells`` (every
-  ``strategy/position`` cell the generation counts in), ``question_id``, ``question_key``, ``line_index``,
-  ``n_lines``, ``edit`` (``original_line -> edited_line``), ``original_line``, ``edited_line``, ``edit_span``,
-  ``dataset``, ``task``, ``difficulty``, ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``,
-  ``new_tokens``, ``labelling``.
+* ``metadata``: ``continuation_id`` (the sample id, under the name the other APIs use), ``condition``, ``strategy``
+  (None for a control: it edits nothing), ``position`` (merged where one generation fills several positions of its
+  strategy: ``middle=late``; ``recorded_position`` the record's), ``cells`` (every ``strategy/position`` cell the
+  generation counts in), ``question_id``, ``question_key``, ``line_index``, ``n_lines``, ``edit`` (``original_line
+  -> edited_line``), ``original_line``, ``edited_line``, ``edit_span``, ``dataset``, ``task``, ``difficulty``,
+  ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``, ``new_tokens``, ``labelling``.
 
 The log's results give the propagation rate of the perturbed and of the control samples (per generation) and
 the A/B/C shares of the perturbed ones. Built only with inspect_ai's public log API (``inspect_ai.log``,
@@ -54,6 +54,7 @@ def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
     """The metadata of one continuation's sample (flat, so ``samples_df`` gives one column each)."""
     perturbed = c.condition == "perturbed"
     return {
+        "continuation_id": c.id,  # the name continuations_df, read_sweep and the activation store use
         "condition": c.condition,
         "strategy": c.strategy if perturbed else None,
         "position": sample_position(c),  # merged where one generation fills several (middle=late)

@@ -83,6 +83,7 @@ def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsy
     for d in s1["settings"]:  # the summary's settings are the probe's (each beside its matched control)
         assert (counts[d["key"]]["k"], counts[d["key"]]["n"]) == (d["moved_of_all"]["k"], d["moved_of_all"]["n"])
         assert counts[d["key"]]["strongest"] == bool(d.get("strongest"))
+    _check_api_names_and_reprs(out)
     c1 = json.loads((out / "steering" / "config.json").read_text())
     c2 = json.loads((out / "rerun" / "steering" / "config.json").read_text())
     assert c2["case_ids"] == c1["case_ids"] and c2["split"] == c1["split"]
@@ -107,3 +108,38 @@ def test_a_study_without_recorded_settings_still_prints_a_fresh_output_dir(tmp_p
     v = steering_verdict({"verdict_code": "null", "settings": [{"layer": 3, "k": 1, "alpha_rel": 0.5}]}, "S")
     assert "--output-dir S/rerun/steering" in v.command and "--layers 3" in v.command
     assert Path("S/steering").as_posix() not in v.command.replace("S/rerun/steering", "")
+
+
+def _check_api_names_and_reprs(out: Path) -> None:
+    """Issue #32, finding 8, on the study's real files: exact seeds, short reprs, one name per field."""
+    import probes
+    import steering
+    from activations.store import open_store
+    from loadbearing import Run
+    from study.export_inspect import build_log
+
+    g = steering.read_sweep(out)
+    raw = [json.loads(x).get("direction_seed") for x in (out / "steering" / "generations.jsonl").read_text().splitlines()]
+    assert str(g.direction_seed.dtype) == "UInt64"
+    assert [None if v is pd_na() else int(v) for v in g.direction_seed] == raw and any(x is not None for x in raw)
+    d = probes.read_directions(out / "probes")
+    with open_store(out / "activations.h5") as st:
+        for obj in (d, st):
+            assert len(repr(obj)) < 400 and "array(" not in repr(obj)
+    df = Run(out).continuations_df()
+    assert (df.continuation_id == df.id).all()
+    assert (g.continuation_id == g.case_id).all() and (g.outcome == g.case_label).all()
+    by_id = df.drop_duplicates("continuation_id").set_index("continuation_id")
+    for _, r in g.iterrows():  # the steered case's outcome is the continuation's, under one name
+        assert by_id.loc[r.continuation_id, "outcome"] == r.outcome
+    samples = {s.metadata["continuation_id"]: s for s in build_log(Run(out)).samples}
+    for cid, r in by_id.iterrows():
+        sc = samples[cid].scores or {}
+        assert (sc["outcome"].value if "outcome" in sc else None) == r.outcome
+        assert (sc["abc"].value if "abc" in sc else None) == r.abc
+
+
+def pd_na():
+    import pandas as pd
+
+    return pd.NA
