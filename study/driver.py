@@ -209,9 +209,9 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
     skipped = {k: v for k, v in read_skipped(out).items() if k in REGISTRY}
     def write_file() -> None:  # once, after a stage finished (a refused resume writes nothing)
         if rules is not None and not (out / "study.toml").is_file():
-            from study.files import write_config
+            from study.files import with_run_model, write_config
 
-            write_config(out, [(config, rules)])
+            write_config(out, [with_run_model(out, config, rules)])  # the dtype and device the run used
 
     for name in selected:
         st = REGISTRY[name]
@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_several(prepared, config_file: str | None, say) -> int:
     """A several-run study file: each run in turn (a finished one is resumed, i.e. skipped), the resolved
-    file written at the root once, before the first run."""
+    file written at the root before the first run, and again after the last with the dtype and device each
+    run's model was loaded with."""
     from study.files import write_config
 
     root = Path(prepared[0][0].output_dir).parents[1]
@@ -353,6 +354,9 @@ def _run_several(prepared, config_file: str | None, say) -> int:
     for i, (c, rules, _) in enumerate(prepared, 1):
         say(f"\n#### run {i}/{len(prepared)}: {c.model} on {c.dataset} -> {c.output_dir}")
         run_study(c, resume=Path(c.output_dir).is_dir(), log=say, rules=rules, config_file=False)
+    from study.files import with_run_model
+
+    write_config(root, [with_run_model(Path(c.output_dir), c, r) for c, r, _ in prepared])  # what each run used
     _cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)
     say(f"\nall {len(prepared)} runs done; the resolved study file: {root / 'study.toml'}")
     return 0
