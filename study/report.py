@@ -147,7 +147,7 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
             figs = _figures(out, st.name, st.output(out))
             body += "".join(f"\n\n![{Path(f).stem}]({f})" if style == "md" else f"\nfigure: {f}" for f in figs)
         n += 1  # numbered in the order shown (an optional stage that did not run takes no number)
-        secs.append((f"{n}. {st.title}", body))
+        secs.append((f"{n}. {st.title}", _as_given(out, body)))
     for sec in SECTIONS:
         try:
             body = sec.render(out)
@@ -159,6 +159,14 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
         secs.append((f"{n}. {sec.title}", _edit(body, _pointer(out, sec.name)) if style == "md" else
                      rm.unfold(_edit(body, _pointer(out, sec.name)), "text")))
     return secs
+
+
+def _as_given(out: Path, body: str) -> str:
+    """A stage's text with this machine's absolute path of the study directory written as the study was named
+    (a relative ``runs/study-...`` stays relative: the report reads the same on another machine)."""
+    if out.is_absolute():
+        return body
+    return body.replace(str(out.resolve()), out.as_posix())
 
 
 def _join(title: str, secs: list[tuple[str, str]], style: str) -> str:
