@@ -318,14 +318,17 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         configs, resume, dry_run, config_file = configs_from_argv(argv)
         where["out"] = configs[0].output_dir
-        try:
-            prepared = [prepare(c, dry_run=dry_run) for c in configs]
-        except StudyError as e:  # a setting from a study file: name its key, not an option
-            raise StudyError(_file_errors(str(e))) if config_file else e from None
-        if len({c.output_dir for c, _, _ in prepared}) < len(prepared):
-            raise StudyError("two runs of the study file write the same output_dir; give each [[run]] its own")
-        if dry_run:
-            return _print_plan(prepared, say, resume=resume)
+        from study.plan import cached_counts
+
+        with cached_counts():  # each config's questions loaded once
+            try:
+                prepared = [prepare(c, dry_run=dry_run) for c in configs]
+            except StudyError as e:  # a setting from a study file: name its key, not an option
+                raise StudyError(_file_errors(str(e))) if config_file else e from None
+            if len({c.output_dir for c, _, _ in prepared}) < len(prepared):
+                raise StudyError("two runs of the study file write the same output_dir; give each [[run]] its own")
+            if dry_run:
+                return _print_plan(prepared, say, resume=resume)
         if not resume or not is_complete(prepared[0][0].output_dir, prepared[0][0]):
             from study.settings import settings_block
 

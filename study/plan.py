@@ -12,7 +12,9 @@ out of their useful range, the estimate of tokens, store bytes and time) are in 
 """
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from study.config import StudyConfig, StudyError
@@ -115,8 +117,32 @@ def _check_labellers(c: StudyConfig) -> list[str]:
     return notes
 
 
+_COUNTS: dict[StudyConfig, tuple[int, str]] | None = None
+
+
+@contextlib.contextmanager
+def cached_counts() -> Iterator[None]:
+    """Within the block, each config's questions are loaded (and their notes printed) once: the dry run asks
+    for the count in its check, its plan and its estimate."""
+    global _COUNTS
+    outer = _COUNTS
+    _COUNTS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _COUNTS = outer
+
+
 def count_questions(c: StudyConfig) -> tuple[int, str]:
     """(questions the study will sample at most, where that count comes from); validates dataset and tasks."""
+    if _COUNTS is not None:
+        if c not in _COUNTS:
+            _COUNTS[c] = _count_questions(c)
+        return _COUNTS[c]
+    return _count_questions(c)
+
+
+def _count_questions(c: StudyConfig) -> tuple[int, str]:
     from loadbearing.questions.data import DATASETS, DataError, load_questions
     from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
     from study.plan_checks import did_you_mean
@@ -249,6 +275,5 @@ def plan_text(c: StudyConfig) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BACKENDS", "behaviour_bound", "check", "check_model", "count_questions", "generation_bound", "plan_text",
-           "select_stages",
-           "steering_bound"]
+__all__ = ["BACKENDS", "behaviour_bound", "cached_counts", "check", "check_model", "count_questions", "generation_bound",
+           "plan_text", "select_stages", "steering_bound"]

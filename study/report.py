@@ -78,7 +78,8 @@ def _verdicts(out: Path, style: str) -> str:
     box = verdict_box(read_verdicts(out), style=style)
     if (out / "study.json").is_file():
         tail = (f"Every stage ran under `python -m study` (settings in `study.json`; continue with "
-                f"`python -m study --resume {out}`); each line's command recomputes or re-runs that stage alone.")
+                f"`python -m study --resume {out}`); each line's command recomputes or re-runs that stage alone, "
+                f"with the settings the stage recorded, into `{out}/rerun/<stage>` (compare its summary with the study's).")
         box += "\n\n" + (tail if style == "md" else tail.replace("`", ""))
     return box
 
