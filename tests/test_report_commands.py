@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_study import fake_models  # noqa: F401 - the fixture
 
-ARGV = ["--task", "s2_o5", "--max-examples", "24", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "3",
+ARGV = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
         "--random-seeds", "1", "--max-new-tokens", "16", "--quiet", "--seed", "42", "--steer-holdout", "0.5"]
 
 
@@ -43,15 +43,17 @@ def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsy
     from study.verdicts import read_verdicts
 
     out = tmp_path / "study"
-    assert main(["--output-dir", str(out), *ARGV]) == 0
+    toml = tmp_path / "study.toml"  # one probe (a setting only a study file gives): half the probes' time
+    toml.write_text('probe = "logistic"\n')
+    assert main(["--config", str(toml), "--output-dir", str(out), *ARGV]) == 0
     verdicts = {v.key: v for v in read_verdicts(out)}
     md = (out / "report.md").read_text()
     for v in verdicts.values():  # the report prints exactly these commands
         assert f"command `{v.command}`" in md, v.command
     probe_cmd, steer_cmd = verdicts["probe"].command, verdicts["steering"].command
-    for flag in ("--seed 42", "--steer-holdout 0.5", "--folds 2"):
+    for flag in ("--seed 42", "--steer-holdout 0.5", "--folds 2", "--probe logistic"):
         assert flag in probe_cmd, probe_cmd
-    for flag in ("--seed 42", "--max-cases 3", "--max-new-tokens 64", "--random-seeds 1", "--k 1", "--alphas 0.5"):
+    for flag in ("--seed 42", "--max-cases 2", "--max-new-tokens 64", "--random-seeds 1", "--k 1", "--alphas 0.5"):
         assert flag in steer_cmd, steer_cmd
 
     # (a) the behavioural summary, recomputed, prints the study's
