@@ -24,6 +24,8 @@ Columns that differ from the record's fields:
 * ``abc``: ``"A"``/``"B"``/``"C"`` from the labelling named by ``labels`` (None: not labelled or undecided);
   ``df.attrs["labelling"]`` names the labelling joined (None when none was).
 * ``cells`` / ``n_cells``: the generation's cells as ``"strategy/position"`` strings and their number.
+* ``continuation_id``: the record's id, the name the activation store, ``steering.read_sweep`` and the inspect
+  export's metadata give it (``id`` is kept, the same value).
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ def _rows(c: Continuation, labels: dict[str, str | None] | None, explode: bool) 
         d.pop(k, None)
     cells = c.cells()
     perturbed = c.condition == "perturbed"
-    d.update(question_key=question_key_of(c), outcome=c.label,
+    d.update(continuation_id=c.id, question_key=question_key_of(c), outcome=c.label,
              propagated=None if c.label is None else c.label == "C",
              abc=labels.get(c.id) if labels is not None else None,
              n_cells=len(cells), cells=[_cell_name(x) for x in cells])

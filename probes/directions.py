@@ -66,6 +66,13 @@ REMAKE = "re-create it with: python -m probes.train STORE --output-dir NEW_DIR"
 BASES = ("basis", "m2", "probe_pc")
 
 
+def _span(layers: list[int]) -> str:
+    """``[0, 1, 2, 3]`` -> ``"0..3 (4)"``; a short list as it is."""
+    if len(layers) > 4 and list(layers) == list(range(layers[0], layers[-1] + 1)):
+        return f"{layers[0]}..{layers[-1]} ({len(layers)})"
+    return str(list(layers))
+
+
 @dataclass(frozen=True)
 class Directions:
     """Everything ``directions.h5`` holds, read once (see the module docstring for the meaning of each part)."""
@@ -86,6 +93,16 @@ class Directions:
     #: the paper's bases: name ("m2", "probe_pc") -> layer -> float32 [k, d_model]; their row names likewise
     extra_bases: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     extra_names: dict[str, dict[int, list[str]]] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """One short line (the arrays stay out of it: a 31-layer file's default repr ran to 720,642 characters)."""
+        ks = sorted({int(b.shape[0]) for b in self.bases.values()})
+        split = self.fit_split() or {}
+        return (f"Directions({self.path!r}, layers={_span(self.layers)}, d_model={self.d_model}, "
+                f"k={'/'.join(map(str, ks)) or 0}, selected_layer={self.selected_layer}, "
+                f"probes={[n for n in ('logistic', 'mass_mean') if getattr(self, n)]}, "
+                f"extra_bases={sorted(self.extra_bases)}, fit_questions={len(split.get('fit', []))}, "
+                f"held_out_questions={len(split.get('held_out', []))}, sha256={self.sha256[:12]}...)")
 
     def fit_split(self) -> dict[str, list[str]] | None:
         """The ``fit`` and ``held_out`` question lists of :attr:`question_split` (those present), or None when

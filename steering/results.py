@@ -17,6 +17,10 @@ answer did not parse)...) plus:
   counts as not moved: the sweep's *moved-of-all*); ``<NA>`` for a non-C case.
 * ``in_summary``: False for generations of cases outside the sweep's current case sample (``config.json``
   ``case_ids``); ``summary.json`` counts only the True rows.
+* ``direction_seed``: the random direction's seed as an exact unsigned 64-bit integer (``UInt64``; ``<NA>`` for
+  the probe's and the unsteered rows), so ``steering.controls`` can regenerate the direction.
+* ``continuation_id`` and ``outcome``: the same values as ``case_id`` and ``case_label``, under the names
+  ``continuations_df`` and the inspect export use (the old names are kept).
 
 ``df.attrs`` holds ``config`` (the sweep's ``config.json``) and ``summary`` (``summary.json``, None while the
 sweep is unfinished). Rates here are per generation; lead with the question-clustered intervals of
@@ -83,6 +87,15 @@ def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
         df[col] = df[col].astype("boolean")
     for col in ("layer", "seed"):
         df[col] = df[col].astype("Int64")
+    # the random directions' seeds are uint64 (up to 2**64 - 1): from the records, exactly, never via float64
+    # (which altered 287 of 288 seeds, so a random control could not be regenerated from the frame)
+    seeds = [r.get("direction_seed") if isinstance(r, dict) else None for r in recs]
+    df["direction_seed"] = pd.array([int(x) if isinstance(x, int) and not isinstance(x, bool) else None
+                                     for x in seeds] if len(df) else [], dtype="UInt64")
+    # one name per field across the APIs (issue #32): continuation_id (continuations_df's id, the store's and
+    # the inspect export's), outcome (continuations_df's, the inspect score's); case_id and case_label are kept
+    df["continuation_id"] = df["case_id"]
+    df["outcome"] = df["case_label"]
     df.attrs.update(config=config, summary=summary, path=str(d))
     return df
 

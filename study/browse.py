@@ -11,7 +11,10 @@ what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse
   lines after the cut dimmed), the control continuation (same question, same cut), the perturbed one, the
   parsed answers against gold, the label with the rule labeller's evidence spans highlighted in the text, the
   judge's per-variant verdicts, and - when ``RUN_DIR/steering/generations.jsonl`` exists - every steered
-  generation of the case beside its unsteered one, "moved" (a C case now correct) marked.
+  generation of the case beside its unsteered one, each marked as the probe's or a random control's, with
+  "moved" (a C case now correct) and "changed, still wrong" (another wrong answer) as distinct marks; under the
+  ``steered`` facet, each probe setting's moved C cases of all its C cases and the random controls' (the
+  sweep's ``moved_of_all``, the report's numbers).
 * **Causal tests** panel (when the run has them; :mod:`study.browse_causal`): the question's early-answering
   curve (a small plot and the table of cut -> forced answer, same as the full chain's), its resamples per step
   (rollouts, how many differ, importance, a few rollouts folded), its paraphrase (original prefix, paraphrase,
@@ -23,7 +26,8 @@ what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse
 or ``#f=FACET:VALUE,FACET:VALUE&q=TEXT&id=ID`` with each part optional and each VALUE/TEXT/ID URL-encoded
 (``encodeURIComponent``). Values of one facet are OR-ed, facets are AND-ed. Facets: ``condition``
 (perturbed|control), ``strategy``, ``position``, ``label`` (A|B|C|non-C|none), ``correct``
-(correct|wrong|unparsed), ``task``, ``level``, ``model``, ``dataset``, ``steered`` (moved|not moved),
+(correct|wrong|unparsed), ``task``, ``level``, ``model``, ``dataset``, ``steered`` ("moved by the probe" |
+"changed by the probe, still wrong" | "moved by a random control only" | "not moved" | "not steered"),
 ``question`` (a question id). Example: ``browse.html#f=condition:perturbed,strategy:contradiction,label:C``.
 :func:`fragment` builds one. Without a fragment the page opens on the perturbed continuations.
 

@@ -5,13 +5,16 @@ steered generations as compact columnar JSON with one string table.
     data = collect(["runs/study"])   # {"v", "meta", "S", "c", "Q", "steer", "causal"}
 
 Repeated strings (labels, strategies, lines, answers) are stored once in ``S`` and referred to by index; the
-continuations (``c``), questions (``Q``) and steered generations (``steer``) are columns of equal length.
+continuations (``c``), questions (``Q``) and steered generations (``steer``) are columns of equal length;
+``steer["counts"]`` is each probe setting's moved-of-all C cases and the random controls' (pooled by basis),
+counted from the same generations as the sweep's ``moved_of_all``, so the page's numbers are the report's.
 ``causal`` is each question's early-answering curve, resamples and paraphrase, and each patched C case's
 patching row (:mod:`study.browse_causal`; None when the runs have none): the page embeds it in a block of its
 own and parses it only when a question's panel is first shown.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,16 +95,52 @@ def _steering(run: Run, path: str | os.PathLike[str] | None = None) -> list[dict
     return [r for r in read_jsonl(p) if isinstance(r, dict)] if p.is_file() else []
 
 
-def _effect(r: dict) -> str:
-    """moved (a C case now correct) | broken (a non-C case now wrong) | same | unparsed."""
-    if "moved" in r and isinstance(r["moved"], bool):
-        return "moved" if r["moved"] else ("unparsed" if r.get("correct") is None else "same")
+#: what one steered generation did to its case (the marks the page shows; "changed" = changed, still wrong)
+EFFECTS = ("moved", "changed", "broken", "same", "unparsed")
+#: the bases that are controls, not the probe's directions (steering.grid: random, random_cov; none = alpha 0)
+CONTROL_BASES = ("random", "random_cov", "none")
+
+
+def _effect(r: dict, unsteered_answer: Any = None) -> str:
+    """moved (a C case now correct) | changed (a C case whose answer changed but is still wrong) | broken (a
+    non-C case now wrong) | same | unparsed. ``unsteered_answer``: the case's own parsed answer."""
     ok = r.get("correct")
     if ok is None:
         return "unparsed"
-    if r.get("case_label") == "C":
-        return "moved" if ok else "same"
+    if r.get("case_label", "C") == "C":
+        if ok or r.get("moved") is True:
+            return "moved"
+        changed = unsteered_answer is not None and str(r.get("parsed_answer")) != str(unsteered_answer)
+        return "changed" if changed else "same"
     return "broken" if not ok else "same"
+
+
+def steering_counts(gens: Sequence[dict], strongest: str | None = None) -> list[dict[str, Any]]:
+    """Per setting, its C cases moved of all its C cases (the sweep's ``moved_of_all``: correct now, unparsed and
+    wrong count as not moved), the probe's settings first, then the controls pooled by basis; ``strongest``
+    marks the setting the report leads with."""
+    per: dict[str, dict[str, Any]] = {}
+    for r in gens:
+        if r.get("case_label", "C") != "C" or r.get("basis") == "none":
+            continue
+        basis = str(r.get("basis"))
+        name = str(r.get("setting")) if basis not in CONTROL_BASES else basis
+        d = per.setdefault(name, {"setting": name, "basis": basis, "k": 0, "n": 0, "cases": set(),
+                                  "strongest": name == strongest})
+        d["n"] += 1
+        d["k"] += r.get("correct") is True
+        d["cases"].add(str(r.get("case_id")))
+    rows = sorted(per.values(), key=lambda d: (d["basis"] in CONTROL_BASES, d["setting"]))
+    return [dict({k: v for k, v in d.items() if k != "cases"}, n_cases=len(d["cases"])) for d in rows]
+
+
+def _strongest(run: Run) -> str | None:
+    p = run.path / "steering" / "summary.json"
+    try:
+        sets = json.loads(p.read_text(encoding="utf-8")).get("settings") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return next((str(d.get("key")) for d in sets if isinstance(d, dict) and d.get("strongest")), None)
 
 
 def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None = None,
@@ -119,6 +158,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
                                          "lines", "answer", "key")}
     steer: dict[str, list] = {k: [] for k in ("row", "setting", "basis", "layer", "k", "alpha", "text", "ans", "ok",
                                              "effect")}
+    steer_counts: list[dict[str, Any]] = []
     meta_runs, labellings = [], []
     causal = CausalData()
     multi = len(runs) > 1
@@ -198,7 +238,10 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             C["ev"].append([[a, b, S(t), S(x)] for a, b, t, x in ev] if ev else None)
             C["judge"].append([[S(a), S(b), _tri(c), e] for a, b, c, e in judge] if judge else None)
         causal.add_run(run, qindex, rows)
-        for r in _steering(run, steering):
+        gens = _steering(run, steering)
+        if gens:
+            steer_counts += [dict(d, run=ri) for d in steering_counts(gens, _strongest(run))]
+        for r in gens:
             row = rows.get(str(r.get("case_id")))
             if row is None:
                 continue
@@ -211,7 +254,8 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             steer["text"].append(r.get("text") or "")
             steer["ans"].append(S(r.get("parsed_answer")))
             steer["ok"].append(_tri(r.get("correct")))
-            steer["effect"].append(S(_effect(r)))
+            ans = C["ans"][row]
+            steer["effect"].append(S(_effect(r, S.table[ans] if ans is not None else None)))
     return {
         "v": SCHEMA_VERSION,
         "meta": {"runs": meta_runs, "models": sorted({m["model"] for m in meta_runs}),
@@ -219,9 +263,9 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
         "S": S.table,
         "c": C,
         "Q": Q,
-        "steer": steer if steer["row"] else None,
+        "steer": dict(steer, counts=steer_counts) if steer["row"] else None,
         "causal": causal.to_dict(),
     }
 
 
-__all__ = ["SCHEMA_VERSION", "BrowseError", "collect"]
+__all__ = ["CONTROL_BASES", "EFFECTS", "SCHEMA_VERSION", "BrowseError", "collect", "steering_counts"]

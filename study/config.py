@@ -141,11 +141,14 @@ class StudyConfig:
         from loadbearing.errors import LoadBearingError
         from probes.config import parse_probes
 
-        try:
-            check_layers_spec(self.activation_layers)
-            parse_probes(self.probe)
-        except LoadBearingError as e:
-            raise StudyError(f"activation_layers / probe: {str(e).splitlines()[0]}") from None
+        for option, check, value in (("--activation-layers", check_layers_spec, self.activation_layers),
+                                     ("--probe", parse_probes, self.probe)):
+            try:
+                check(value)
+            except LoadBearingError as e:  # the message names the one option at fault
+                msg = str(e).splitlines()[0]
+                raise StudyError(msg if msg.startswith(option) or f"unknown {option}" in msg[:40]
+                                 else f"{option} {value!r}: {msg}") from None
 
 
 def read_stored(out: Path) -> dict[str, Any] | None:

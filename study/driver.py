@@ -209,9 +209,9 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
     skipped = {k: v for k, v in read_skipped(out).items() if k in REGISTRY}
     def write_file() -> None:  # once, after a stage finished (a refused resume writes nothing)
         if rules is not None and not (out / "study.toml").is_file():
-            from study.files import write_config
+            from study.files import with_run_model, write_config
 
-            write_config(out, [(config, rules)])
+            write_config(out, [with_run_model(out, config, rules)])  # the dtype and device the run used
 
     for name in selected:
         st = REGISTRY[name]
@@ -270,20 +270,42 @@ def _closure(name: str) -> set[str]:
     return seen
 
 
-def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], say) -> None:
-    from study.plan import plan_text
+def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], say, *, resume: bool = False) -> int:
+    """The dry run: per run its settings (a several-run file: one line per run first, then the first run's
+    settings in full and each later run's differences from it), what was checked, warnings, plan and estimate
+    (:mod:`study.plan_checks`). A refusal the real run would make (an existing output directory, one in use)
+    raises its error; a warning is printed and the exit status stays 0."""
+    from study.plan import generation_bound, plan_text
+    from study.plan_checks import dry_run_checks, estimate_lines, run_line
     from study.settings import settings_block
 
-    for i, (c, rules, notes) in enumerate(configs, 1):
-        title = "study settings" if len(configs) == 1 else f"run {i}/{len(configs)}: {c.model} on {c.dataset}"
-        say(settings_block(c, rules, title=title))
-        say("checked offline:\n" + "\n".join(f"  - {n}" for n in notes))
+    several = len(configs) > 1
+    checked = [dry_run_checks(c, resume=resume, several=several) for c, _, _ in configs]
+    if several:
+        say(f"{len(configs)} runs (one line each; the details follow):")
+        for i, (c, _, _) in enumerate(configs, 1):
+            say(run_line(i, len(configs), c))
+    first = configs[0][0].to_dict()
+    n_warn = 0
+    for i, ((c, rules, notes), (warnings, more)) in enumerate(zip(configs, checked), 1):
+        title = "study settings" if not several else f"run {i}/{len(configs)}: {c.model} on {c.dataset}"
+        if i == 1 or not several:
+            say(settings_block(c, rules, title=title))
+        else:
+            diff = {k: v for k, v in c.to_dict().items() if v != first.get(k)}
+            say(f"---- {title}: the settings of run 1 except: " + ", ".join(f"{k} = {v}" for k, v in diff.items()))
+        say("checked offline:\n" + "\n".join(f"  - {n}" for n in [*notes, *more]))
+        for w in warnings:
+            say(f"warning: {w}")
+        n_warn += len(warnings)
         say(plan_text(c))
-    if len(configs) > 1:
-        from study.plan import generation_bound
-
+        say("\n".join(estimate_lines(c)))
+    if several:
         total = sum(generation_bound(c) for c, _, _ in configs)
         say(f"all {len(configs)} runs: <= {total:,} generations in total")
+    say("dry run: every setting above checked offline; no model loaded, nothing written"
+        + (f"; {n_warn} warning{'s' if n_warn != 1 else ''} above" if n_warn else ""))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,13 +318,17 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         configs, resume, dry_run, config_file = configs_from_argv(argv)
         where["out"] = configs[0].output_dir
-        prepared = [prepare(c, dry_run=dry_run) for c in configs]
-        if len({c.output_dir for c, _, _ in prepared}) < len(prepared):
-            raise StudyError("two runs of the study file write the same output_dir; give each [[run]] its own")
-        if dry_run:
-            _print_plan(prepared, say)
-            say("dry run: every setting above checked offline; no model loaded, nothing written")
-            return 0
+        from study.plan import cached_counts
+
+        with cached_counts():  # each config's questions loaded once
+            try:
+                prepared = [prepare(c, dry_run=dry_run) for c in configs]
+            except StudyError as e:  # a setting from a study file: name its key, not an option
+                raise StudyError(_file_errors(str(e))) if config_file else e from None
+            if len({c.output_dir for c, _, _ in prepared}) < len(prepared):
+                raise StudyError("two runs of the study file write the same output_dir; give each [[run]] its own")
+            if dry_run:
+                return _print_plan(prepared, say, resume=resume)
         if not resume or not is_complete(prepared[0][0].output_dir, prepared[0][0]):
             from study.settings import settings_block
 
@@ -321,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_several(prepared, config_file: str | None, say) -> int:
     """A several-run study file: each run in turn (a finished one is resumed, i.e. skipped), the resolved
-    file written at the root once, before the first run."""
+    file written at the root before the first run, and again after the last with the dtype and device each
+    run's model was loaded with."""
     from study.files import write_config
 
     root = Path(prepared[0][0].output_dir).parents[1]
@@ -330,6 +357,9 @@ def _run_several(prepared, config_file: str | None, say) -> int:
     for i, (c, rules, _) in enumerate(prepared, 1):
         say(f"\n#### run {i}/{len(prepared)}: {c.model} on {c.dataset} -> {c.output_dir}")
         run_study(c, resume=Path(c.output_dir).is_dir(), log=say, rules=rules, config_file=False)
+    from study.files import with_run_model
+
+    write_config(root, [with_run_model(Path(c.output_dir), c, r) for c, r, _ in prepared])  # what each run used
     _cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)
     say(f"\nall {len(prepared)} runs done; the resolved study file: {root / 'study.toml'}")
     return 0

@@ -7,18 +7,23 @@ given ``read_eval_log(FILE)``, not the path; the .eval format needs neither).
 
 One sample per continuation record (one generation; see :mod:`loadbearing.records`):
 
-* ``id``: the continuation id; ``input``: ``input_text``, exactly what the model saw (chat-templated prompt +
-  assistant prefix); ``output``: the continuation; ``target``: the gold answer. ``messages`` repeat them as a
-  user turn (the templated text, as is) and an assistant turn, for the viewer's transcript.
+* ``id``: the continuation id; ``input``: what the model saw as chat turns - the system line, the few-shot
+  turns, the question, and the assistant prefix that ends with the edited line (:mod:`study.export_inspect_chat`
+  rebuilds them and checks them against ``input_text``; where they cannot be checked, the templated text as
+  one user message); ``description``: the edit in one line (strategy, position, line: original -> edited), so
+  the viewer's first screen names it; ``output``: the continuation; ``target``: the gold answer. ``messages``
+  are the input turns and the continuation, for the viewer's transcript; ``metadata.input_text`` keeps the
+  exact templated string.
 * ``scores``: ``outcome`` = ``"C"`` (the error propagated: parseable and wrong) or ``"non-C"``, with the parsed
   answer; ``propagated`` = 1.0 / 0.0, so its mean is the propagation rate; ``abc`` = ``"A"``/``"B"``/``"C"`` of
   the labelling (``--labelling``, default the newest). A score with no value (an unparseable answer; an
   unlabelled or undecided case) is left out of that sample: unscored, never counted as 0.
-* ``metadata``: ``condition``, ``strategy`` (None for a control: it edits nothing), ``position``, ``cells`` (every
-  ``strategy/position`` cell the generation counts in), ``question_id``, ``question_key``, ``line_index``,
-  ``n_lines``, ``edit`` (``original_line -> edited_line``), ``original_line``, ``edited_line``, ``edit_span``,
-  ``dataset``, ``task``, ``difficulty``, ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``,
-  ``new_tokens``, ``labelling``.
+* ``metadata``: ``continuation_id`` (the sample id, under the name the other APIs use), ``condition``, ``strategy``
+  (None for a control: it edits nothing), ``position`` (merged where one generation fills several positions of its
+  strategy: ``middle=late``; ``recorded_position`` the record's), ``cells`` (every ``strategy/position`` cell the
+  generation counts in), ``question_id``, ``question_key``, ``line_index``, ``n_lines``, ``edit`` (``original_line
+  -> edited_line``), ``original_line``, ``edited_line``, ``edit_span``, ``dataset``, ``task``, ``difficulty``,
+  ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``, ``new_tokens``, ``labelling``.
 
 The log's results give the propagation rate of the perturbed and of the control samples (per generation) and
 the A/B/C shares of the perturbed ones. Built only with inspect_ai's public log API (``inspect_ai.log``,
@@ -38,6 +43,7 @@ from loadbearing.files import atomic_write_bytes, file_sha256
 from loadbearing.frames import NEWEST
 from loadbearing.records import Continuation
 from loadbearing.runs import CONTINUATIONS, Run, question_key_of
+from study.export_inspect_chat import chat_turns, edit_description, sample_position
 
 DEFAULT_OUTPUT = Path("inspect") / "continuations.eval"
 FORMATS = {".eval": "eval", ".json": "json"}
@@ -48,9 +54,11 @@ def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
     """The metadata of one continuation's sample (flat, so ``samples_df`` gives one column each)."""
     perturbed = c.condition == "perturbed"
     return {
+        "continuation_id": c.id,  # the name continuations_df, read_sweep and the activation store use
         "condition": c.condition,
         "strategy": c.strategy if perturbed else None,
-        "position": c.position,
+        "position": sample_position(c),  # merged where one generation fills several (middle=late)
+        "recorded_position": c.position,
         "cells": [f"{s}/{p}" for s, p in c.cells()],
         "question_id": c.question_id,
         "question_key": question_key_of(c),
@@ -86,18 +94,26 @@ def sample_scores(c: Continuation, abc: str | None, labelling: str | None) -> di
     return out
 
 
-def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: str) -> Any:
+def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: str,
+              turns: list[dict[str, str]] | None = None) -> Any:
+    """One sample. ``turns`` (:func:`study.export_inspect_chat.chat_turns`): the input as chat messages ending
+    with the assistant prefix; None: the templated text as one user message."""
     from inspect_ai.log import EvalSample
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, ModelUsage
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
 
     output = ModelOutput.from_content(model, c.continuation,
                                       stop_reason="max_tokens" if c.finish_reason == "length" else "stop")
     output.usage = ModelUsage(input_tokens=c.input_tokens, output_tokens=c.new_tokens,
                               total_tokens=c.input_tokens + c.new_tokens)
-    return EvalSample(id=c.id, epoch=1, input=c.input_text, target=c.gold,
-                      messages=[ChatMessageUser(content=c.input_text), ChatMessageAssistant(content=c.continuation)],
-                      output=output, scores=sample_scores(c, abc, labelling) or None,
-                      metadata=sample_metadata(c, labelling))
+    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
+    if turns:
+        inp: Any = [kinds[t["role"]](content=t["content"]) for t in turns]
+        msgs = [*inp, ChatMessageAssistant(content=c.continuation)]
+    else:
+        inp, msgs = c.input_text, [ChatMessageUser(content=c.input_text), ChatMessageAssistant(content=c.continuation)]
+    md = sample_metadata(c, labelling) | {"input_text": c.input_text, "input_as": "chat turns" if turns else "text"}
+    return EvalSample(id=c.id, epoch=1, input=inp, target=c.gold, description=edit_description(c), messages=msgs,
+                      output=output, scores=sample_scores(c, abc, labelling) or None, metadata=md)
 
 
 def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
@@ -135,6 +151,7 @@ def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
     from loadbearing.provenance import now, package_versions
 
     recs = run.continuations(required=True)
+    baselines = {b.question_id: b for b in run.baselines()}
     name, labels = run.labels(None if labelling == NEWEST else labelling)
     spec = run.model_spec
     model = f"loadbearing/{spec.get('name') or 'unknown'}"
@@ -156,7 +173,8 @@ def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
     return EvalLog(
         status="success" if run.complete else "cancelled", eval=eval_spec,
         results=_results(recs, labels), stats=EvalStats(started_at=created, completed_at=m.get("updated") or created),
-        samples=[to_sample(c, labels.get(c.id), name, model) for c in recs],
+        samples=[to_sample(c, labels.get(c.id), name, model, chat_turns(c, baselines.get(c.question_id), settings))
+                 for c in recs],
     )
 
 

@@ -170,6 +170,29 @@ def config_text(runs: list[tuple[StudyConfig, dict[str, str]]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def with_run_model(out: Path, config: StudyConfig, rules: dict[str, str]) -> tuple[StudyConfig, dict[str, str]]:
+    """``config`` with ``dtype`` and ``device`` filled, where they were unset, from the model the run loaded
+    (``manifest.json``): a study file that leaves them unset would load the model another way on another
+    machine (bfloat16 on a GPU where the run used float32), so the written file says what the run used."""
+    import json
+
+    from loadbearing.engine.models import DTYPES
+
+    try:
+        model = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8")).get("model") or {}
+    except (OSError, ValueError, AttributeError):
+        return config, rules
+    upd: dict[str, Any] = {}
+    rules = dict(rules)
+    if config.dtype is None and config.quantize is None and model.get("dtype") in DTYPES:
+        upd["dtype"] = str(model["dtype"])
+        rules["dtype"] = "the dtype the run's model was loaded in (manifest.json)"
+    if config.device is None and isinstance(model.get("device"), str) and model["device"]:
+        upd["device"] = model["device"]
+        rules["device"] = "the device the run's model was loaded on (manifest.json)"
+    return (dataclasses.replace(config, **upd) if upd else config), rules
+
+
 def write_config(out: Path, runs: list[tuple[StudyConfig, dict[str, str]]]) -> None:
     from loadbearing.files import atomic_write_text
 
@@ -179,4 +202,5 @@ def write_config(out: Path, runs: list[tuple[StudyConfig, dict[str, str]]]) -> N
         atomic_write_text(p, text)
 
 
-__all__ = ["CONFIG_FILE", "PRESETS", "config_text", "read_config_file", "resolve_path", "run_dir_of", "write_config"]
+__all__ = ["CONFIG_FILE", "PRESETS", "config_text", "read_config_file", "resolve_path", "run_dir_of", "with_run_model",
+           "write_config"]

@@ -65,14 +65,25 @@ def row_filters(header: Sequence[str], cells: Sequence[str]) -> dict[str, str] |
 
 
 def _inline(text: str) -> str:
-    """Escape, then render `code`, **bold**, *italic* / _italic_ and [text](url) (http(s) or relative only)."""
-    out, pos = [], 0
-    for m in re.finditer(r"`([^`]+)`", text):
-        out.append(_emph(text[pos:m.start()]))
-        out.append(f"<code>{html.escape(m.group(1))}</code>")
-        pos = m.end()
-    out.append(_emph(text[pos:]))
-    return "".join(out)
+    """Escape, then render `code`, **bold**, *italic* / _italic_ and [text](url) (http(s) or relative only).
+    Emphasis may span a code span (``_Counts ... `gen` ..._``): the code spans are set aside as placeholders
+    while the emphasis is rendered over the whole text, then put back."""
+    codes: list[str] = []
+
+    def hold(m: re.Match) -> str:
+        codes.append(f"<code>{html.escape(m.group(1))}</code>")
+        return f"\x04{len(codes) - 1}\x05"
+
+    t = _emph(re.sub(r"`([^`]+)`", hold, text))
+    return re.sub("\x04(\\d+)\x05", lambda m: codes[int(m.group(1))], t)
+
+
+def _nowrap_numbers(cell_html: str) -> str:
+    """Each whitespace-free token holding a digit (``[-87.8,+87.8]``, ``0/3``, ``12.5%``) in one unbreakable
+    span, so a narrow table column breaks between numbers, never inside one (tags are left as they are)."""
+    parts = re.split(r"(<[^>]+>)", cell_html)
+    return "".join(p if p.startswith("<") else re.sub(r"(\S*\d\S*)", r'<span class="nw">\1</span>', p)
+                   for p in parts)
 
 
 _ESCAPES = {"\\*": "\x01", "\\_": "\x02", "\\`": "\x03"}
@@ -221,9 +232,9 @@ def _table(header: list[str], rows: list[list[str]], browse: str | None) -> str:
                 lf = dict(f, label=label_cols[k])
                 title = html.escape(", ".join(f"{a}={b}" for a, b in lf.items()), quote=True)
                 href = html.escape(f"{browse}{fragment(dict(lf))}", quote=True)  # type: ignore[arg-type]
-                cells += f'<td><a class="browse-label" href="{href}" title="{title}">{_inline(c)}</a></td>'
+                cells += f'<td><a class="browse-label" href="{href}" title="{title}">{_nowrap_numbers(_inline(c))}</a></td>'
             else:
-                cells += f"<td>{_inline(c)}</td>"
+                cells += f"<td>{_nowrap_numbers(_inline(c))}</td>"
         if any_link:
             if f:
                 desc = ", ".join(f"{k}={v}" for k, v in f.items())
@@ -238,7 +249,9 @@ def _table(header: list[str], rows: list[list[str]], browse: str | None) -> str:
 _CSS = """body{font:14px/1.5 system-ui,sans-serif;max-width:1100px;margin:20px auto;padding:0 16px;color:#1d1d1f}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
 th{background:#f3f3f3}pre{background:#f6f8fa;padding:8px;overflow:auto;white-space:pre-wrap;overflow-wrap:anywhere}
-code{background:#f6f8fa;padding:0 3px}p,li,td{overflow-wrap:anywhere}img{max-width:100%;border:1px solid #eee}
+code{background:#f6f8fa;padding:0 3px}p,li{overflow-wrap:anywhere}td{overflow-wrap:break-word}.nw{white-space:nowrap}
+h3{font-size:17px}h4{font-size:15px}h5,h6{font-size:14px}h3,h4,h5,h6{margin:12px 0 4px}
+img{max-width:100%;border:1px solid #eee}
 figure{margin:12px 0}figcaption{color:#666;font-size:12px}a.browse{font-size:12px}nav a{margin-right:10px}
 h1{font-size:22px;margin:8px 0}section.box{border:2px solid #3a6ea5;border-radius:6px;background:#f5f9ff;
 padding:4px 14px;margin:8px 0 12px}section.box h2{font-size:16px;margin:6px 0}section.box ul{margin:4px 0;

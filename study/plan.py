@@ -7,11 +7,14 @@
 model as far as it can offline (the embedded model's package, a known alias, a local path, a GGUF's magic
 bytes, the syntax of a hub id) and returns what it could not check. :func:`plan_text` gives, per selected
 stage, an upper bound on the model generations it makes (eligibility is known only after the baselines).
-A device is checked for its syntax here; only a real run asks whether this machine has it.
+The dry run's further checks (the output directory, vllm's importability, the CUDA devices torch sees, values
+out of their useful range, the estimate of tokens, store bytes and time) are in :mod:`study.plan_checks`.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from study.config import StudyConfig, StudyError
@@ -33,8 +36,10 @@ def select_stages(spec: str | None) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in REGISTRY]
     if bad or not names:
-        raise StudyError(f"--stages {spec!r}: unknown stage(s) {', '.join(bad) or '(none given)'}; choose from "
-                         f"{', '.join(REGISTRY)} (a comma list) or all")
+        from study.plan_checks import did_you_mean
+
+        raise StudyError(f"--stages {spec!r}: unknown stage(s) {', '.join(bad) or '(none given)'}"
+                         f"{did_you_mean(bad, [*REGISTRY, 'all'])}; choose from {', '.join(REGISTRY)} (a comma list) or all")
     return [n for n in REGISTRY if n in names]
 
 
@@ -69,13 +74,15 @@ def check_model(name: str, option: str = "--model") -> str:
 
 def _check_options(c: StudyConfig) -> None:
     from loadbearing.engine.models import DTYPES, QUANTIZE_CHOICES
+    from study.plan_checks import did_you_mean
 
     if c.dtype is not None and c.dtype not in DTYPES:
-        raise StudyError(f"--dtype {c.dtype!r}: choose one of {', '.join(DTYPES)}")
+        raise StudyError(f"--dtype {c.dtype!r}{did_you_mean(c.dtype, DTYPES)}: choose one of {', '.join(DTYPES)}")
     if c.quantize is not None and c.quantize not in QUANTIZE_CHOICES:
-        raise StudyError(f"--quantize {c.quantize!r}: choose one of {', '.join(QUANTIZE_CHOICES)}")
+        raise StudyError(f"--quantize {c.quantize!r}{did_you_mean(c.quantize, QUANTIZE_CHOICES)}: choose one of "
+                         f"{', '.join(QUANTIZE_CHOICES)}")
     if c.backend not in BACKENDS:
-        raise StudyError(f"--backend {c.backend!r}: choose one of {', '.join(BACKENDS)}")
+        raise StudyError(f"--backend {c.backend!r}{did_you_mean(c.backend, BACKENDS)}: choose one of {', '.join(BACKENDS)}")
     if c.device is not None and not _DEVICE.match(c.device):
         raise StudyError(f"--device {c.device!r}: choose cpu, cuda, cuda:N, mps or auto")
     if c.distributed_executor_backend is not None and c.distributed_executor_backend not in EXECUTORS:
@@ -110,23 +117,54 @@ def _check_labellers(c: StudyConfig) -> list[str]:
     return notes
 
 
+_COUNTS: dict[StudyConfig, tuple[int, str]] | None = None
+
+
+@contextlib.contextmanager
+def cached_counts() -> Iterator[None]:
+    """Within the block, each config's questions are loaded (and their notes printed) once: the dry run asks
+    for the count in its check, its plan and its estimate."""
+    global _COUNTS
+    outer = _COUNTS
+    _COUNTS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _COUNTS = outer
+
+
 def count_questions(c: StudyConfig) -> tuple[int, str]:
     """(questions the study will sample at most, where that count comes from); validates dataset and tasks."""
+    if _COUNTS is not None:
+        if c not in _COUNTS:
+            _COUNTS[c] = _count_questions(c)
+        return _COUNTS[c]
+    return _count_questions(c)
+
+
+def _count_questions(c: StudyConfig) -> tuple[int, str]:
     from loadbearing.questions.data import DATASETS, DataError, load_questions
-    from loadbearing.questions.loaders import check_task
+    from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
+    from study.plan_checks import did_you_mean
 
     if c.dataset not in DATASETS:
-        raise StudyError(f"--dataset {c.dataset!r}: choose one of {', '.join(DATASETS)}")
+        raise StudyError(f"--dataset {c.dataset!r}{did_you_mean(c.dataset, DATASETS)}: choose one of {', '.join(DATASETS)}")
+    names = [t.strip() for t in str(c.task or "").split(",") if t.strip()]
     try:
         if c.dataset == "arith":
             qs = load_questions("arith", task=c.task, n_per_level=c.n_per_level, seed=c.seed)
             return min(len(qs), c.max_examples), "generated"
         check_task(c.dataset, c.task)
-        if c.data_dir is not None:
+    except DataError as e:  # the task is at fault (the arith levels, or a benchmark's task names)
+        valid = {"mmlu": MMLU_SUBJECTS, "bbh": BBH_TASKS}.get(c.dataset, ())
+        hint = did_you_mean([t for t in names if t not in valid], valid) if valid else ""
+        raise StudyError(f"--task {c.task!r}{hint}: {e}") from None
+    if c.data_dir is not None:
+        try:
             qs = load_questions(c.dataset, task=c.task, data_dir=c.data_dir)
-            return min(len(qs), c.max_examples), f"{len(qs)} questions in {c.data_dir}"
-    except DataError as e:
-        raise StudyError(f"--task/--data-dir: {e}") from None
+        except DataError as e:  # the files are at fault
+            raise StudyError(f"--data-dir {c.data_dir!r}: {e}") from None
+        return min(len(qs), c.max_examples), f"{len(qs)} questions in {c.data_dir}"
     return c.max_examples, "the hub (not checked offline; --data-dir checks the files)"
 
 
@@ -140,11 +178,20 @@ def check(c: StudyConfig) -> list[str]:
     notes = [f"model: {check_model(c.model)}"]
     n, where = count_questions(c)
     notes.append(f"questions: <= {n} ({where})")
+    from behavioural.strategies import STRATEGIES
+    from study.plan_checks import did_you_mean
+
     try:
         parse_strategies(c.strategy, c.dataset)
+    except StrategyError as e:
+        given = [x.strip() for x in str(c.strategy).split(",") if x.strip() and x.strip() not in STRATEGIES]
+        raise StudyError(f"--strategy {c.strategy!r}{did_you_mean(given, [*STRATEGIES, 'all'])}: {e}") from None
+    try:
         parse_positions(c.positions)
     except StrategyError as e:
-        raise StudyError(f"--strategy/--line-positions: {e}") from None
+        given = [x.strip() for x in str(c.positions).split(",") if x.strip() not in ("early", "middle", "late")]
+        raise StudyError(f"--line-positions {c.positions!r}{did_you_mean(given, ('early', 'middle', 'late'))}: "
+                         f"{e}") from None
     notes += _check_labellers(c)
     selected = select_stages(c.stages)
     from study.stages import REGISTRY
@@ -154,8 +201,6 @@ def check(c: StudyConfig) -> list[str]:
         if missing:
             notes.append(f"stage {name} reads the output of {', '.join(missing)} (not selected): it must be there "
                          "already (a resumed study), else the stage is refused")
-    if c.device is not None and c.device != "cpu":
-        notes.append(f"device {c.device}: syntax checked; whether this machine has it is checked by a real run only")
     return notes
 
 
@@ -230,6 +275,5 @@ def plan_text(c: StudyConfig) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BACKENDS", "behaviour_bound", "check", "check_model", "count_questions", "generation_bound", "plan_text",
-           "select_stages",
-           "steering_bound"]
+__all__ = ["BACKENDS", "behaviour_bound", "cached_counts", "check", "check_model", "count_questions", "generation_bound",
+           "plan_text", "select_stages", "steering_bound"]

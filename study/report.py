@@ -49,9 +49,9 @@ POINTERS = {"probes": ("full per-layer table", ("probes/results.json", "probes/s
             "patching": ("full table", ("patching/patching.json", "patching/patching.md"))}
 _LABELS_NOTE = ("_Counts: per generation, by recorded cell: each generation once, under the (strategy, position) "
                 "cell it was recorded with (the behaviour section counts it in every group it fills)._")
-_GRADIENT_NOTE = ("_Counts: per cell where a rate shows both rows and `gen` (position gradient, type table) and in "
-                  "Table 4: a generation counted once for every (strategy, position) cell it fills, the positions it "
-                  "fills for one strategy being one merged cell (e.g. middle=late)._")
+_GRADIENT_NOTE = ("_Counts: per generation, as in section 1: every rate and Table 4 count each distinct generation "
+                  "once in every group whose cell it fills (positions one generation fills for one strategy being one "
+                  "merged position, e.g. middle=late), and Table 4's total is the verdict's._")
 
 
 def _pointer(out: Path, name: str) -> str:
@@ -78,7 +78,8 @@ def _verdicts(out: Path, style: str) -> str:
     box = verdict_box(read_verdicts(out), style=style)
     if (out / "study.json").is_file():
         tail = (f"Every stage ran under `python -m study` (settings in `study.json`; continue with "
-                f"`python -m study --resume {out}`); each line's command recomputes or re-runs that stage alone.")
+                f"`python -m study --resume {out}`); each line's command recomputes or re-runs that stage alone, "
+                f"with the settings the stage recorded, into `{out}/rerun/<stage>` (compare its summary with the study's).")
         box += "\n\n" + (tail if style == "md" else tail.replace("`", ""))
     return box
 
@@ -104,7 +105,7 @@ def _stage_body(out: Path, name: str, body: str, style: str) -> str:
             body = f"```\n{body}\n```"
         body = _LABELS_NOTE + "\n\n" + rm.relabel_header(body, "perturbed, by", "perturbed, by recorded cell")
     if name == "gradient":
-        body = _GRADIENT_NOTE + "\n\n" + rm.relabel_header(body, "by", "by (per cell)")
+        body = _GRADIENT_NOTE + "\n\n" + rm.relabel_header(body, "by", "by (per generation)")
     return _edit(body, _pointer(out, name))
 
 
@@ -147,7 +148,7 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
             figs = _figures(out, st.name, st.output(out))
             body += "".join(f"\n\n![{Path(f).stem}]({f})" if style == "md" else f"\nfigure: {f}" for f in figs)
         n += 1  # numbered in the order shown (an optional stage that did not run takes no number)
-        secs.append((f"{n}. {st.title}", body))
+        secs.append((f"{n}. {st.title}", _as_given(out, body)))
     for sec in SECTIONS:
         try:
             body = sec.render(out)
@@ -159,6 +160,14 @@ def sections(out: str | Path, *, style: str = "md", seconds: float | None = None
         secs.append((f"{n}. {sec.title}", _edit(body, _pointer(out, sec.name)) if style == "md" else
                      rm.unfold(_edit(body, _pointer(out, sec.name)), "text")))
     return secs
+
+
+def _as_given(out: Path, body: str) -> str:
+    """A stage's text with this machine's absolute path of the study directory written as the study was named
+    (a relative ``runs/study-...`` stays relative: the report reads the same on another machine)."""
+    if out.is_absolute():
+        return body
+    return body.replace(str(out.resolve()), out.as_posix())
 
 
 def _join(title: str, secs: list[tuple[str, str]], style: str) -> str:

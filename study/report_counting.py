@@ -2,19 +2,17 @@
 
 One **generation** is one distinct model input (greedy decoding: one output), recorded once even when it
 fills several (strategy, position) cells (two positions that cut at the same line, two strategies that make
-the same edit). The stages count three ways, and the report labels each table with its way:
+the same edit). The report counts one way, and labels the one table that does not:
 
-* **per generation** (the convention; behaviour section, verdicts): a group row counts a generation once in
-  every group whose cell it fills; a pooled row counts it once;
-* **per generation, by recorded cell** (the labels section's by-table): a generation counted once, under
-  the first cell it was recorded with, so a position that always shares another's line has no row;
-* **per cell** (the difficulty gradient, the paper's Table 4): one (generation, cell) pair per cell it fills,
-  where the positions one generation fills for one strategy are one merged cell (``middle=late``,
-  :func:`loadbearing.design.merged_position`), so a strategy row counts each generation once and a merged
-  position is one group, never two identical ones.
+* **per generation** (the convention: verdicts, the behaviour section, the difficulty gradient and its
+  Table 4): a group row counts a generation once in every group whose cell it fills, where the positions one
+  generation fills for one strategy are one merged position (``middle=late``,
+  :func:`loadbearing.design.merged_position`); a pooled row counts it once, so a total is the verdict's;
+* **per generation, by recorded cell** (the labels section's by-table, labelled so): a generation counted
+  once, under the first cell it was recorded with, so a position that always shares another's line has no row.
 
-:func:`counting_table` computes, from the run's records, C / parseable (and A) in each group under the three
-ways, so a reader can see why, e.g., ``position=early`` is 154/187 in one section and 161/194 in another.
+Until issue #32 the gradient and Table 4 counted *per cell* ((generation, cell) pairs), so ``position=early``
+was 131/164 in one section and 136/169 in another; :func:`counting_table` shows the two ways side by side.
 """
 from __future__ import annotations
 
@@ -27,13 +25,13 @@ from loadbearing.runs import Run
 from loadbearing.tables import render_table
 
 CONVENTION = ("Counting: one *generation* is one distinct model input, recorded once even when it fills several "
-              "(strategy, position) cells. Counts and rates are **per generation** unless a table says otherwise: "
-              "a group row counts a generation once in every group whose cell it fills, a pooled row once. Tables "
-              "labelled *per cell* count (generation, cell) pairs, the positions one generation fills for a strategy "
-              "being one merged cell (e.g. middle=late); *by recorded cell* counts each generation once, under the "
-              "cell it was recorded with. The table \"Counting conventions\" shows both where they differ.")
+              "(strategy, position) cells. Every count and rate is **per generation**: a group row counts a "
+              "generation once in every group whose cell it fills (the positions one generation fills for a strategy "
+              "being one merged position, e.g. middle=late), a pooled row once, so each total is the verdict's. The "
+              "one exception is labelled: the labels section's table *by recorded cell* counts each generation once, "
+              "under the cell it was recorded with (table \"Counting conventions\").")
 
-WAYS = ("per generation", "per generation, by recorded cell", "per cell")
+WAYS = ("per generation", "per generation, by recorded cell")
 
 
 def _fmt(c: Counter) -> str:
@@ -41,7 +39,7 @@ def _fmt(c: Counter) -> str:
 
 
 def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
-    """The perturbed continuations' C / parseable and A per position and strategy under the three ways, or
+    """The perturbed continuations' C / parseable and A per position and strategy under the two ways, or
     None when the run has no perturbed continuation (or no records)."""
     try:
         run = Run(study_dir)
@@ -65,19 +63,18 @@ def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
             per_gen = {cell[idx] for cell in merged}
             first = first_cell[idx]
             for g in sorted(per_gen | {first}):
-                row = counts.setdefault((axis, g), [Counter(), Counter(), Counter()])
+                row = counts.setdefault((axis, g), [Counter(), Counter()])
                 if g in per_gen:
                     row[0].update(add)
                 if g == first:
                     row[1].update(add)
-                row[2].update(Counter({k: v * sum(1 for cell in merged if cell[idx] == g) for k, v in add.items()}))
     keys = sorted(counts, key=lambda k: (k[0] != "position", position_sort_key(k[1]) if k[0] == "position" else (0, ""),
                                          k[1]))
     rows = [[f"{a}={g}", *(_fmt(x) for x in counts[(a, g)])] for a, g in keys]
     differ = [r for r in rows if len(set(r[1:])) > 1]
     header = ["group (perturbed, parseable)", *WAYS]
-    note = (f"{len(differ)} of {len(rows)} groups differ between the ways; the behaviour section counts "
-            f"{WAYS[0]}, the labels by-table {WAYS[1]}, the difficulty gradient and Table 4 {WAYS[2]}.")
+    note = (f"{len(differ)} of {len(rows)} groups differ between the ways; the verdicts, the behaviour section, the "
+            f"difficulty gradient and Table 4 count {WAYS[0]}, the labels by-table {WAYS[1]}.")
     return render_table(header, rows, style="md" if style == "md" else "text") + "\n\n" + note
 
 

@@ -19,8 +19,10 @@
    line (uninformative).
 
 A stage that did not run, or left too little data for an interval, gets a line that says so and why. Every
-line names its number of questions and the command that computes (or re-runs) it. Only the files are read:
-no stage is imported, so the box renders for any study directory, finished or not.
+line names its number of questions and the exact command that computes (or re-runs) it, with every setting
+the stage recorded that is not its CLI's default and a fresh output directory (:mod:`study.report_commands`).
+Only the files are read (the stage CLIs' parsers give the defaults), so the box renders for any study
+directory, finished or not.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
+from study.report_commands import probes_command, steering_command
 
 #: answers that mean the stage gave no answer (the line says why)
 NO_ANSWER = ("not run", "skipped", "too little data")
@@ -120,10 +123,7 @@ def propagation_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> V
 # ------------------------------------------------------------------------------------------ (b) probes
 def probe_verdict(results: dict[str, Any] | None, study: str = "DIR") -> Verdict:
     """Line (b) from ``probes/results.json`` (None: the probes have not been trained)."""
-    cmd = f"python -m probes.train {study}/activations.h5 --output-dir {study}/probes"
-    if results is not None:
-        folds = (results.get("settings") or {}).get("folds")
-        cmd += f" --folds {folds}" if folds else ""
+    cmd = probes_command(study, (results or {}).get("settings"))
     q = "Does the probe beat the metadata?"
     src = "probes/results.json"
     if results is None:
@@ -172,24 +172,16 @@ def _setting_name(d: dict[str, Any]) -> str:
     return f"L{d.get('layer')} k={d.get('k')} alpha={'?' if a is None else f'{a:g}'}x|resid|"
 
 
-def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> Verdict:
-    """Line (c) from ``steering/summary.json`` (None: the sweep has not finished)."""
-    cmd = f"python -m steering.sweep {study} --directions {study}/probes"
+def steering_verdict(summary: dict[str, Any] | None, study: str = "DIR", config: dict[str, Any] | None = None) -> Verdict:
+    """Line (c) from ``steering/summary.json`` (None: the sweep has not finished); ``config`` is the sweep's
+    recorded settings (``steering/config.json`` ``config``), from which the re-run command is written."""
+    cmd = steering_command(study, config, summary)
     q = "Does steering move the outcome?"
     src = "steering/summary.json"
     if summary is None:
         return Verdict("steering", q, "not run", "no steering/summary.json: the sweep has not finished (needs "
                        "probes/directions.h5 and type-C cases on held-out questions)", None, cmd, src)
     settings = [d for d in summary.get("settings") or [] if isinstance(d, dict)]
-    ks = sorted({d["k"] for d in settings if isinstance(d.get("k"), int)})
-    alphas = sorted({d["alpha_rel"] for d in settings if isinstance(d.get("alpha_rel"), (int, float))})
-    layers = sorted({d["layer"] for d in settings if isinstance(d.get("layer"), int)})
-    if layers:
-        cmd += f" --layers {','.join(map(str, layers))}"
-    if ks:
-        cmd += f" --k {','.join(map(str, ks))}"
-    if alphas:
-        cmd += f" --alphas {','.join(f'{a:g}' for a in alphas)}"
     code = str(summary.get("verdict_code") or "inconclusive")
     nq = summary.get("n_c_questions")
     verdict = str(summary.get("verdict") or "")
@@ -244,7 +236,9 @@ def read_verdicts(study_dir: str | Path) -> list[Verdict]:
     steer = _read(out / "steering" / "summary.json")
     if steer is not None and "verdict_code" not in steer:
         steer = None
-    verdicts = [propagation_verdict(summary, s), probe_verdict(results, s), steering_verdict(steer, s)]
+    config = (_read(out / "steering" / "config.json") or {}).get("config")
+    verdicts = [propagation_verdict(summary, s), probe_verdict(results, s),
+                steering_verdict(steer, s, config if isinstance(config, dict) else None)]
     skipped = (_read(out / "stages.json") or {}).get("skipped") or {}
     stage_of = {"probe": "probes", "steering": "steering"}
     for i, v in enumerate(verdicts):

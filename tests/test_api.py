@@ -42,7 +42,8 @@ def build_study(out: Path, tiny_lm) -> Path:
 
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory, tiny_lm) -> Path:
-    return build_study(tmp_path_factory.mktemp("api") / "study", tiny_lm)
+    """Where ``make demo`` writes (``python -m study --output-dir runs/study-<time>``), under a fresh root."""
+    return build_study(tmp_path_factory.mktemp("api") / "runs" / "study-20261201-120000", tiny_lm)
 
 
 def doc_blocks(text: str) -> list[str]:
@@ -55,14 +56,17 @@ def doc_blocks(text: str) -> list[str]:
 def test_every_snippet_of_docs_api_runs_in_order(study_dir, tiny_lm, capsys):
     blocks = doc_blocks(DOC.read_text(encoding="utf-8"))
     assert len(blocks) >= 8
-    assert 'RUN_DIR = "runs/demo"' in blocks[0]
+    # the page reads the directory `make demo` writes, as it is, from the checkout's root (issue #32: it named
+    # runs/demo, which make demo never creates): no path is substituted here
+    assert 'glob("study-*")' in blocks[0] and "runs/demo" not in DOC.read_text(encoding="utf-8")
+    assert "runs/study-$(date +%Y%m%d-%H%M%S)" in (REPO / "Makefile").read_text().replace("$$", "$")
     import loadbearing.engine.models as models
 
     ns: dict = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(models, "load_model", lambda *a, **k: tiny_lm)  # run.load_model() gives the run's tiny model
+        mp.chdir(study_dir.parents[1])  # the checkout's root: runs/study-<time> below it
         for i, code in enumerate(blocks):
-            code = code.replace('"runs/demo"', repr(str(study_dir)))
             try:
                 exec(compile(code, f"docs/api.md block {i + 1}", "exec"), ns)
             except Exception as e:  # name the block that broke, with its code
@@ -70,6 +74,7 @@ def test_every_snippet_of_docs_api_runs_in_order(study_dir, tiny_lm, capsys):
     out = capsys.readouterr().out
     assert "pooled propagation, per generation:" in out and "grouped-CV accuracy" in out and "alpha" in out
     assert ns["handle"].n_hooks == 0  # steer() removed its hooks
+    assert (study_dir.parents[1] / ns["RUN_DIR"]).resolve() == study_dir.resolve()  # the newest runs/study-*
     # what the walkthrough computed is what the run holds
     assert ns["df"].id.nunique() == len(ns["run"].continuations())
     assert ns["rates"]["n"].sum() == ns["perturbed"].propagated.notna().sum()

@@ -98,14 +98,20 @@ def make_small_run(root: Path, tokenizer) -> Path:
     steer.mkdir()
     with open(steer / "generations.jsonl", "w") as f:
         for n, c in enumerate(cases):
+            # case 0: moved by the probe; case 1: moved by the random control only; case 2: the probe changed the
+            # answer but it is still wrong (issue #32: "moved" is the probe's, "changed, still wrong" a mark of its own)
             for key, basis, ok in (("none|alpha0", "none", False), ("L1|k1|a1|probe", "probe", n == 0),
-                                   ("L1|k1|a1|random0", "random", False)):
+                                   ("L1|k1|a1|random0", "random", n == 1)):
                 text = c.continuation if basis == "none" else (f"Answer: {c.gold}" if ok else c.continuation)
+                answer = c.gold if ok else c.parsed_answer
+                if n == 2 and basis == "probe":
+                    answer = str(int(c.gold) + 100)
+                    text = f"Answer: {answer}"
                 f.write(json.dumps({
                     "schema_version": 1, "setting": key, "basis": basis, "layer": None if basis == "none" else 1,
                     "k": 0 if basis == "none" else 1, "alpha_rel": 0.0 if basis == "none" else 1.0, "alpha": 1.0, "seed": None,
                     "case_id": c.id, "question_id": c.question_id, "case_label": "C", "strategy": c.strategy,
-                    "position": c.position, "text": text, "parsed_answer": c.gold if ok else c.parsed_answer,
+                    "position": c.position, "text": text, "parsed_answer": answer,
                     "gold": c.gold, "correct": ok, "finish_reason": "eos", "new_tokens": 5}) + "\n")
     add_causal_outputs(root, tokenizer)
     return root
@@ -225,7 +231,13 @@ def test_collect_matches_the_records(small_run):
     st = data["steer"]
     assert st and len(st["row"]) == 3 * len(run.continuations("perturbed")) - 3 * sum(
         1 for c in run.continuations("perturbed") if c.correct is not False)
-    assert [S[e] for e in st["effect"]].count("moved") == 1
+    effects = [(S[st["basis"][j]], S[e]) for j, e in enumerate(st["effect"])]
+    assert effects.count(("probe", "moved")) == 1 and effects.count(("random", "moved")) == 1
+    assert effects.count(("probe", "changed")) == 1  # another wrong answer: not "same"
+    n_cases = len({r for r in st["row"]})
+    assert st["counts"] == [
+        {"setting": "L1|k1|a1|probe", "basis": "probe", "k": 1, "n": n_cases, "strongest": False, "n_cases": n_cases, "run": 0},
+        {"setting": "random", "basis": "random", "k": 1, "n": n_cases, "strongest": False, "n_cases": n_cases, "run": 0}]
 
 
 def test_embedded_json_cannot_close_the_script(small_run):
@@ -507,8 +519,13 @@ def test_filters_and_counts_in_chromium(driver, page, small_run, tmp_path):
     # a fragment filter, as report.html links it
     _open(driver, page, fragment({"condition": "perturbed", "strategy": "arithmetic_change", "label": "C"}))
     assert _visible(driver) == sum(1 for c in pert if "arithmetic_change" in _strategies(c) and labels[c["id"]]["label"] == "C")
-    _open(driver, page, "#f=steered:moved")
-    assert _visible(driver) == 1
+    # the probe's moves apart from the random controls' (issue #32), and the per-setting counts under the facet
+    for value in ("moved by the probe", "moved by a random control only", "changed by the probe, still wrong"):
+        _open(driver, page, "#f=steered:" + quote(value, safe=""))
+        assert _visible(driver) == 1, value
+    counts = driver.find_elements(By.CSS_SELECTOR, '[data-role="steer-counts"] div')
+    n_cases = sum(1 for c in pert if c["correct"] is False)
+    assert [c.text for c in counts] == [f"probe L1|k1|a1|probe: moved 1/{n_cases}", f"random controls: moved 1/{n_cases}"]
     # the questions tab lists every baseline with eligibility and the reason
     driver.find_element(By.ID, "tab-q").click()
     qrows = driver.find_elements(By.CSS_SELECTOR, "#qspacer .qrow")
@@ -574,6 +591,13 @@ def test_permalink_highlights_and_keys(driver, page, small_run, tmp_path):
     opened = st.find_element(By.CSS_SELECTOR, "details[open]")
     assert "unsteered" in opened.text and "steered: L1|k1|a1|probe" in opened.text
     driver.save_screenshot(str(tmp_path / "steering.png"))
+    # a probe setting that changed the answer to another wrong one is marked so, not "same"
+    changed = [json.loads(x) for x in (small_run / "steering" / "generations.jsonl").read_text().splitlines()]
+    changed = next(r["case_id"] for r in changed if r["basis"] == "probe" and r["correct"] is False
+                   and r["parsed_answer"] == str(int(r["gold"]) + 100))
+    _open(driver, page, "#id=" + quote(changed, safe=""))
+    st = driver.find_element(By.CSS_SELECTOR, '[data-role="steering"]')
+    assert st.find_element(By.CSS_SELECTOR, 'details[data-basis="probe"] span.changed').text == "changed, still wrong"
     assert (tmp_path / "permalink.png").stat().st_size > 10_000
     assert _errors(driver) == []
 

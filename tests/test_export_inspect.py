@@ -54,21 +54,36 @@ def test_the_log_reads_back_sample_by_sample(run_dir, capsys):
     by_id = {c.id: c for c in recs}
     assert sorted(s.id for s in log.samples) == sorted(by_id)  # one sample per generation (the reader may reorder)
     assert log.eval.metadata["labelling"] == name == "rule"
+    from loadbearing.design import merged_position
+
+    n_merged = 0
     for s in log.samples:
         c = by_id[s.id]
-        assert s.input == c.input_text and s.target == c.gold
+        assert s.target == c.gold and s.metadata["input_text"] == c.input_text
         assert s.output.completion == c.continuation
-        assert [m.role for m in s.messages] == ["user", "assistant"]
+        # the chat turns (issue #32): system, few-shot pairs, the question, then the assistant prefix, which
+        # ends with the edited line; every turn is in the model's input, in order
+        roles = [m.role for m in s.input]
+        assert roles[0] == "system" and roles[-2:] == ["user", "assistant"] and len(roles) % 2 == 1
+        assert s.input[-1].text == c.prefix_text and s.input[-1].text.rstrip("\n").endswith(c.edited_line)
+        assert s.input[-2].text.strip() in c.input_text and s.metadata["input_as"] == "chat turns"
+        assert [m.role for m in s.messages] == [*roles, "assistant"] and s.messages[-1].text == c.continuation
+        # the edit is named on the first screen
+        assert c.edited_line in s.description and (c.condition == "control" or c.original_line in s.description)
+        own = merged_position(p for st, p in c.cells() if st == c.strategy)
+        n_merged += "=" in own
+        assert s.metadata["position"] == own and s.metadata["recorded_position"] == c.position
         scores = s.scores or {}
         assert _value(scores.get("outcome")) == c.label
         assert _value(scores.get("propagated")) == (None if c.label is None else float(c.label == "C"))
         assert _value(scores.get("abc")) == labels.get(c.id)
         md = s.metadata
-        assert md["condition"] == c.condition and md["position"] == c.position
+        assert md["condition"] == c.condition
         assert md["strategy"] == (c.strategy if c.condition == "perturbed" else None)  # a control has none
         assert md["question_key"] == (c.question_key or c.question_id) and md["line_index"] == c.line_index
         assert md["cells"] == [f"{a}/{b}" for a, b in c.cells()]
         assert md["edit"] == (f"{c.original_line} -> {c.edited_line}" if c.condition == "perturbed" else None)
+    assert n_merged, "the run has merged middle=late generations, tagged as merged"
     # the log's headline metrics are the run's per-generation rates over parseable answers
     prop = next(x for x in log.results.scores if x.name == "propagated")
     pert = [c.label == "C" for c in recs if c.condition == "perturbed" and c.label is not None]

@@ -67,7 +67,8 @@ def test_probe_yes_no_not_shown_and_missing():
     assert v.answer == "yes" and v.n_questions == 30
     line = v.line("md")
     assert "gain +5.0 pp [+1.0, +9.0]" in line and "shuffled-label p = 0.010" in line and "30 questions" in line
-    assert "python -m probes.train runs/s/activations.h5 --output-dir runs/s/probes --folds 5" in line
+    # the exact command: every recorded non-default setting, into a fresh directory (tests/test_report_commands.py)
+    assert "python -m probes.train runs/s/activations.h5 --output-dir runs/s/rerun/probes" in line
     assert probe_verdict(_probes({"logistic": (-0.05, -0.09, -0.01)})).answer == "no"
     two = probe_verdict(_probes({"logistic": (0.0, -0.03, 0.03), "mass_mean": (0.01, -0.02, 0.04)}))
     assert two.answer == "not shown" and two.detail.startswith("mass_mean") and "of 2 probes" in two.detail
@@ -102,7 +103,8 @@ def test_steering_each_code(code):
     line = v.line("md")
     assert "strongest setting L3 k=1 alpha=0.5x|resid|" in line and "+20.0 pp [-5.0, +45.0]" in line
     assert "Holm p = 0.25 over 2 settings" in line and "24 questions" in line
-    assert "python -m steering.sweep runs/s --directions runs/s/probes --layers 3 --k 1,2 --alphas 0.5" in line
+    assert ("python -m steering.sweep runs/s --directions runs/s/probes --output-dir runs/s/rerun/steering "
+            "--layers 3 --k 1,2 --alphas 0.5") in line
     if code == "inconclusive":
         assert "a null would need about 190" in line
     if code == "null":
@@ -215,7 +217,7 @@ def _tiny_run(root: Path) -> Path:
     return root
 
 
-def test_counting_table_shows_the_three_ways(tmp_path):
+def test_counting_table_shows_the_two_ways(tmp_path):
     from study.report_counting import counting_table
 
     assert counting_table(tmp_path) is None
@@ -224,10 +226,12 @@ def test_counting_table_shows_the_three_ways(tmp_path):
     rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if line.startswith("| ")}
     # middle and late share one generation: one merged group, never two identical rows (or one counted twice)
     assert "position=late" not in rows
-    assert rows["position=middle=late"].endswith("| C 1/2, A 0 | - | C 1/2, A 0 |")
-    assert rows["position=middle"].endswith("| - | C 1/2, A 0 | - |")  # by recorded cell: the first cell's name
-    assert rows["strategy=a"].endswith("| C 3/4, A 0 | C 3/4, A 0 | C 3/4, A 0 |")
-    assert rows["strategy=b"].endswith("| C 2/2, A 0 | - | C 2/2, A 0 |")
+    assert rows["position=middle=late"].endswith("| C 1/2, A 0 | - |")
+    assert rows["position=middle"].endswith("| - | C 1/2, A 0 |")  # by recorded cell: the first cell's name
+    assert rows["strategy=a"].endswith("| C 3/4, A 0 | C 3/4, A 0 |")
+    assert rows["strategy=b"].endswith("| C 2/2, A 0 | - |")
+    # the early generation is shared by strategies a and b: position=early counts it once (issue #32)
+    assert rows["position=early"].endswith("| C 2/2, A 0 | C 2/2, A 0 |")
 
 
 # ------------------------------------------------------------------------------------------ the whole report

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -167,6 +168,10 @@ def test_the_written_study_file_reproduces_the_run(tmp_path, fake_models, capsys
     assert main(["--output-dir", str(first), "--stages", "behaviour,labels", *FAST]) == 0
     text = (first / "study.toml").read_text()
     assert "max_new_tokens = 16" in text and 'stages = "behaviour,labels"' in text
+    # the dtype and device the run's model was loaded with, not left unset (issue #32: a GPU would read an
+    # unset dtype as bfloat16 where the run used float32)
+    model = json.loads((first / "manifest.json").read_text())["model"]
+    assert f'dtype = "{model["dtype"]}"  # the dtype the run' in text and f'device = "{model["device"]}"  #' in text
     second = tmp_path / "second"
     assert main(["--config", str(first / "study.toml"), "--output-dir", str(second)]) == 0
     assert _records(second) == _records(first)

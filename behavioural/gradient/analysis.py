@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from behavioural.gradient.rates import POSITIONS, crate, pooled, propagation, scored, wrate
+from behavioural.gradient.rates import POSITIONS, crate, distinct_generations, pooled, propagation, scored, wrate
 from behavioural.gradient.regression import (
     cross_model,
     deviance_partition,
@@ -171,16 +171,24 @@ def uptake_table(rows: Sequence[dict], *, seed: int = 0) -> dict:
 
 def taxonomy(rows: Sequence[dict]) -> dict:
     """A/B/C counts and shares by position, strategy and dataset (the paper's Table 4) from the labelling:
-    perturbed generations only (a control row, whose edit was not made, is never counted, even if passed)."""
+    perturbed generations only (a control row, whose edit was not made, is never counted, even if passed);
+    each distinct generation once per group, and ``n`` the distinct generations (the verdict's denominator)."""
     lab = [r for r in rows if r.get("abc") in ("A", "B", "C") and r.get("condition", "perturbed") == "perturbed"]
+    # each distinct generation once in a group and once in the total (the verdict's and section 1's count)
+    pooled_n = len(distinct_generations(lab))
     n_controls = sum(r.get("condition") == "control" for r in rows)
     if not lab:
         return {"status": "skipped", "message": "no A/B/C labelling in these runs (run python -m behavioural.label)"}
-    out: dict[str, Any] = {"status": "ok", "n": len(lab), "condition": "perturbed", "controls_excluded": n_controls}
+    out: dict[str, Any] = {"status": "ok", "n": pooled_n, "n_rows": len(lab), "condition": "perturbed",
+                           "controls_excluded": n_controls, "counting": "each distinct generation once per group"}
     for key in ("position", "strategy", "dataset"):
         groups: dict[str, dict[str, int]] = defaultdict(lambda: {"A": 0, "B": 0, "C": 0})
+        members: dict[str, list[dict]] = defaultdict(list)
         for r in lab:
-            groups[str(r[key])][r["abc"]] += 1
+            members[str(r[key])].append(r)
+        for g, rs in members.items():
+            for r in distinct_generations(rs):
+                groups[g][r["abc"]] += 1
         order = sorted(groups, key=position_sort_key) if key == "position" else sorted(groups)
         out[key] = {g: {lbl: {"count": n, "share": n / sum(groups[g].values())} for lbl, n in groups[g].items()}
                     for g in order}

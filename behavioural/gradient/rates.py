@@ -1,5 +1,5 @@
-"""The gradient's rates: pooled over distinct generations or over (generation, membership) rows, always
-with the question as the cluster (:mod:`loadbearing.stats`).
+"""The gradient's rates: each distinct generation once in a group (pooled, or a strategy / position / family
+cell), always with the question as the cluster (:mod:`loadbearing.stats`).
 
     from behavioural.gradient.rates import crate
     crate([True, False, True], ["q1", "q1", "q2"])   # 2/3 with a bootstrap-over-questions interval
@@ -31,9 +31,25 @@ def scored(rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if r["label"] is not None]
 
 
+def distinct_generations(rows: Sequence[dict]) -> list[dict]:
+    """Each distinct generation once (the first of its rows): a generation one run recorded once for several
+    (strategy, position) cells (one continuation record, expanded into one row per cell) is one outcome in any
+    group it falls in; keyed by ``(run, id)`` of the record (a row without an id is its own generation)."""
+    seen: set = set()
+    out = []
+    for i, r in enumerate(rows):
+        key = (r.get("run"), r["id"]) if r.get("id") is not None else ("row", i)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def propagation(rows: Sequence[dict], *, seed: int = 0) -> dict:
-    """Propagation over (generation, membership) rows: used for strategy / position / family cells."""
-    s = scored(rows)
+    """Propagation in a group of rows (a strategy, position or family cell), each distinct generation counted
+    once in the group, as the behaviour summary counts a group row (issue #32: section 1's position=early and
+    the gradient's were two counts of one quantity when two strategies shared an edit)."""
+    s = distinct_generations(scored(rows))
     return crate([r["label"] == "C" for r in s], [r["qkey"] for r in s], [r["gen"] for r in s], seed=seed)
 
 

@@ -188,7 +188,8 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
             for g, v in tx[key].items():
                 rows.append([key, g] + [f"{v[lbl]['count']} ({100 * v[lbl]['share']:.1f}%)" for lbl in ("A", "B", "C")])
         out.append(render_table(["by", "group", "A silent bypass", "B self-correction", "C error propagation"], rows, style))
-        out.append(f"(perturbed generations only, {tx['n']} labelled rows; the controls are left out)")
+        out.append(f"(perturbed generations only, {tx['n']} distinct labelled generations, each counted once per "
+                   "group; the controls are left out)")
     return "\n".join(out)
 
 

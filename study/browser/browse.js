@@ -35,8 +35,20 @@ const FACETS = [
   ['model', (i) => runs[C.run[i]].model],
   ['dataset', (i) => s(C.ds[i])],
 ];
-if (ST) FACETS.push(['steered', (i) => { const js = steerByRow.get(i); if (!js) return 'not steered';
-  return js.some((j) => S[ST.effect[j]] === 'moved') ? 'moved' : 'not moved'; }]);
+// the probe's settings apart from the random controls: a case moved only by a random direction is not the probe's
+const CONTROL = new Set(['random', 'random_cov', 'none']);
+const isProbe = (j) => !CONTROL.has(S[ST.basis[j]]);
+const EFFECT_NAME = { moved: 'moved', changed: 'changed, still wrong', broken: 'broken', same: 'same', unparsed: 'unparsed' };
+function steeredValue(i) {
+  const js = steerByRow.get(i);
+  if (!js) return 'not steered';
+  const by = (probe, eff) => js.some((j) => isProbe(j) === probe && S[ST.effect[j]] === eff);
+  if (by(true, 'moved')) return 'moved by the probe';
+  if (by(true, 'changed')) return 'changed by the probe, still wrong';
+  if (by(false, 'moved')) return 'moved by a random control only';
+  return 'not moved';
+}
+if (ST) FACETS.push(['steered', steeredValue]);
 FACETS.push(['question', (i) => Q.id[C.q[i]]]);
 const HIDDEN = new Set(['question']);
 const F = FACETS.map(([name, get]) => {
@@ -118,8 +130,22 @@ function buildFacets() {
       box.append(lab);
       checks.push([f, c, lab, n]);
     }
+    if (f.name === 'steered' && ST && ST.counts) box.append(steerCounts());
     facetBox.append(box);
   }
+}
+// each probe setting's C cases moved of all its C cases, and the random controls' (the sweep's moved_of_all,
+// counted from the same generations: the report's numbers)
+function steerCounts() {
+  const box = el('div', 'steercounts');
+  box.dataset.role = 'steer-counts';
+  for (const d of ST.counts) {
+    const who = CONTROL.has(d.basis) ? d.basis + ' controls' : 'probe ' + d.setting;
+    const line = el('div', null, who + ': moved ' + d.k + '/' + d.n + (d.strongest ? ' (the report\'s strongest)' : ''));
+    line.dataset.setting = d.setting; line.dataset.k = d.k; line.dataset.n = d.n;
+    box.append(line);
+  }
+  return box;
 }
 function refreshFacetCounts() {
   for (const [f, c, lab, n] of checks) {
@@ -287,11 +313,14 @@ function steerBlock(i) {
     if (j === base) continue;
     const eff = S[ST.effect[j]];
     const d = el('details', 'steer');
-    if (eff === 'moved') d.open = true;
+    d.dataset.basis = isProbe(j) ? 'probe' : 'control';
+    if (eff === 'moved' && isProbe(j)) d.open = true;
     const sm = el('summary');
-    sm.append(S[ST.setting[j]] + ' \u2014 answer ' + (s(ST.ans[j]) === null ? 'unparsed' : s(ST.ans[j])) + ' ');
-    if (eff === 'moved' || eff === 'broken') sm.append(el('span', eff, eff));
-    else sm.append(el('span', 'kv', eff));
+    sm.append((isProbe(j) ? 'probe ' : 'random control ') + S[ST.setting[j]] + ' \u2014 answer ' +
+              (s(ST.ans[j]) === null ? 'unparsed' : s(ST.ans[j])) + ' ');
+    const mark = el('span', eff === 'moved' || eff === 'broken' || eff === 'changed' ? eff : 'kv', EFFECT_NAME[eff] || eff);
+    mark.dataset.effect = eff;
+    sm.append(mark);
     d.append(sm);
     const two = el('div', 'cols2');
     const l = el('div', 'panel'); l.append(el('h4', null, baseName), el('div', 'text', baseText));
