@@ -36,6 +36,16 @@ demo-paper-datasets: $(STAMP)
 reproduce: $(STAMP)
 	d=runs/reproduce-$$(date +%Y%m%d-%H%M%S); $(PY) -m study --config reproduce --output-dir $$d && $(PY) -m study.reproduce $$d
 
+# the planted-truth model organisms (docs/organisms.md): load-bearing, decorative and graded tiny Llamas trained
+# from scratch on the arith ladder (seeded, one CPU thread, cached beside the embedded model; a cached one is reused)
+.PHONY: organisms validate
+organisms: $(STAMP)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m loadbearing.organisms
+
+# every stage of the study on each organism, then the diagnosticity table (docs/organisms.md)
+validate: organisms
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m study.validate --output-dir runs/validate-$$(date +%Y%m%d-%H%M%S)
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
