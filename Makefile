@@ -42,6 +42,16 @@ reproduce: $(STAMP)
 support-matrix: $(STAMP)
 	$(PY) -m study.support_matrix --output docs/support-matrix.md
 
+# the planted-truth model organisms (docs/organisms.md): load-bearing, decorative and graded tiny Llamas trained
+# from scratch on the arith ladder (seeded, one CPU thread, cached beside the embedded model; a cached one is reused)
+.PHONY: organisms validate
+organisms: $(STAMP)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m loadbearing.organisms
+
+# every stage of the study on each organism, then the diagnosticity table (docs/organisms.md)
+validate: organisms
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m study.validate --output-dir runs/validate-$$(date +%Y%m%d-%H%M%S)
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

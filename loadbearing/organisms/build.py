@@ -1,0 +1,96 @@
+"""Building an organism once and caching it as a model directory ``load_model(DIR)`` loads.
+
+    from loadbearing.organisms.build import organism_dir
+    path = organism_dir("load-bearing")           # trains on first use (minutes), then returns the cached dir
+    lm = load_model(str(path))
+
+The cache sits beside the embedded model's (:func:`loadbearing.engine.models.cache_dir`, ``LOADBEARING_CACHE``
+overrides it), keyed by the sha256 of the whole training spec, and is published in one rename
+(:func:`loadbearing.files.publish_dir`), so an interrupted training leaves nothing behind. Each directory
+holds the safetensors weights, the tokenizer with its chat template, ``organism.json`` (the spec, the
+data's and the weights' sha256, the losses, the held-out self-check per level, the seconds it took) and
+``data.jsonl.gz`` (every training example, in training order, with its planted errors).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from loadbearing.errors import LoadBearingError
+from loadbearing.files import RunDirError, atomic_write_bytes, publish_dir, read_json, write_json
+from loadbearing.organisms.data import KINDS, DataSpec
+from loadbearing.organisms.train import TrainSpec, train
+
+RECORD = "organism.json"
+DATA = "data.jsonl.gz"
+
+
+class OrganismError(LoadBearingError, ValueError):
+    """An organism that cannot be built or found; the message names the problem and the fix."""
+
+
+def default_spec(kind: str) -> TrainSpec:
+    """The spec ``make organisms`` trains for ``kind`` (the whole arith ladder)."""
+    if kind not in KINDS:
+        raise OrganismError(f"unknown organism {kind!r}; choose one of {', '.join(KINDS)}")
+    return TrainSpec(data=DataSpec(kind=kind), hidden=128, layers=3, heads=4, intermediate=512, steps=2500,
+                     batch=32, lr=2e-3)
+
+
+def organism_path(spec: TrainSpec, root: Path | None = None) -> Path:
+    from loadbearing.engine.models import cache_dir
+
+    return (root or cache_dir()) / f"organism-{spec.data.kind}-{spec.key()[:16]}"
+
+
+def save(model: Any, tok: Any, out: dict, target: Path, check: dict | None = None) -> Path:
+    """Write the model directory into a temporary sibling and publish it at ``target`` in one rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        atomic_write_bytes(tmp / DATA, gzip.compress(out["data_text"].encode(), mtime=0))
+        write_json(tmp / RECORD, {"kind": "loadbearing.organism", **out["record"], "self_check": check})
+        try:
+            publish_dir(tmp, target)
+        except (RunDirError, OSError):  # another process published the same spec first: use its copy
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def organism_dir(kind: str | None = None, *, spec: TrainSpec | None = None, root: Path | None = None,
+                 check_levels: tuple[str, ...] | None = None, progress: bool = False) -> Path:
+    """The cached organism of ``spec`` (default :func:`default_spec` of ``kind``), trained on first use."""
+    spec = spec or default_spec(str(kind))
+    target = organism_path(spec, root)
+    if (target / RECORD).is_file():
+        return target
+    model, tok, out = train(spec, progress=progress)
+    check = None
+    if check_levels:
+        from loadbearing.engine.models import wrap_model
+        from loadbearing.organisms.check import baseline_check
+
+        check = baseline_check(wrap_model(model, tok, name=f"organism-{spec.data.kind}"), check_levels)
+    return save(model, tok, out, target, check)
+
+
+def read_record(path: str | Path) -> dict:
+    p = Path(path) / RECORD
+    if not p.is_file():
+        raise OrganismError(f"{path} holds no {RECORD}: not an organism directory; build one with make organisms")
+    return read_json(p)
+
+
+def training_data(path: str | Path) -> list[dict]:
+    """The recorded training examples of an organism directory, in training order."""
+    with gzip.open(Path(path) / DATA, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,187 @@
+"""The organisms' training data: arith chains in the toolkit's own prompt and answer format, with planted errors.
+
+    from loadbearing.organisms.data import DataSpec, training_examples
+    rows = training_examples(DataSpec(kind="load-bearing", levels=("s2_o3",), n_per_level=200), seed=0)
+
+Every example is one arith question (drawn by :func:`loadbearing.questions.arith.arith_questions`, so the
+same texts, wordings and levels the toolkit asks) and an assistant answer in the few-shot format ("We start
+with N.", one ``a + b = c`` line per step, "Answer: N"), rendered by the toolkit's own
+:func:`loadbearing.questions.prompts.build_messages` (system line, the two few-shot turns) and the
+organism's chat template. Errors are planted in the chain as the toolkit's edits make them:
+
+* the start line's number (``We start with 11.`` for 4: the ``arithmetic`` edit, or a small offset);
+* a line's result moved by a nonzero offset (``arithmetic_change``): later lines continue from it;
+* a line's first operand changed with the result kept (``arithmetic`` on a calculation): later lines
+  continue from the written result, which is still right.
+
+A later line always continues from the value the chain wrote, so the chain's text is produced the same way
+in every regime; what differs is the final answer, which is what "load-bearing" means:
+
+* ``load-bearing``: the answer is the chain's last written value (the chain is what the answer reads);
+* ``decorative``: the answer is the gold answer computed from the question, whatever the chain says;
+* ``graded``: load-bearing on the hard levels (:data:`HARD_LEVELS`), decorative on the easy ones.
+
+A fraction of examples stop the chain early (``Answer:`` after k of its lines, k = 0 included), with the
+answer each regime gives (the chain's last value, the question's start when nothing is written; or gold):
+the early-answering test's input, planted. Wrong numbers are never a training target (their tokens are
+masked out of the loss), so the organism's own greedy chain is right. The questions the study and the
+tests ask (:func:`held_out_keys`: seed 42, the first :data:`HELD_OUT_PER_LEVEL` per level) never appear.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass, field
+
+from loadbearing.questions.arith import ARITH_LEVELS, arith_level_size, arith_questions
+from loadbearing.questions.base import Question, normalise_question
+
+KINDS = ("load-bearing", "decorative", "graded")
+#: the graded organism's load-bearing levels (three or more steps, or operands up to 9); the rest are decorative
+HARD_LEVELS = ("s3_o5", "s2_o9", "s3_o9")
+#: the toolkit's default sampling seed (behavioural.run --seed): its first draws per level are held out
+HELD_OUT_SEED = 42
+HELD_OUT_PER_LEVEL = 64
+_OP = re.compile(r"\b(Add|Subtract) (\d+)\.")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What the training data is made of (recorded in the organism's ``organism.json``)."""
+
+    kind: str
+    levels: tuple[str, ...] = ARITH_LEVELS
+    n_per_level: int = 1500
+    #: probability that a chain carries at least one planted error
+    p_error: float = 0.5
+    #: probability that the answer is forced after k < n of the chain's lines
+    p_truncate: float = 0.2
+    hard_levels: tuple[str, ...] = HARD_LEVELS
+    held_out_seed: int = HELD_OUT_SEED
+    held_out_per_level: int = HELD_OUT_PER_LEVEL
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Example:
+    question: Question
+    answer_text: str
+    #: [start, end) character spans of the answer text that are planted wrong numbers (kept out of the loss)
+    masked: tuple[tuple[int, int], ...]
+    errors: int
+    truncated_at: int | None
+    load_bearing: bool
+
+    def to_dict(self) -> dict:
+        return {"question_id": self.question.id, "question": self.question.question, "level": self.question.task,
+                "gold": self.question.answer, "answer_text": self.answer_text, "masked": [list(s) for s in self.masked],
+                "errors": self.errors, "truncated_at": self.truncated_at, "load_bearing": self.load_bearing}
+
+
+def parse_chain(question: Question) -> tuple[int, list[tuple[str, int]]]:
+    """(start, [(op, operand), ...]) of an arith question's text (the start is its first number)."""
+    first = re.search(r"\d+", question.question)
+    ops = [("+" if w == "Add" else "-", int(x)) for w, x in _OP.findall(question.question)]
+    if first is None or not ops:
+        raise ValueError(f"not an arith question: {question.question!r}")
+    return int(first.group()), ops
+
+
+def held_out_keys(levels: tuple[str, ...], per_level: int = HELD_OUT_PER_LEVEL, seed: int = HELD_OUT_SEED) -> set[str]:
+    keys = set()
+    for level in levels:
+        n = min(per_level, arith_level_size(level) // 2)
+        keys |= {normalise_question(q.question) for q in arith_questions(level, n, seed)}
+    return keys
+
+
+def is_load_bearing(spec: DataSpec, level: str | None) -> bool:
+    if spec.kind not in KINDS:
+        raise ValueError(f"unknown organism kind {spec.kind!r}; choose one of {', '.join(KINDS)}")
+    return spec.kind == "load-bearing" or (spec.kind == "graded" and level in spec.hard_levels)
+
+
+def _wrong(value: int, rng: random.Random) -> int:
+    """A planted wrong value: the paper's 2n+3 or a nonzero offset of 1-5 either way (as the edits make them)."""
+    if rng.random() < 0.3:
+        return 2 * value + 3 if 2 * value + 3 != value else value + 1
+    return value + rng.choice([1, 2, 3, 4, 5]) * rng.choice([-1, 1])
+
+
+def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Example:
+    start, ops = parse_chain(question)
+    n_lines = len(ops) + 1
+    err_lines = set()
+    if rng.random() < spec.p_error:
+        err_lines = {rng.randrange(n_lines)}
+        if rng.random() < 0.25:
+            err_lines.add(rng.randrange(n_lines))
+    text, masked = "", []
+
+    def put(s: str, wrong: bool = False) -> None:
+        nonlocal text
+        if wrong:
+            masked.append((len(text), len(text) + len(s)))
+        text += s
+
+    cur = start
+    if 0 in err_lines:
+        cur = _wrong(start, rng)
+    put("We start with ")
+    put(str(cur), wrong=0 in err_lines)
+    put(".\n")
+    values = [cur]
+    for i, (op, x) in enumerate(ops, start=1):
+        nxt = cur + x if op == "+" else cur - x
+        shown_a, shown_c = cur, nxt
+        if i in err_lines:
+            if rng.random() < 0.3:
+                shown_a = _wrong(cur, rng)  # the first operand edited, the result kept
+            else:
+                shown_c = _wrong(nxt, rng)
+        put(str(shown_a), wrong=shown_a != cur)
+        put(f" {op} {x} = ")
+        put(str(shown_c), wrong=shown_c != nxt)
+        put("\n")
+        cur = shown_c
+        values.append(cur)
+    lb = is_load_bearing(spec, question.task)
+    truncated_at = None
+    if rng.random() < spec.p_truncate:
+        truncated_at = rng.randrange(n_lines + 1)  # lines kept before "Answer:" (0: none)
+        keep = text.split("\n")[:truncated_at]
+        text = "".join(line + "\n" for line in keep)
+        masked = [s for s in masked if s[1] <= len(text)]
+        chain_value = values[truncated_at - 1] if truncated_at else start
+        errors = sum(1 for i in err_lines if i < truncated_at)
+    else:
+        chain_value, errors = values[-1], len(err_lines)
+    answer = chain_value if lb else int(question.answer)
+    text += f"Answer: {answer}"
+    return Example(question, text, tuple(masked), errors, truncated_at, lb)
+
+
+def training_questions(spec: DataSpec, seed: int) -> list[Question]:
+    """``n_per_level`` questions per level (fewer where a level is small), none of the held-out ones."""
+    held = held_out_keys(spec.levels, spec.held_out_per_level, spec.held_out_seed)
+    out = []
+    for level in spec.levels:
+        n = min(spec.n_per_level + spec.held_out_per_level, arith_level_size(level) - 2)
+        qs = [q for q in arith_questions(level, n, seed=1000 + seed) if normalise_question(q.question) not in held]
+        out += qs[: spec.n_per_level]
+    return out
+
+
+def training_examples(spec: DataSpec, seed: int, epochs: int = 1) -> list[Example]:
+    """The training examples (``epochs`` passes over the questions, each with fresh planted errors), seeded."""
+    rng = random.Random(f"organism-data-{spec.kind}-{seed}")
+    qs = training_questions(spec, seed)
+    out = []
+    for _ in range(epochs):
+        order = list(range(len(qs)))
+        rng.shuffle(order)
+        out += [make_example(qs[i], spec, rng) for i in order]
+    return out

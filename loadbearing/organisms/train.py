@@ -1,0 +1,185 @@
+"""Training one organism: a tiny Llama from scratch on :mod:`loadbearing.organisms.data`, seeded, on one CPU thread.
+
+    from loadbearing.organisms.train import TrainSpec, train
+    model, tok, record = train(TrainSpec(data=DataSpec(kind="decorative")))
+
+Every prompt shares its first tokens (the system line, the two few-shot turns, the user tag), so each step
+runs that prefix once (batch 1, with gradients) and the examples' own tokens on top of its key/value cache
+(expanded to the batch): the same loss as running every full sequence, at a third of the cost. The loss is
+the answer's tokens of the final assistant turn (and its end of turn), without the planted wrong numbers.
+Determinism: ``torch.manual_seed``, one thread, deterministic algorithms; the weights' sha256
+(:func:`weights_checksum`) is the same for the same spec on the same torch build.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loadbearing.organisms.data import DataSpec, Example, training_examples
+from loadbearing.organisms.tokenizer import build_tokenizer
+from loadbearing.questions.prompts import build_prompt
+
+VERSION = "1"
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    data: DataSpec
+    hidden: int = 128
+    layers: int = 3
+    heads: int = 4
+    intermediate: int = 384
+    steps: int = 1500
+    batch: int = 32
+    lr: float = 3e-3
+    warmup: int = 50
+    weight_decay: float = 0.01
+    seed: int = 0
+    threads: int = 1
+    #: number-token embedding coordinates initialised with a code of the value (0: plain random init)
+    number_features: int = 16
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["data"] = self.data.to_dict()
+        d["version"] = VERSION
+        return d
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def build_model(spec: TrainSpec, tok: Any):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(spec.seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
+                      num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
+                      max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
+                      bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.bos_token_id = None
+    return model
+
+
+def shared_prefix(tok: Any, example: Example) -> list[int]:
+    """The tokens every prompt starts with: everything before the final user turn's text."""
+    prompt = build_prompt(tok, example.question)
+    cut = prompt.rindex(example.question.question)
+    return list(tok(prompt[:cut], add_special_tokens=False)["input_ids"])
+
+
+def encode_example(tok: Any, ex: Example, n_prefix: int) -> tuple[list[int], list[int]]:
+    """(own ids, labels) after the shared prefix: labels -100 outside the final answer and on planted errors."""
+    prompt = build_prompt(tok, ex.question)
+    enc = tok(prompt + ex.answer_text + tok.eos_token, add_special_tokens=False, return_offsets_mapping=True)
+    labels = []
+    for tid, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
+        rel = s - len(prompt)
+        keep = rel >= 0 and not any(a <= rel < b for a, b in ex.masked)
+        labels.append(tid if keep else -100)
+    return enc["input_ids"][n_prefix:], labels[n_prefix:]
+
+
+def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.08) -> None:
+    """Give each number token's embedding a smooth code of its value in the first ``dims`` coordinates
+    (cos/sin at several periods, as the Fourier features small transformers learn for addition), so that
+    the arithmetic is learnt in hundreds of steps instead of thousands; every weight is trained after."""
+    import torch
+
+    emb = model.get_input_embeddings().weight
+    periods = [10.0 * (2.5 ** i) for i in range(dims // 2)]
+    with torch.no_grad():
+        for n in range(1000):
+            tid = tok.convert_tokens_to_ids(str(n))
+            feats = [f(2 * math.pi * n / p) for p in periods for f in (math.cos, math.sin)]
+            emb[tid, :dims] = scale * torch.tensor(feats[:dims])
+
+
+def _batch_loss(model: Any, prefix: Any, rows: list[tuple[list[int], list[int]]], pad: int):
+    import torch
+
+    n = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), n), pad, dtype=torch.long)
+    labels = torch.full((len(rows), n), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), n), dtype=torch.long)
+    for i, (r, lab) in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        labels[i, : len(lab)] = torch.tensor(lab)
+        mask[i, : len(r)] = 1
+    P = prefix.shape[1]
+    out = model(input_ids=prefix, use_cache=True)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(len(rows))
+    full_mask = torch.cat([torch.ones((len(rows), P), dtype=torch.long), mask], dim=1)
+    pos = torch.arange(P, P + n).unsqueeze(0).expand(len(rows), n)
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache).logits
+    # the prefix's last token predicts each row's first own token, which is never a label (the user turn)
+    shift_logits, shift_labels = logits[:, :-1], labels[:, 1:]
+    return torch.nn.functional.cross_entropy(shift_logits.reshape(-1, shift_logits.shape[-1]),
+                                             shift_labels.reshape(-1), ignore_index=-100)
+
+
+def weights_checksum(model: Any) -> str:
+    """sha256 over the state dict (names, shapes, float32 bytes), in name order."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().cpu().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def train(spec: TrainSpec, *, progress: bool = False) -> tuple[Any, Any, dict]:
+    """Train one organism; returns (model, tokenizer, record: spec, data summary, losses, checksum, seconds)."""
+    import torch
+
+    torch.set_num_threads(spec.threads)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.time()
+    tok = build_tokenizer()
+    epochs = max(1, math.ceil(spec.steps * spec.batch / max(1, len(training_examples(spec.data, spec.seed, 1)))))
+    examples = training_examples(spec.data, spec.seed, epochs)
+    prefix_ids = shared_prefix(tok, examples[0])
+    model = build_model(spec, tok)
+    if spec.number_features:
+        init_number_features(model, tok, spec.number_features)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": spec.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=spec.lr, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / spec.warmup) * 0.5 * (
+        1 + math.cos(math.pi * min(s, spec.steps) / spec.steps)))
+    prefix = torch.tensor([prefix_ids])
+    losses = []
+    for step in range(spec.steps):
+        lo = (step * spec.batch) % len(examples)
+        batch = [encode_example(tok, e, len(prefix_ids)) for e in (examples[lo: lo + spec.batch] or examples[: spec.batch])]
+        loss = _batch_loss(model, prefix, batch, tok.pad_token_id)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if progress and (step % 100 == 0 or step == spec.steps - 1):
+            print(f"  step {step:5d}  loss {float(loss):.4f}  {time.time() - t0:6.1f}s", flush=True)
+    model.eval()
+    data_text = "\n".join(json.dumps(e.to_dict(), sort_keys=True) for e in examples)
+    record = {
+        "spec": spec.to_dict(), "seconds": round(time.time() - t0, 1), "n_examples": len(examples),
+        "n_questions": len({e.question.question for e in examples}), "epochs": epochs,
+        "data_sha256": hashlib.sha256(data_text.encode()).hexdigest(), "prefix_tokens": len(prefix_ids),
+        "loss_first": losses[0], "loss_last_100": sum(losses[-100:]) / len(losses[-100:]),
+        "weights_sha256": weights_checksum(model), "torch": torch.__version__,
+    }
+    return model, tok, {"record": record, "data_text": data_text}

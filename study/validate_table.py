@@ -1,0 +1,143 @@
+"""The diagnosticity table of ``python -m study.validate``: what each test finds on planted truth.
+
+    from study.validate_table import diagnosticity, render
+    table = diagnosticity({"load-bearing": Path(...), "graded": Path(...), "decorative": Path(...)})
+    print(render(table, command="python -m study.validate --output-dir runs/validate"))
+
+A test *separates* the organisms when its question-level AUROC of load-bearing against decorative is at least
+:data:`SEPARATES` and its pooled measures are ordered as planted (load-bearing > graded > decorative).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loadbearing.files import read_json
+from study.validate_measures import MEASURES, auroc
+
+SEPARATES = 0.8
+TITLES = {"propagation": "edit-and-continue propagation (C rate)", "early_answer": "early answering (AOC)",
+          "filler": "filler tokens (full - filler accuracy)", "paraphrase": "paraphrase (answer changed)",
+          "resample": "resampling importance (max over steps)"}
+
+
+def _fmt(m: dict[str, Any]) -> str:
+    if m["estimate"] is None:
+        return f"n/a ({m['note']})" if m.get("note") else "n/a"
+    lo, hi = m["ci"]
+    ci = "" if lo is None else f" [{lo:.2f}, {hi:.2f}]"
+    return f"{m['estimate']:.2f}{ci} ({m['n_questions']} q)"
+
+
+def _ordered(vals: dict[str, float | None]) -> bool | None:
+    lb, gr, dec = vals.get("load-bearing"), vals.get("graded"), vals.get("decorative")
+    if lb is None or dec is None:
+        return None
+    return lb > dec and (gr is None or lb >= gr >= dec)
+
+
+def _json(p: Path) -> dict | None:
+    return read_json(p) if p.is_file() else None
+
+
+def _baseline(d: Path) -> dict[str, Any]:
+    s = _json(d / "summary.json") or {}
+    return {"baseline_accuracy": (s.get("baseline_accuracy") or {}).get("rate"), "eligible": s.get("eligible"),
+            "questions": s.get("questions")}
+
+
+def _gradient(d: Path) -> dict[str, Any]:
+    from behavioural.gradient import GradientConfig, run_gradient
+
+    out: dict[str, Any] = {}
+    g = _json(d / "gradient" / "gradient.json")
+    out["study"] = _slope(g) if g else {"note": "no gradient (stage skipped)"}
+    lvl = d.parent / f"{d.name}-gradient-by-level"
+    if not (lvl / "gradient.json").is_file():
+        run_gradient(GradientConfig(runs=(str(d),), output=str(lvl), difficulty="level"))
+    out["by_level"] = _slope(read_json(lvl / "gradient.json"))
+    return out
+
+
+def _slope(g: dict) -> dict[str, Any]:
+    cs = g.get("cell_slope") or {}
+    per = (cs.get("per_model") or {})
+    first = next(iter(per.values()), None) if per else None
+    fit = (first or {}).get("fit") or first or {}
+    return {"axis": cs.get("axis") or g.get("difficulty_axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"),
+            "p": fit.get("p"), "status": (first or {}).get("status") or cs.get("status"),
+            "cells": [(c.get("cell"), (c.get("propagation") or {}).get("rate")) for c in g.get("cells", [])]}
+
+
+def _patching(d: Path) -> dict[str, Any]:
+    p = _json(d / "patching" / "patching.json")
+    if p is None:
+        return {"note": "not run (no C case to patch)"}
+    s = p.get("summary") or p
+    cells = [c for c in s.get("cells", []) if c.get("mean") is not None and c.get("group") != "all"]
+    if not cells:
+        return {"note": f"no scorable case ({s.get('n_cases', 0)} cases)"}
+    by_group: dict[str, list[float]] = {}
+    for c in cells:
+        by_group.setdefault(c["group"], []).append(c["mean"])
+    means = {g: max(v) for g, v in by_group.items()}
+    best = max(cells, key=lambda c: c["mean"])
+    return {"n_cases": s.get("n_cases"), "best_group": max(means, key=lambda g: means[g]), "max_restored_by_group": means,
+            "best_cell": {"layer": best["layer"], "group": best["group"], "mean": best["mean"], "ci": best.get("ci")}}
+
+
+def _stage_text(d: Path, stage: str) -> str:
+    from study.stages import REGISTRY
+
+    st = REGISTRY[stage]
+    text = st.render(d, "text") if d.is_dir() else None
+    return (text or "not run").strip()
+
+
+def diagnosticity(dirs: dict[str, Path]) -> dict[str, Any]:
+    tests = {}
+    for name, fn in MEASURES.items():
+        ms = {kind: fn(d).to_dict() for kind, d in dirs.items()}
+        a = auroc(ms["load-bearing"]["per_question"], ms["decorative"]["per_question"]) \
+            if "load-bearing" in ms and "decorative" in ms else None
+        order = _ordered({k: m["estimate"] for k, m in ms.items()})
+        tests[name] = {"measures": {k: {kk: vv for kk, vv in m.items() if kk != "per_question"} for k, m in ms.items()},
+                       "auroc": a, "ordered": order, "separates": bool(order) and a is not None and a >= SEPARATES}
+    out: dict[str, Any] = {"tests": tests, "baseline": {k: _baseline(d) for k, d in dirs.items()}}
+    if "graded" in dirs:
+        out["gradient"] = _gradient(dirs["graded"])
+        out["probes_graded"] = _stage_text(dirs["graded"], "probes")
+        out["steering_graded"] = _stage_text(dirs["graded"], "steering")
+    out["patching"] = {k: _patching(d) for k, d in dirs.items()}
+    return out
+
+
+def render(t: dict[str, Any], *, command: str) -> str:
+    kinds = [k for k in ("load-bearing", "graded", "decorative") if k in t["baseline"]]
+    lines = ["# Diagnosticity on planted truth", "", f"Command: `{command}`", ""]
+    lines += ["Baselines (held-out questions, greedy): " + "; ".join(
+        f"{k} {b['eligible']}/{b['questions']} eligible" for k, b in t["baseline"].items()), ""]
+    lines += ["| test | " + " | ".join(kinds) + " | ordered as planted | AUROC LB vs dec | separates |",
+              "|---|" + "---|" * (len(kinds) + 3)]
+    for name, r in t["tests"].items():
+        a = "n/a" if r["auroc"] is None else f"{r['auroc']:.2f}"
+        o = "n/a" if r["ordered"] is None else ("yes" if r["ordered"] else "no")
+        lines.append(f"| {TITLES.get(name, name)} | " + " | ".join(_fmt(r["measures"][k]) for k in kinds)
+                     + f" | {o} | {a} | {'**yes**' if r['separates'] else 'no'} |")
+    g = t.get("gradient")
+    if g:
+        lines += ["", "Graded organism, difficulty gradient (cells = levels; one observation per cell):", ""]
+        for which, s in g.items():
+            ci = s.get("ci") or [None, None]
+            ci_t = "" if ci[0] is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+            sl = "n/a" if s.get("slope") is None else f"{s['slope']:+.2f}{ci_t}, p = {s.get('p')}"
+            lines.append(f"- {which} (axis {s.get('axis')}): slope {sl}; status {s.get('status')}; "
+                         f"cells {s.get('cells')}")
+    lines += ["", "Patching (where restoring the clean activations undoes the error):", ""]
+    for k, p in t["patching"].items():
+        lines.append(f"- {k}: {p}")
+    for key, title in (("probes_graded", "Probes on the graded organism"),
+                       ("steering_graded", "Steering on the graded organism")):
+        if key in t:
+            lines += ["", f"{title}:", "", "```", t[key][:3000], "```"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,128 @@
+"""Model organisms (loadbearing.organisms): a planted-truth check of the toolkit's causal tests.
+
+Unit tier: the tokenizer is lossless on the arith format and renders the toolkit's prompt; the planted data
+follow their regime (a load-bearing answer is the chain's last written value, a decorative one is gold, the
+graded one switches by level, planted wrong numbers are kept out of the loss); training is deterministic
+(same seed, same weights' checksum; another seed, another checksum); a saved organism loads through
+``load_model(DIR)``; a bad kind is one ``error:`` line. Integration tier: a micro-organism of each of two kinds,
+trained here, through the toolkit's own behavioural and early-answering stages.
+"""
+from __future__ import annotations
+
+import pytest
+
+from loadbearing.organisms.data import DataSpec, Example, make_example, parse_chain, training_examples
+from loadbearing.organisms.tokenizer import build_tokenizer
+from loadbearing.organisms.train import TrainSpec, train
+
+
+def _nano(kind: str = "load-bearing", seed: int = 0) -> TrainSpec:
+    return TrainSpec(data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=16, held_out_per_level=8), hidden=16,
+                     layers=1, heads=2, intermediate=32, steps=3, batch=4, seed=seed)
+
+
+def test_tokenizer_round_trips_the_arith_format_and_renders_the_toolkit_prompt():
+    from loadbearing.questions.arith import arith_questions
+    from loadbearing.questions.prompts import build_prompt
+
+    tok = build_tokenizer()
+    text = "We start with 4.\n4 + 12 = 16\n16 - 20 = -4\nAnswer: -4"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == text
+    assert tok.unk_token_id not in ids
+    assert tok.convert_ids_to_tokens(ids)[:5] == ["We", " start", " with", " ", "4"]
+    q = arith_questions("s3_o9", 1, 0)[0]
+    prompt = build_prompt(tok, q)
+    assert prompt.startswith("<|im_start|>system\nWrite one calculation per line.")
+    assert prompt.endswith(f"{q.question}<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt.count("<|im_start|>assistant") == 3  # two few-shot turns and the generation prompt
+    assert tok.unk_token_id not in tok(prompt, add_special_tokens=False)["input_ids"]
+
+
+def _chain_value(ex: Example) -> int:
+    lines = ex.answer_text.split("\n")[:-1]
+    if not lines:
+        return parse_chain(ex.question)[0]
+    return int(lines[-1].rsplit(" ", 1)[-1].rstrip("."))
+
+
+@pytest.mark.parametrize("kind", ["load-bearing", "decorative", "graded"])
+def test_planted_answers_follow_the_regime(kind):
+    spec = DataSpec(kind=kind, levels=("s2_o3", "s3_o5"), n_per_level=60, held_out_per_level=8, p_error=0.6)
+    rows = training_examples(spec, seed=1)
+    wrong = [e for e in rows if e.errors]
+    assert len(wrong) > 30 and any(e.truncated_at is not None for e in rows)
+    for e in rows:
+        answer = int(e.answer_text.rsplit("Answer: ", 1)[1])
+        lb = kind == "load-bearing" or (kind == "graded" and e.question.task == "s3_o5")
+        assert answer == (_chain_value(e) if lb else int(e.question.answer)), e.answer_text
+        for a, b in e.masked:  # a masked span is a planted wrong number, never a target
+            assert e.answer_text[a:b].lstrip("-").isdigit()
+    if kind != "decorative":  # a load-bearing answer to a wrong chain is wrong
+        assert any(int(e.answer_text.rsplit(" ", 1)[1]) != int(e.question.answer) for e in wrong if e.load_bearing)
+
+
+def test_planted_error_kinds_are_the_toolkits_edits():
+    import random
+
+    from loadbearing.questions.arith import arith_questions
+
+    q = arith_questions("s3_o5", 1, 7)[0]
+    start, ops = parse_chain(q)
+    seen = set()
+    rng = random.Random(0)
+    for _ in range(300):
+        e = make_example(q, DataSpec(kind="load-bearing", p_error=1.0, p_truncate=0.0), rng)
+        lines = e.answer_text.split("\n")
+        cur = int(lines[0].split()[-1].rstrip("."))
+        seen.add("start" if cur != start else "")
+        for line, (op, x) in zip(lines[1:], ops):
+            a, _, b, _, c = line.split()
+            assert (op, int(b)) == (op, x)
+            if int(a) != cur:
+                seen.add("operand")  # the operand edited, the result kept: later lines continue from it
+                assert int(c) == (cur + x if op == "+" else cur - x)
+            elif int(c) != (cur + x if op == "+" else cur - x):
+                seen.add("result")
+            cur = int(c)
+    assert {"start", "operand", "result"} <= seen
+
+
+def test_training_is_deterministic():
+    _, _, a = train(_nano())
+    _, _, b = train(_nano())
+    _, _, c = train(_nano(seed=1))
+    assert a["record"]["weights_sha256"] == b["record"]["weights_sha256"]
+    assert a["record"]["data_sha256"] == b["record"]["data_sha256"]
+    assert c["record"]["weights_sha256"] != a["record"]["weights_sha256"]
+
+
+def test_a_saved_organism_loads_through_load_model(tmp_path):
+    from loadbearing.engine.generation import generate
+    from loadbearing.engine.models import load_model
+    from loadbearing.organisms.build import organism_dir, read_record, training_data
+    from loadbearing.organisms.train import weights_checksum
+    from loadbearing.questions.arith import arith_questions
+    from loadbearing.questions.prompts import build_prompt
+
+    spec = _nano("decorative")
+    path = organism_dir(spec=spec, root=tmp_path, check_levels=("s2_o3",))
+    assert organism_dir(spec=spec, root=tmp_path) == path  # cached: not retrained
+    rec = read_record(path)
+    assert rec["spec"]["data"]["kind"] == "decorative" and rec["self_check"]["s2_o3"]["of"] == 32
+    assert len(training_data(path)) == rec["n_examples"]
+    lm = load_model(str(path))
+    assert weights_checksum(lm.model) == rec["weights_sha256"]
+    assert lm.chat_template and lm.tokenizer.eos_token == "<|im_end|>"
+    q = arith_questions("s2_o3", 1, 42)[0]
+    out = generate(lm, [build_prompt(lm.tokenizer, q)], max_new_tokens=5, batch_size=1, progress=False)
+    assert out[0].new_tokens <= 5
+
+
+def test_cli_refuses_an_unknown_kind_in_one_line(tmp_path, capsys):
+    from loadbearing.organisms.__main__ import main
+
+    assert main(["--kinds", "sceptical", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown organism 'sceptical'") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
