@@ -13,8 +13,9 @@ differs in meaning from ``L[i]`` (similarity < threshold):
   their union (thought-anchors adds 1e-9 and pools the similar resamples into the second set);
 * **forced importance** ``facc(i+1) - facc(i)``: accuracy of answers sampled right after ``L[:k]`` +
   ``Answer:`` (thought-anchors ``calculate_forced_importance_accuracy``, next minus current);
-* an interval for ``cf``: percentile bootstrap over the rollouts of both sets
-  (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster);
+* a descriptive interval for ``cf``: percentile bootstrap over the rollouts of both sets
+  (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster; not calibrated, and none
+  when every resample agrees, as with a handful of identical rollouts);
 * the **anchor**: the step with the largest ``|cf|`` (ties: the earlier step); each step's rank by ``|cf|``.
 
 Beside the paper's protocol: for each position it edits (``position_index(n, early|middle|late)``) the
@@ -245,8 +246,9 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                          _f(st["acc_next"]), _f(st["cf_importance"], st["cf_ci"]), _f(st["kl_importance"]),
                          _f(st["forced_importance"]), f"{st['n_different']}/{st['n_rollouts']}",
                          "" if st["rank"] is None else st["rank"], "*" if q["anchor"] == st["step"] else ""])
-    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [95% CI]", "KL", "forced",
-                               "different", "rank", "anchor"], rows, style)]
+    out = [head, render_table(["question", "step", "original", "acc diff", "acc next",
+                               "cf [rollout bootstrap, descriptive]", "KL", "forced", "different", "rank", "anchor"],
+                              rows, style)]
     pos = summary["by_position"]
     if pos:
         prow = [[p, v["n_questions"], _f(v["mean_cf_importance"], v["mean_cf_ci"]), format_rate(v["is_anchor"], fs),
@@ -254,6 +256,6 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                  _u(v["mean_rank_fraction"]), _u(v["mean_propagation"])] for p, v in pos.items()]
         out.append("The steps the paper edits: their importance, whether resampling makes them the anchor (vs chance), "
                    "their rank (0 = most important, 1 = least), and the run's propagation there")
-        out.append(render_table(["position", "questions", "mean cf [95% CI]", "is anchor", "chance", "rank (0-1)",
+        out.append(render_table(["position", "questions", "mean cf [bootstrap, descriptive]", "is anchor", "chance", "rank (0-1)",
                                  "propagation"], prow, style))
     return "\n\n".join(out) if style != "text" else "\n".join(out)
