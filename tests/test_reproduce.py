@@ -150,3 +150,16 @@ def test_the_closing_print_names_what_is_missing(tmp_path, capsys):
     assert main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "not a study directory" in err and "\n" not in err
+
+
+def test_the_study_passes_the_random_scope_to_the_sweep(monkeypatch, tmp_path):
+    import steering.sweep as sweep
+    from study.stages import _run_steering
+
+    seen = {}
+    monkeypatch.setattr(sweep, "run_sweep", lambda cfg, echo=None: seen.setdefault("cfg", cfg))
+    c = StudyConfig(output_dir=str(tmp_path), random_scope="sweep", random_seeds=19, steer_max_new_tokens=8)
+    _run_steering(tmp_path, c)
+    assert seen["cfg"].random_scope == "sweep" and seen["cfg"].random_seeds == 19
+    with pytest.raises(LoadBearingError, match="--random-scope must be case or sweep"):
+        StudyConfig(output_dir="x", random_scope="all").validate()
