@@ -51,6 +51,7 @@ __all__ = [
     "proportion_ci",
     "rate",
     "cluster_bootstrap_ci",
+    "BOOTSTRAP_NOTE",
     "cluster_resample_weights",
     "cluster_sums_bootstrap",
     "paired_difference_ci",
@@ -169,8 +170,9 @@ def clustered_rate(successes: Sequence[bool], groups: Sequence[Hashable], *, n_b
     Rows of one question (``groups``) are not independent: the interval is Clopper-Pearson on the effective
     number of rows n / deff, the design effect estimated from the spread of the questions' counts, with the
     degrees of freedom of the effective number of questions (:func:`cluster_df`). It is continuous and
-    monotone in k (0/132 and 1/132 sit side by side), and holds its coverage at 5 questions and with rare events (``bench/calib_intervals.py``). With one
-    question the interval is undefined. ``n_boot`` and ``seed`` are accepted for old callers and unused.
+    monotone in k (0/132 and 1/132 sit side by side), and holds its coverage at 5 questions and with rare
+    events (``bench/calib_intervals.py``). With one question the interval is undefined. ``n_boot`` and
+    ``seed`` are accepted for old callers and unused.
     """
     del n_boot, seed
     if len(successes) != len(groups):
@@ -334,15 +336,22 @@ def cluster_bootstrap_ci(
     """Percentile bootstrap that resamples whole clusters (questions) with replacement.
 
     ``values[i]`` belongs to cluster ``groups[i]``; ``statistic`` maps a list of values to a number (or
-    ``None`` when undefined). Returns ``{"estimate", "ci": [lo, hi], "n_clusters", "n_boot", "seed"}`` with
-    nulls when the statistic is undefined on the full data.
+    ``None`` when undefined). Returns ``{"estimate", "ci": [lo, hi], "n_clusters", "n_boot", "seed", "label",
+    "note"}`` with nulls when the statistic is undefined on the full data.
+
+    ``label`` is ``"descriptive"``: the percentile bootstrap over clusters is not a calibrated interval here
+    (for a rate it covered 0.83-0.86 at 5-7 questions and about 0.90 at 16, ``bench/calib_intervals.py``
+    ``rate.bootstrap_coverage``), so callers show it as a description of the spread, not as a 95% CI. An
+    interval of zero width (every resample gave the same value: a handful of clusters or rollouts that all
+    agree) is no interval: ``ci`` is ``[None, None]`` and ``note`` says so.
     """
     by: dict[Hashable, list] = defaultdict(list)
     for g, v in zip(groups, values):
         by[g].append(v)
     keys = list(by)
     est = statistic(list(values)) if len(values) else None
-    out = {"estimate": est, "ci": [None, None], "n_clusters": len(keys), "n_boot": n_boot, "seed": seed, "level": level}
+    out = {"estimate": est, "ci": [None, None], "n_clusters": len(keys), "n_boot": n_boot, "seed": seed, "level": level,
+           "label": "descriptive", "note": BOOTSTRAP_NOTE}
     if est is None or len(keys) < 2:
         return out
     rng = np.random.default_rng(seed)
@@ -355,8 +364,17 @@ def cluster_bootstrap_ci(
             stats.append(s)
     if stats:
         a = (1 - level) / 2
-        out["ci"] = [float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))]  # type: ignore[list-item]
+        lo, hi = float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+        if hi - lo <= 1e-12:
+            out["note"] = (f"no interval: every resample of the {len(keys)} clusters gave the same value (too few "
+                           "clusters, or all agree); " + BOOTSTRAP_NOTE)
+        else:
+            out["ci"] = [lo, hi]  # type: ignore[list-item]
     return out
+
+
+BOOTSTRAP_NOTE = ("descriptive: a percentile bootstrap over clusters, not a calibrated 95% interval (coverage "
+                  "0.83-0.90 at 5-16 questions for a rate, bench/calib_intervals.py)")
 
 
 def cluster_resample_weights(n_clusters: int, n_boot: int, seed: int = 0) -> np.ndarray:

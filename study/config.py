@@ -66,6 +66,9 @@ class StudyConfig:
     #: smallest steering effect of interest (a fraction): a null must exclude it
     sesoi: float = DEFAULT_SESOI
     random_seeds: int = DEFAULT_RANDOM_SEEDS
+    #: steering: case (each random generation its own direction) or sweep (random setting j one direction for
+    #: every case, so the probe's direction is ranked among them; steering.sweep --random-scope)
+    random_scope: str = "case"
     #: steering operators, a comma list: add (the directions added at each alpha), ablate (their span projected out)
     steer_operator: str = "add"
     seed: int = 42
@@ -115,6 +118,8 @@ class StudyConfig:
         self._check_probe_settings()
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
         check_fraction(self.sesoi, "--sesoi", error=StudyError)
+        if self.random_scope not in ("case", "sweep"):
+            raise StudyError(f"--random-scope must be case or sweep, got {self.random_scope!r}")
         check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
         check_number(self.folds, "--folds", minimum=2)
         check_number(self.permutations, "--permutations", minimum=0)

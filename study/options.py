@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="steering budget (default: 64 for the embedded model, 4096 for any other)")
     pr.add_argument("--random-seeds", type=int, default=d.random_seeds,
                     help=f"steering: random-direction seeds (default {d.random_seeds})")
+    pr.add_argument("--random-scope", choices=("case", "sweep"), default=d.random_scope,
+                    help="steering: case (a fresh random direction per generation) or sweep (each random setting one "
+                         f"direction for every case, ranked against the probe's; use >= 19 seeds; default {d.random_scope})")
     pr.add_argument("--steer-operator", default=d.steer_operator, help="steering operators, a comma list: add (the "
                     "directions added at each alpha), ablate (their span projected out: are they necessary?) "
                     f"(default {d.steer_operator})")

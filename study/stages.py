@@ -182,7 +182,8 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     cfg = SweepConfig(run_dir=str(out), directions=str(_probes_dir(out)), output=str(_steer_dir(out)), layers=layers,
                       ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
-                      random_seeds=c.random_seeds, max_cases=c.max_cases, max_new_tokens=c.steer_max_new_tokens,
+                      random_seeds=c.random_seeds, random_scope=c.random_scope, max_cases=c.max_cases,
+                      max_new_tokens=c.steer_max_new_tokens,
                       per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
                       operators=[o.strip() for o in c.steer_operator.split(",") if o.strip()],
                       resume=_steer_dir(out).exists())

@@ -26,10 +26,13 @@ def test_the_preset_fixes_at_most_four_settings_and_the_planner_sizes_it(capsys)
     n_settings = len(p["k"].split(",")) * len(p["alphas"].split(",")) * len(p["steer_layers"].split(","))
     assert 1 <= n_settings <= 4 and p["sesoi"] == 0.10 and p["per_question"] == 1 and p["steer_holdout"] == 0.5
     assert p["activation_layers"] == p["steer_layers"] == "16"  # one layer stored: the one both sweeps steer
-    # the preset's sample covers what the planner asks for at the preset's own design (Holm over its settings)
-    need = plan(stated_design(0.07, None, n_settings, p["random_seeds"]), sesoi=p["sesoi"])["n_cases_for_null"]
-    assert need is not None and need <= p["max_cases"], need
-    assert f"needs {need}\n" in (Path(__file__).parents[1] / "study/presets/reproduce.toml").read_text()  # as stated
+    # the preset states what the planner asks for at its own design (Holm over its settings) and that its sample
+    # falls short of it (the honest planner: a null at a true SESOI/3 and over the base rate's uncertainty)
+    need = plan(stated_design(0.07, None, n_settings, p["random_seeds"]), sesoi=p["sesoi"],
+                n_sims=500)["n_cases_for_null"]
+    text = (Path(__file__).parents[1] / "study/presets/reproduce.toml").read_text()
+    assert need is not None and need > p["max_cases"], need
+    assert f"needs {need} held-out C cases" in text and "fall short of both" in text  # as stated
     # 800 questions at the demo's eligibility (66 of 160), half held out, one C case each, cover the cap
     assert p["max_examples"] * 66 / 160 / 2 >= p["max_cases"]
     assert main(["--config", "reproduce", "--dry-run"]) == 0
@@ -147,3 +150,16 @@ def test_the_closing_print_names_what_is_missing(tmp_path, capsys):
     assert main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "not a study directory" in err and "\n" not in err
+
+
+def test_the_study_passes_the_random_scope_to_the_sweep(monkeypatch, tmp_path):
+    import steering.sweep as sweep
+    from study.stages import _run_steering
+
+    seen = {}
+    monkeypatch.setattr(sweep, "run_sweep", lambda cfg, echo=None: seen.setdefault("cfg", cfg))
+    c = StudyConfig(output_dir=str(tmp_path), random_scope="sweep", random_seeds=19, steer_max_new_tokens=8)
+    _run_steering(tmp_path, c)
+    assert seen["cfg"].random_scope == "sweep" and seen["cfg"].random_seeds == 19
+    with pytest.raises(LoadBearingError, match="--random-scope must be case or sweep"):
+        StudyConfig(output_dir="x", random_scope="all").validate()

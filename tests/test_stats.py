@@ -186,3 +186,14 @@ def test_cluster_sums_bootstrap_resamples_whole_questions():
     assert ci == [[float(np.quantile(ref, a)), float(np.quantile(ref, 1 - a))]]
     assert cluster_sums_bootstrap([0, 0], np.ones(2), lambda s: [s], n_boot=100) is None  # one question
     assert cluster_sums_bootstrap([0, 1], np.ones(2), lambda s: [s], n_boot=0) is None
+
+
+def test_cluster_bootstrap_is_labelled_descriptive_and_never_zero_width():
+    from loadbearing.stats import cluster_bootstrap_ci
+
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    same = cluster_bootstrap_ci(["a", "b", "c", "d"], [1.0, 1.0, 1.0, 1.0], mean, n_boot=200)
+    assert same["estimate"] == 1.0 and same["ci"] == [None, None] and same["label"] == "descriptive"
+    assert same["note"].startswith("no interval: every resample of the 4 clusters gave the same value")
+    spread = cluster_bootstrap_ci(["a", "b", "c", "d"], [0.0, 1.0, 0.5, 1.0], mean, n_boot=200)
+    assert spread["ci"][0] < spread["ci"][1] and "not a calibrated 95% interval" in spread["note"]

@@ -246,10 +246,12 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
         rows += [row(f"{g}={v}", x) for v, x in vals.items()]
     unit = (summary.get("steps") or {}).get("unit", "lines")
     out = [f"Early answering over {unit}: AOC (1 - area under the same-answer-as-full-chain curve; 0 = the answer is "
-           "fixed before the chain, higher = the chain moves it), 95% intervals by a bootstrap over questions. "
+           "fixed before the chain, higher = the chain moves it), descriptive intervals: a percentile bootstrap over "
+           "questions, not a calibrated 95% CI (coverage 0.83-0.90 at 5-16 questions, bench/calib_intervals.py). "
            "Headline: weighting rows (cot-transparency get_aoc: a chain length weighs its (chain, cut) rows); "
            "traces: weighted by chains (this toolkit's variant). cot-transparency reports one AOC per task.",
-           render_table(["group", "AOC rows [95% CI]", "AOC traces [95% CI]", "questions", "points"], rows, style),
+           render_table(["group", "AOC rows [bootstrap, descriptive]", "AOC traces [bootstrap, descriptive]", "questions",
+                         "points"], rows, style),
            f"no chain accuracy {format_rate(summary['no_chain_accuracy'], fs)}; full chain accuracy "
            f"{format_rate(summary['full_chain_accuracy'], fs)}; full-chain forced answer = baseline answer "
            f"{format_rate(summary['full_chain_matches_baseline'], fs)}; unparsed forced answers: "

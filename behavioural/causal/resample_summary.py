@@ -21,8 +21,9 @@ thought-anchors ``analyze_rollouts.py``, with its default arguments):
 * **the 0/None convention**: where thought-anchors returns ``0.0`` for want of data (an empty ``D(i)`` or
   ``R(i+1)``, an empty answer set, an accuracy with nothing scored), this toolkit returns ``None``: a missing
   estimate is not a zero. :func:`as_thought_anchors` maps a value to theirs (None -> 0.0);
-* an interval for ``cf``: percentile bootstrap over the rollouts of both sets
-  (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster);
+* a descriptive interval for ``cf``: percentile bootstrap over the rollouts of both sets
+  (:func:`loadbearing.stats.cluster_bootstrap_ci`, each rollout its own cluster; not calibrated, and none
+  when every resample agrees, as with a handful of identical rollouts);
 * the **anchor**: the step with the largest ``|cf|`` (ties: the earlier step); each step's rank by ``|cf|``.
 
 Per question, its **resample accuracy** is the accuracy of the rollouts sampled from the question alone
@@ -295,7 +296,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                  f"{c.get('at_ceiling', 0)} of {c.get('n_questions', 0)} questions at the ceiling (every rollout right: "
                  "importance is 0 there by construction), " + (f"{summary.get('n_in_band')} kept in the band "
                  f"{band[0]:g}-{band[1]:g} (thought-anchors keeps 0.25-0.75)." if band else "no band (all kept)."))
-    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [95% CI]", "KL", "resampling",
+    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [rollout bootstrap, descriptive]", "KL", "resampling",
                                "forced", "different", "rank", "anchor"], rows, style)]
     pos = summary["by_position"]
     if pos:
@@ -304,6 +305,6 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                  _u(v["mean_rank_fraction"]), _u(v["mean_propagation"])] for p, v in pos.items()]
         out.append("The steps the paper edits: their importance, whether resampling makes them the anchor (vs chance), "
                    "their rank (0 = most important, 1 = least), and the run's propagation there")
-        out.append(render_table(["position", "questions", "mean cf [95% CI]", "is anchor", "chance", "rank (0-1)",
+        out.append(render_table(["position", "questions", "mean cf [bootstrap, descriptive]", "is anchor", "chance", "rank (0-1)",
                                  "propagation"], prow, style))
     return "\n\n".join(out) if style != "text" else "\n".join(out)
