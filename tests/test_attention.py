@@ -180,6 +180,13 @@ def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run
     rows = [json.loads(x) for x in (run_copy / "receiver_heads" / "records.jsonl").read_text().splitlines()]
     assert all(r["attn_implementation"] == "eager" and len(r["bounds"]) == r["n_lines"] for r in rows)
     assert "Receiver heads" in (run_copy / "receiver_heads" / "summary.md").read_text()
+    # a study stage: complete, and rendered in the report from its summary
+    import study.stages_extra  # noqa: F401 - registers the optional stages
+    from study.stages import REGISTRY
+
+    st = REGISTRY["receiver_heads"]
+    assert st.is_complete(run_copy) and not REGISTRY["suppression"].is_complete(run_copy)
+    assert "| receiver score per step |" in (st.render(run_copy, "md") or "")
 
 
 def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer):
@@ -197,6 +204,10 @@ def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer)
                 else:
                     assert m[i, j] == pytest.approx(floor, abs=1e-6), (i, j, m)
         assert q["top_step"] == K
+    import study.stages_extra  # noqa: F401 - registers the optional stages
+    from study.stages import REGISTRY
+
+    assert "| effect of masking each step |" in (REGISTRY["suppression"].render(run_copy, "md") or "")
 
 
 def test_attention_that_cannot_be_read_is_one_error_line(run_copy, tokenizer, capsys, monkeypatch):
