@@ -282,10 +282,13 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
 
 def causal_section(out: str | Path) -> str | None:
     """The report section: the table, its notes, and the early-answering figure; None when no causal stage ran."""
+    from behavioural.causal.agreement import format_agreement, step_agreement
+
     out = Path(out)
     t = side_by_side(out)
+    ag = step_agreement(out, n_boot=N_BOOT, seed=SEED)
     if t is None:
-        return None
+        return format_agreement(ag, "md") if ag else None
     md = table_markdown(t)
     parts = [md, *_notes(t, out)]
     if FEW_CLUSTERS_MARK in md:
@@ -297,6 +300,8 @@ def causal_section(out: str | Path) -> str | None:
         fig = early_answer_figure(out, early_answer_curves(ea, t["group"]), t["group_name"])
         if fig:
             parts.append(f"![early-answering curves]({fig})")
+    if ag:
+        parts.append(format_agreement(ag, "md"))
     return "\n\n".join(parts)
 
 
@@ -320,7 +325,7 @@ def early_answer_curves(summary: dict, key: str | None) -> list[dict[str, Any]]:
         for q in sel:
             for k, s in zip(q["k"], q["same"]):
                 if s is not None:
-                    b = bins[_bin(k / q["n_lines"])]
+                    b = bins[_bin(k / q.get("n_steps", q["n_lines"]))]
                     b[0].append(bool(s))
                     b[1].append(q["question_key"])
         rates = [(x, clustered_rate(v, g)) for x, (v, g) in sorted(bins.items())]
