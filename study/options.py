@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--dry-run", action="store_true", help="check every setting offline, load no model, print the plan")
     o.add_argument("--stages", default=d.stages, help="the stages to run, a comma list (default: behaviour,labels,"
                    "gradient,activations,probes,steering,browser; optional: early_answer,filler,paraphrase,resample,"
-                   "patch), or all")
+                   "receiver_heads,suppression,patch), or all")
     o.add_argument("--patch-layers", default=d.patch_layers, help="--stages patch: hidden-state layers, 'all' or a comma "
                    "list (default %(default)s)")
     o.add_argument("--patch-cases", type=int, default=d.patch_cases, help="--stages patch: at most N C cases, one per "

@@ -263,11 +263,13 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
     notes = [
         "Each cell: estimate [95% interval] (questions behind it). **Propagation**: C / parseable perturbed "
         "continuations (the behaviour stage; Korn-Graubard, clustered by question). **AOC**: the early-answering "
-        "stage's pooled area over the same-answer curve (0 = the answer is fixed before the chain; percentile "
+        "stage's pooled area over the same-answer curve (cot-transparency's get_aoc weighting: a chain length "
+        "weighs its (chain, cut) rows; 0 = the answer is fixed before the chain; percentile "
         "bootstrap over questions). **Filler**: accuracy with the chain replaced by as many "
         f"{unit!r} tokens minus accuracy with the full chain, paired per question (question-clustered MOVER). "
         "**Paraphrase**: share of scored continuations from the paraphrased prefix whose answer differs from "
-        f"the unparaphrased reference (all paraphrases; paraphraser {t['paraphraser']!r}; Korn-Graubard). "
+        f"the unparaphrased reference (all paraphrases, every fraction of the chain; paraphraser "
+        f"{t['paraphraser']!r}; Korn-Graubard, clustered by question). "
         "**Resampling**: mean counterfactual importance of the steps the paper edits (below 0: replacing the "
         "step by a different one loses accuracy; each question's step once; a step has one only when some of "
         "its rollouts differ from it in meaning; percentile bootstrap over questions), over the "
@@ -282,10 +284,13 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
 
 def causal_section(out: str | Path) -> str | None:
     """The report section: the table, its notes, and the early-answering figure; None when no causal stage ran."""
+    from behavioural.causal.agreement import format_agreement, step_agreement
+
     out = Path(out)
     t = side_by_side(out)
+    ag = step_agreement(out, n_boot=N_BOOT, seed=SEED)
     if t is None:
-        return None
+        return format_agreement(ag, "md") if ag else None
     md = table_markdown(t)
     parts = [md, *_notes(t, out)]
     if FEW_CLUSTERS_MARK in md:
@@ -297,6 +302,8 @@ def causal_section(out: str | Path) -> str | None:
         fig = early_answer_figure(out, early_answer_curves(ea, t["group"]), t["group_name"])
         if fig:
             parts.append(f"![early-answering curves]({fig})")
+    if ag:
+        parts.append(format_agreement(ag, "md"))
     return "\n\n".join(parts)
 
 
@@ -320,7 +327,7 @@ def early_answer_curves(summary: dict, key: str | None) -> list[dict[str, Any]]:
         for q in sel:
             for k, s in zip(q["k"], q["same"]):
                 if s is not None:
-                    b = bins[_bin(k / q["n_lines"])]
+                    b = bins[_bin(k / q.get("n_steps", q["n_lines"]))]
                     b[0].append(bool(s))
                     b[1].append(q["question_key"])
         rates = [(x, clustered_rate(v, g)) for x, (v, g) in sorted(bins.items())]

@@ -27,6 +27,10 @@ CAUSAL = {
                    "Paraphrase: does the chain's wording matter?"),
     "resample": ("behavioural.causal.resample", "ResampleConfig", "run_resample",
                  "Resampling importance: which steps anchor the answer (on-policy)?"),
+    "receiver_heads": ("behavioural.causal.attention", "AttentionConfig", "run_receiver_heads",
+                       "Receiver heads: which steps do the model's broadcasting heads attend to (white-box)?"),
+    "suppression": ("behavioural.causal.attention", "AttentionConfig", "run_suppression",
+                    "Attention suppression: which steps does masking change the later steps' predictions for?"),
 }
 
 
@@ -45,7 +49,9 @@ def _causal_run(name: str):
 
 
 def _causal_complete(name: str):
-    return lambda p: bool(importlib.import_module(CAUSAL[name][0]).is_complete(p))
+    from behavioural.causal.common import is_stage_complete
+
+    return lambda p: bool(is_stage_complete(p, name))
 
 
 def _causal_render(name: str):
@@ -83,6 +89,8 @@ BOUNDS = {
                         "lengths)",
     "paraphrase": lambda c: f"<= {c.max_examples} eligible baselines x 4 fractions x (1 paraphrase + 1 continuation)",
     "resample": lambda c: "<= 8 questions x reasoning lines x 2 prefixes x 8 rollouts (+ forced answers)",
+    "receiver_heads": lambda c: "forward passes only: <= 8 chains x 1 pass with attention weights",
+    "suppression": lambda c: "forward passes only: <= 8 chains x (reasoning lines + 1) passes",
     "patch": lambda c: f"forward passes only: <= {c.patch_cases} C cases x layers x 4 position groups (+ controls)",
 }
 

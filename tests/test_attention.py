@@ -180,6 +180,13 @@ def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run
     rows = [json.loads(x) for x in (run_copy / "receiver_heads" / "records.jsonl").read_text().splitlines()]
     assert all(r["attn_implementation"] == "eager" and len(r["bounds"]) == r["n_lines"] for r in rows)
     assert "Receiver heads" in (run_copy / "receiver_heads" / "summary.md").read_text()
+    # a study stage: complete, and rendered in the report from its summary
+    import study.stages_extra  # noqa: F401 - registers the optional stages
+    from study.stages import REGISTRY
+
+    st = REGISTRY["receiver_heads"]
+    assert st.is_complete(run_copy) and not REGISTRY["suppression"].is_complete(run_copy)
+    assert "| receiver score per step |" in (st.render(run_copy, "md") or "")
 
 
 def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer):
@@ -197,6 +204,10 @@ def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer)
                 else:
                     assert m[i, j] == pytest.approx(floor, abs=1e-6), (i, j, m)
         assert q["top_step"] == K
+    import study.stages_extra  # noqa: F401 - registers the optional stages
+    from study.stages import REGISTRY
+
+    assert "| effect of masking each step |" in (REGISTRY["suppression"].render(run_copy, "md") or "")
 
 
 def test_attention_that_cannot_be_read_is_one_error_line(run_copy, tokenizer, capsys, monkeypatch):
@@ -252,3 +263,25 @@ def test_the_prompt_cache_gives_the_full_pass_logits_and_attention(run_copy, tin
         a_full = forward(model, ids, attentions=True).attentions[1][0]
         a_cached = forward(model, ids[start:], attentions=True, past=prefix_cache(model, ids, start)).attentions[1][0]
     assert torch.allclose(a_full[:, start:, :], a_cached, atol=1e-5)
+
+
+def test_agreement_between_receiver_heads_suppression_and_propagation(run_copy, tokenizer):
+    from behavioural.causal.agreement import format_agreement, pair_agreement, step_agreement
+    from study.report_causal import causal_section
+
+    lm = _scripted_lm(run_copy, tokenizer)
+    run_receiver_heads(AttentionConfig(run_copy, max_questions=None, progress=False), lm, echo=None)
+    run_suppression(AttentionConfig(run_copy, max_questions=None, progress=False), lm, echo=None)
+    t = step_agreement(run_copy, n_boot=100)
+    assert t is not None and t["measures"] == ["propagation", "receiver", "suppression"]
+    pair = next(p for p in t["pairs"] if (p["a"], p["b"]) == ("receiver", "suppression"))
+    # both find step K: every question agrees on the top step
+    assert pair["same_top_step"]["k"] == pair["same_top_step"]["n"] == len(t["questions"]) >= 2
+    md = causal_section(run_copy)
+    assert md is not None and "| receiver vs suppression |" in md and md == format_agreement(t, "md")
+    # by hand on fixed values: rho +1 for one question, -1 for another; tops agree once of two
+    vals = {"q1": {"a": {0: 1.0, 1: 2.0, 2: 3.0}, "b": {0: 1.0, 1: 2.0, 2: 9.0}},
+            "q2": {"a": {0: 3.0, 1: 2.0, 2: 1.0}, "b": {0: 1.0, 1: 2.0, 2: 3.0}}}
+    p = pair_agreement(vals, "a", "b", n_boot=50)
+    assert p["mean_spearman"] == pytest.approx(0.0) and p["n_questions_rho"] == 2
+    assert p["same_top_step"]["k"] == 1 and p["same_top_step"]["n"] == 2 and p["chance_same_top"] == pytest.approx(1 / 3)

@@ -16,7 +16,7 @@ def test_optional_stages_are_registered_but_not_default():
     from study.plan import select_stages
     from study.stages import REGISTRY
 
-    for name in ("early_answer", "filler", "paraphrase", "resample", "patch"):
+    for name in ("early_answer", "filler", "paraphrase", "resample", "receiver_heads", "suppression", "patch"):
         assert name in REGISTRY and not REGISTRY[name].default
     default = select_stages(None)
     assert "early_answer" not in default and default[0] == "behaviour" and "steering" in default
@@ -26,10 +26,10 @@ def test_optional_stages_are_registered_but_not_default():
 
 def test_dry_run_plans_the_optional_stages(tmp_path):
     r = subprocess.run([sys.executable, "-m", "study", "--dry-run", "--output-dir", str(tmp_path / "s"),
-                        "--stages", "behaviour,early_answer,filler,resample,patch"],
+                        "--stages", "behaviour,early_answer,filler,resample,receiver_heads,suppression,patch"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    for name in ("early_answer", "filler", "resample", "patch"):
+    for name in ("early_answer", "filler", "resample", "receiver_heads", "suppression", "patch"):
         assert f" {name} " in r.stdout
     assert not (tmp_path / "s").exists()
 

@@ -290,6 +290,12 @@ def suppression_format(summary: dict[str, Any], style: str = "text") -> str:
         ["question", "steps", "effect of masking each step", "top step"], rows, style)
 
 
+def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+    """Either stage's summary as tables (by its ``stage`` field)."""
+    fmt = suppression_format if summary.get("stage") == SUPPRESSION else receiver_format
+    return fmt(summary, style)
+
+
 RECEIVER_STAGE = Stage(RECEIVER, VERSION, plan, receiver_execute, receiver_summarise, receiver_format)
 SUPPRESSION_STAGE = Stage(SUPPRESSION, VERSION, plan, suppression_execute, suppression_summarise, suppression_format)
 
