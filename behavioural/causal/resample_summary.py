@@ -296,7 +296,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
                  f"{c.get('at_ceiling', 0)} of {c.get('n_questions', 0)} questions at the ceiling (every rollout right: "
                  "importance is 0 there by construction), " + (f"{summary.get('n_in_band')} kept in the band "
                  f"{band[0]:g}-{band[1]:g} (thought-anchors keeps 0.25-0.75)." if band else "no band (all kept)."))
-    out = [head, render_table(["question", "step", "original", "acc diff", "acc next", "cf [rollout bootstrap, descriptive]", "KL", "resampling",
+    out = [head, render_table(["question", "step", "original", "acc diff", "acc next",
+                               "cf [rollout bootstrap, descriptive]", "KL", "resampling",
                                "forced", "different", "rank", "anchor"], rows, style)]
     pos = summary["by_position"]
     if pos:
