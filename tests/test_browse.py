@@ -176,6 +176,7 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
                    generate_fn=paraphrase, echo=None)
     rs = run_resample(ResampleConfig(root, rollouts=4, max_questions=4, n_boot=50, progress=False), lm,
                       generate_fn=sample, echo=None)
+    add_new_stage_outputs(root, tokenizer, forced)
     sampled = {q["question_id"] for q in rs["questions"]}
     case = next(c for c in Run(root).continuations("perturbed") if c.label == "C" and c.question_id in sampled)
     groups = ["edit", "before", "last", "all"]
@@ -187,6 +188,23 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
         "schema_version": 1, "kind": "steering.patch", "settings": {"layers": list(PATCHED), "groups": groups},
         "cases": [{"id": case.id, "question_id": case.question_id, "gold": case.gold, "propagated": case.parsed_answer,
                    "ld_edited": 2.0, "ld_clean": -1.0, "gap": -3.0, "excluded": False, "results": results}]}))
+
+
+def add_new_stage_outputs(root: Path, tokenizer, forced) -> None:
+    """The filler sweep (the scripted answerer: right only with two lines or more, so every filler is wrong and
+    the full chain right) and the white-box stages by their own code on tests/test_attention.py's scripted
+    attention model (later steps read step 1 only), on every eligible chain."""
+    from fakes import fake_lm
+    from test_attention import _scripted_lm
+
+    from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
+    from behavioural.causal.filler import FillerConfig, run_filler
+
+    run_filler(FillerConfig(root, fillers=("dots",), n_boot=50, progress=False), fake_lm(tokenizer),
+               generate_fn=forced, echo=None)
+    lm = _scripted_lm(root, tokenizer)
+    run_receiver_heads(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
+    run_suppression(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +282,7 @@ def test_placeholder_text_in_the_data_is_left_as_it_is(small_run):
 def test_causal_panels_data_come_from_the_runs_files(small_run):
     data = collect([small_run])
     ca, Q, C = data["causal"], data["Q"], data["c"]
-    assert ca["stages"] == ["early_answer", "paraphrase", "patching", "resample"]
+    assert ca["stages"] == ["early_answer", "filler", "paraphrase", "patching", "receiver_heads", "resample", "suppression"]
     qrow = {qid: i for i, qid in enumerate(Q["id"])}
     ea = json.loads((small_run / "early_answer" / "summary.json").read_text())["questions"]
     assert len(ca["ea"]) == len(ea) == sum(1 for b in Run(small_run).baselines() if b.eligible)
@@ -298,6 +316,73 @@ def test_causal_panels_data_come_from_the_runs_files(small_run):
     assert C["id"][int(row)] == patch["id"] and S_(data, C["lab"][int(row)]) == "C"
     assert pt["layers"] == [0, 1] and pt["groups"] == ["edit", "before", "last", "all"]
     assert pt["r"] == [PATCHED[0], PATCHED[1]]  # the sweep rows only (the random-layer control is left out)
+
+
+def _propagation_by_step(run_dir: Path) -> dict[tuple[str, int], float]:
+    """(question key, edited line) -> C / labelled perturbed continuations, counted here from the records."""
+    cells: dict[tuple[str, int], list[int]] = {}
+    for c in Run(run_dir).continuations("perturbed"):
+        if c.label is not None:
+            cell = cells.setdefault((c.question_key or c.question_id, c.line_index), [0, 0])
+            cell[0] += c.label == "C"
+            cell[1] += 1
+    return {k: nc / n for k, (nc, n) in cells.items()}
+
+
+def _same(got: list, want: list, tol: float = 1e-4) -> bool:
+    """Equal lists of numbers (within ``tol``) and Nones."""
+    return len(got) == len(want) and all((a is None and b is None) or (a is not None and b is not None and abs(a - b) <= tol)
+                                         for a, b in zip(got, want))
+
+
+def test_new_causal_stages_data_come_from_the_summaries(small_run):
+    """The filler rows, the step-level measures and the whole-run summaries equal the stages' files."""
+    data = collect([small_run])
+    ca, Q = data["causal"], data["Q"]
+    qrow = {qid: i for i, qid in enumerate(Q["id"])}
+    read = lambda name: json.loads((small_run / name / "summary.json").read_text())  # noqa: E731
+    rh, sp, rs, ea, fs, ps = (read(n) for n in ("receiver_heads", "suppression", "resample", "early_answer", "filler",
+                                                "paraphrase"))
+    prop = _propagation_by_step(small_run)
+    cf = {q["question_key"]: {st["step"]: st["cf_importance"] for st in q["steps"]} for q in rs["questions"]}
+    spq = {q["question_key"]: q for q in sp["questions"]}
+    assert len(ca["st"]) == len(rh["questions"]) == len(sp["questions"]) >= 4
+    for q in rh["questions"]:
+        got = ca["st"][str(qrow[q["question_id"]])]
+        key = q["question_key"]
+        assert got["n"] == q["n_lines"] and _same(got["m"]["receiver"], q["receiver_score"])
+        assert _same(got["m"]["suppression"], spq[key]["step_effect"])
+        assert got["top"]["receiver"] == q["top_step"] == 1 and got["top"]["suppression"] == spq[key]["top_step"] == 1
+        assert _same(got["m"]["propagation"], [prop.get((key, i)) for i in range(got["n"])])
+        if key in cf:  # resampled: |cf importance| of each step
+            assert _same(got["m"]["resampling"], [None if cf[key].get(i) is None else abs(cf[key][i])
+                                                  for i in range(got["n"])])
+        else:
+            assert "resampling" not in got["m"]
+        e = next(x for x in ea["questions"] if x["question_id"] == q["question_id"])
+        assert (ca["ea"][str(qrow[q["question_id"]])]["dp"], ca["ea"][str(qrow[q["question_id"]])]["nldd"]) == (
+            e["decision_point"], pytest.approx(e["nldd_share"], abs=1e-4))
+    frows = [json.loads(x) for x in (small_run / "filler" / "records.jsonl").read_text().splitlines()]
+    for qid, qi in qrow.items():
+        mine = [r for r in frows if r["question_id"] == qid]
+        if mine:
+            got = ca["fl"][str(qi)]["c"]
+            assert [c[0] for c in got] == [c for c in fs["conditions"] if any(r["condition"] == c for r in mine)]
+            assert all(c[4] == (1 if c[0] == "full" else 0) for c in got)  # only the full chain answers right
+    (sm,) = ca["sm"]
+    assert sm["stages"] == ["early_answer", "filler", "paraphrase", "receiver_heads", "suppression"]
+    assert sm["ea"]["nldd"]["v"] == pytest.approx(ea["decision_point"]["overall"]["mean_nldd_share"], abs=1e-4)
+    assert [(p["x"], p["acc"]["k"], p["acc"]["n"]) for p in sm["fl"]["sweep"]["dots"]] == [
+        (p["fraction"], p["accuracy"]["k"], p["accuracy"]["n"]) for p in fs["sweep"]["dots"]]
+    assert [(p["x"], p["ret"]["k"], p["ret"]["n"]) for p in sm["pp"]["curve"]] == [
+        (p["fraction"], p["retention"]["k"], p["retention"]["n"]) for p in ps["curve"]]
+    assert [h[:2] for h in sm["rh"]["heads"]] == [[h["layer"], h["head"]] for h in rh["top_heads"]][:8]
+    from behavioural.causal.agreement import step_agreement
+    from study.report_causal import N_BOOT, SEED
+
+    ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
+    assert [(a["a"], a["b"], a["nq"], a["top"]["k"], a["top"]["n"]) for a in sm["ag"]] == [
+        (p["a"], p["b"], p["n_questions_rho"], p["same_top_step"]["k"], p["same_top_step"]["n"]) for p in ag["pairs"]]
 
 
 def S_(data: dict, i: int | None) -> str | None:
