@@ -760,6 +760,95 @@ def test_causal_panels_render_as_text(driver, page, small_run, tmp_path):
     assert _errors(driver) == []
 
 
+def _cells(elem) -> list[list[str]]:
+    from selenium.webdriver.common.by import By
+
+    return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in elem.find_elements(By.CSS_SELECTOR, "tr")[1:]]
+
+
+def _num_or_none(text: str) -> float | None:
+    return None if text == "n/a" else float(text.replace("\u25b2", "").strip())
+
+
+@pytest.mark.integration
+def test_new_causal_stages_render_their_summaries(driver, page, small_run, tmp_path):
+    """A resampled question's view: per step the four measures the stages computed, the decision point, the filler
+    rows, the paraphrase by fraction, and the run's summaries (filler sweep, paraphrase curve, NLDD, agreement)."""
+    from selenium.webdriver.common.by import By
+
+    read = lambda name: json.loads((small_run / name / "summary.json").read_text())  # noqa: E731
+    rh, sp, rs, ea, fs, ps = (read(n) for n in ("receiver_heads", "suppression", "resample", "early_answer", "filler",
+                                                "paraphrase"))
+    q = rs["questions"][0]
+    key = q["question_key"]
+    case = next(c for c in Run(small_run).continuation_dicts("perturbed") if c["question_id"] == q["question_id"])
+    _open(driver, page, "#" + quote(case["id"], safe=""))
+    box = driver.find_element(By.CSS_SELECTOR, '[data-role="causal"]')
+    # per step: propagation, |cf|, receiver score, suppression effect, as the summaries say (3 decimals shown)
+    stp = box.find_element(By.CSS_SELECTOR, '[data-role="step-measures"]')
+    heads = [th.text for th in stp.find_elements(By.TAG_NAME, "th")]
+    assert heads == ["step", "line", "propagation of the edited line", "|cf importance| (resampling)",
+                     "receiver-head score", "suppression effect (mean log KL)"]
+    rows = _cells(stp)
+    rq = next(x for x in rh["questions"] if x["question_key"] == key)
+    sq = next(x for x in sp["questions"] if x["question_key"] == key)
+    cf = {st["step"]: st["cf_importance"] for st in q["steps"]}
+    prop = _propagation_by_step(small_run)
+    assert len(rows) == rq["n_lines"] == len(q["steps"])
+    for i, r in enumerate(rows):
+        want = [prop.get((key, i)), None if cf.get(i) is None else abs(cf[i]), rq["receiver_score"][i], sq["step_effect"][i]]
+        got = [_num_or_none(x) for x in r[2:]]
+        assert _same(got, want, 5e-4 + 1e-9), (i, r, want)
+    assert "\u25b2" in rows[rq["top_step"]][4] and "\u25b2" in rows[sq["top_step"]][5]
+    # early answering's decision point and NLDD share of this question
+    e = next(x for x in ea["questions"] if x["question_key"] == key)
+    dp = box.find_element(By.CSS_SELECTOR, '[data-role="decision-point"]').text
+    assert dp.startswith(f"decision point {e['decision_point']}/{e['n_lines']} \u00b7 NLDD share {e['nldd_share']:.3f}")
+    # the filler rows of this question and its paraphrase at each fraction
+    frows = [json.loads(x) for x in (small_run / "filler" / "records.jsonl").read_text().splitlines()]
+    mine = {r["condition"]: r for r in frows if r["question_key"] == key}
+    fl = _cells(box.find_element(By.CSS_SELECTOR, '[data-role="filler"]'))
+    assert [r[3] for r in fl] == [mine[c]["parsed_answer"] for c in fs["conditions"]]
+    assert [r[2] for r in fl] == [str(mine[c]["filler_tokens"]) for c in fs["conditions"]]
+    paras = sorted((json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()
+                    if json.loads(x)["question_key"] == key), key=lambda r: r["fraction"])
+    assert _cells(box.find_element(By.CSS_SELECTOR, '[data-role="paraphrase-fractions"]')) == [
+        [f"{r['fraction']:g}", "same" if r["same_answer"] else "changed"] for r in paras]
+    # the run's summaries, folded until opened
+    summ = box.find_element(By.CSS_SELECTOR, '[data-role="causal-summary"]')
+    assert not summ.get_attribute("open")
+    summ.find_element(By.TAG_NAME, "summary").click()
+    d = ea["decision_point"]["overall"]
+    eatext = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-early-answer"]').text
+    assert f"mean NLDD share {d['mean_nldd_share']:.3f}" in eatext and f"AOC {ea['aoc']['aoc']:.3f}" in eatext
+    fsec = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-filler"]')
+    assert len(fsec.find_elements(By.CSS_SELECTOR, "svg.curve circle")) == len(fs["sweep"]["dots"])
+    assert [[r[0], r[2].split(" ")[0]] for r in _cells(fsec)] == [
+        [f"{p['fraction']:g}", f"{p['accuracy']['k']}/{p['accuracy']['n']}"] for p in fs["sweep"]["dots"]]
+    psec = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-paraphrase"]')
+    assert [[r[0], r[1].split(" ")[0], r[2].split(" ")[0], r[3].split(" [")[0]] for r in _cells(psec)] == [
+        [f"{p['fraction']:g}", f"{p['retention']['k']}/{p['retention']['n']}",
+         f"{p['paraphrased_accuracy']['k']}/{p['paraphrased_accuracy']['n']}", f"{100 * p['gap']['estimate']:+.1f} pp"]
+        for p in ps["curve"]]
+    assert f"mean gap {100 * ps['mean_gap']['estimate']:+.1f} pp" in psec.text  # pp, as the report writes it
+    assert len(psec.find_elements(By.CSS_SELECTOR, "svg.curve circle")) == 2 * len(ps["curve"])
+    h = rh["top_heads"][0]
+    assert f"L{h['layer']}H{h['head']} ({h['mean_kurtosis']:.2f})" in summ.find_element(
+        By.CSS_SELECTOR, '[data-role="sum-receiver"]').text
+    assert f"{sp['n_sampled_questions']} chains" in summ.find_element(By.CSS_SELECTOR, '[data-role="sum-suppression"]').text
+    from behavioural.causal.agreement import step_agreement
+    from study.report_causal import N_BOOT, SEED
+
+    ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
+    assert [[r[0], r[1].split(" ")[0], r[2], r[3].split(" ")[0]]
+            for r in _cells(summ.find_element(By.CSS_SELECTOR, '[data-role="sum-agreement"]'))] == [
+        [f"{p['a']} vs {p['b']}", "n/a" if p["mean_spearman"] is None else f"{p['mean_spearman']:+.2f}",
+         str(p["n_questions_rho"]), f"{p['same_top_step']['k']}/{p['same_top_step']['n']}"] for p in ag["pairs"]]
+    driver.execute_script("arguments[0].scrollIntoView()", summ)
+    driver.save_screenshot(str(tmp_path / "causal_new.png"))
+    assert _errors(driver) == []
+
+
 @pytest.mark.integration
 def test_report_html_links_open_the_browser_filtered(driver, small_run, tmp_path):
     from selenium.webdriver.common.by import By

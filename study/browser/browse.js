@@ -434,7 +434,7 @@ function flPanel(fl) {
   const p = el('div', 'panel');
   p.dataset.role = 'filler';
   p.append(el('h4', null, 'Filler tokens \u2014 the chain replaced by filler, answer forced'));
-  p.append(table(['condition', 'fraction of the chain\u2019s tokens', 'filler tokens', 'forced answer', 'right'], fl.c.map((c) => [
+  p.append(table(['condition', 'fraction', 'filler tokens', 'forced answer', 'right'], fl.c.map((c) => [
     c[0] === 'none' ? 'no chain' : c[0] === 'full' ? 'full chain' : c[0], c[0] === 'none' ? '0' : c[0] === 'full' ? '(chain)' : String(c[1]),
     String(c[2]), c[3] === null ? 'unparsed' : c[3], c[4] === 1 ? '\u2713' : c[4] === 0 ? '\u2717' : '?'])));
   return p;
@@ -455,6 +455,7 @@ function stPanel(st, qi) {
   return p;
 }
 const rateTxt = (r) => (!r ? 'n/a' : r.k + '/' + r.n + (r.lo === null || r.lo === undefined ? '' : ' [' + Number(r.lo).toFixed(2) + ', ' + Number(r.hi).toFixed(2) + ']'));
+const ppTxt = (c) => (!c || c.v === null ? 'n/a' : (100 * c.v >= 0 ? '+' : '') + (100 * c.v).toFixed(1) + ' pp' + (c.lo === null ? '' : ' [' + (100 * c.lo).toFixed(1) + ', ' + (100 * c.hi).toFixed(1) + ']') + ' (' + c.nq + ' q)');
 const ciTxt = (c, d) => (!c || c.v === null ? 'n/a' : Number(c.v).toFixed(d) + (c.lo === null ? '' : ' [' + Number(c.lo).toFixed(d) + ', ' + Number(c.hi).toFixed(d) + ']') + ' (' + c.nq + ' q)');
 function sweepSvg(title, series, xlabel) {  // series: [[label, color, [[x, y in 0..1]]]]
   const W = 260, H = 120, L = 30, R = 8, T = 8, B = 24;
@@ -465,6 +466,7 @@ function sweepSvg(title, series, xlabel) {  // series: [[label, color, [[x, y in
   for (const y of [0, 1]) svg.append(svgEl('text', { x: 2, y: py(y) + 4, 'font-size': 9 }, String(y)));
   for (const x of [0, 0.5, 1]) svg.append(svgEl('text', { x: px(x) - 6, y: H - 12, 'font-size': 9 }, String(x)));
   svg.append(svgEl('text', { x: L + 40, y: H - 2, 'font-size': 9 }, xlabel));
+  series.forEach(([label, color], j) => { if (series.length > 1) svg.append(svgEl('text', { x: W - R - 60, y: py(0.5) + 11 * j, 'font-size': 9, fill: color }, label)); });
   for (const [label, color, pts] of series) {
     const ok = pts.filter((q) => q[1] !== null && q[1] !== undefined);
     if (ok.length > 1) svg.append(svgEl('polyline', { points: ok.map((q) => px(q[0]) + ',' + py(q[1])).join(' '), fill: 'none', stroke: color, 'stroke-width': 1.5 }));
@@ -492,10 +494,10 @@ function sumPanel(sm, ri) {
     }
   }
   if (sm.pp) {
-    const b = sec('sum-paraphrase', 'Paraphrase (by ' + sm.pp.by + (sm.pp.same_model ? ', the run\u2019s own model' : '') + '): mean gap ' + ciTxt(sm.pp.mean_gap, 3) + ' (reference \u2212 paraphrased accuracy)');
+    const b = sec('sum-paraphrase', 'Paraphrase (by ' + sm.pp.by + (sm.pp.same_model ? ', the run\u2019s own model' : '') + '): mean gap ' + ppTxt(sm.pp.mean_gap) + ' (reference \u2212 paraphrased accuracy)');
     b.append(sweepSvg('answer retained and accuracy vs fraction paraphrased', [['retained', '#1565c0', sm.pp.curve.map((q) => [q.x, val(q.ret)])],
                                                                                  ['accuracy', '#ef6c00', sm.pp.curve.map((q) => [q.x, val(q.acc)])]], 'fraction of the chain paraphrased'));
-    b.append(table(['fraction', 'answer retained [95% CI]', 'accuracy after [95% CI]', 'gap'], sm.pp.curve.map((q) => [String(q.x), rateTxt(q.ret), rateTxt(q.acc), ciTxt(q.gap, 3)])));
+    b.append(table(['fraction', 'answer retained [95% CI]', 'accuracy after [95% CI]', 'gap'], sm.pp.curve.map((q) => [String(q.x), rateTxt(q.ret), rateTxt(q.acc), ppTxt(q.gap)])));
   }
   if (sm.rh) sec('sum-receiver', 'Receiver heads: ' + sm.rh.n + ' chains, proximity_ignore ' + sm.rh.pi + '; top heads by mean kurtosis: ' +
                  sm.rh.heads.map((h) => 'L' + h[0] + 'H' + h[1] + ' (' + Number(h[2]).toFixed(2) + ')').join(', '));
@@ -503,7 +505,7 @@ function sumPanel(sm, ri) {
   if (sm.ag) {
     const b = sec('sum-agreement', 'Agreement between the step-level measures (as the report)');
     b.append(table(['measures', 'mean Spearman rho [95% CI]', 'questions', 'same top step', 'chance'], sm.ag.map((a) => [
-      a.a + ' vs ' + a.b, a.rho === null ? 'n/a' : Number(a.rho).toFixed(2) + (a.lo === null ? '' : ' [' + Number(a.lo).toFixed(2) + ', ' + Number(a.hi).toFixed(2) + ']'),
+      a.a + ' vs ' + a.b, a.rho === null ? 'n/a' : fmt(a.rho, 2) + (a.lo === null ? '' : ' [' + fmt(a.lo, 2) + ', ' + fmt(a.hi, 2) + ']'),
       String(a.nq), rateTxt(a.top), a.chance === null ? 'n/a' : Math.round(100 * a.chance) + '%'])));
   }
   return d.childNodes.length > 1 ? d : null;
