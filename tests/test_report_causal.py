@@ -177,7 +177,8 @@ def test_the_agreement_figure_is_drawn_from_the_table_and_linked(tmp_path):
     from study.report_figures import AGREEMENT, agreement_figure
 
     out = make_study(tmp_path / "s")
-    _stage(out, "receiver_heads", {"questions": [_meta(q) | {"n_lines": 3, "receiver_score": r} for q, (r, _) in WHITEBOX.items()]})
+    _stage(out, "receiver_heads", {"questions": [_meta(q) | {"n_lines": 3, "receiver_score": r}
+                                                 for q, (r, _) in WHITEBOX.items()]})
     _stage(out, "suppression", {"questions": [_meta(q) | {"n_lines": 3, "step_effect": e} for q, (_, e) in WHITEBOX.items()]})
     ag = step_agreement(out, n_boot=200)
     (pair,) = ag["pairs"]
