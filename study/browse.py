@@ -18,8 +18,10 @@ what the model wrote. Open it from disk in any browser (default ``RUN_DIR/browse
 * **Causal tests** panel (when the run has them; :mod:`study.browse_causal`): the question's early-answering
   curve (a small plot and the table of cut -> forced answer, same as the full chain's), its resamples per step
   (rollouts, how many differ, importance, a few rollouts folded), its paraphrase (original prefix, paraphrase,
-  the continuation's answer against the reference), and for a patched C case its restored fraction per layer
-  and position group.
+  the continuation's answer against the reference, and its retained answer per fraction paraphrased), and for
+  a patched C case its restored fraction per layer and position group; its decision point / NLDD share, filler
+  conditions, and per step the four step-level measures (propagation, |cf|, receiver score, suppression); and,
+  folded, the run's stage summaries (:mod:`study.browse_stages`).
 * Keys: ``j``/``k`` or the arrow keys step through the visible samples, ``/`` focuses the search.
 
 **URL fragment** (permalinks and links from ``report.html``): ``#ID`` selects one sample (clearing filters),

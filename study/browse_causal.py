@@ -4,19 +4,28 @@
     from study.browse_causal import CausalData
     cd = CausalData()
     cd.add_run(Run("runs/study"), qindex, rows)      # question id -> Q row, continuation id -> C row
-    cd.to_dict()                                     # {"stages", "ea", "rs", "pp", "pt"} or None
+    cd.to_dict()                                     # {"stages", "ea", "rs", "pp", "pt", "fl", "st", "sm"} or None
 
 Read from the run's own files, one entry per question (keyed by its row in the browser's question table):
 
 * ``ea`` (``early_answer/summary.json`` ``questions``): the cuts ``k``, the forced answer after each, whether it
-  is the full chain's (1/0/null: unparsed), the AOC and the chain length;
+  is the full chain's (1/0/null: unparsed), the AOC, the chain length, the decision point ``dp`` and the NLDD
+  share ``nldd``;
 * ``rs`` (``resample/summary.json`` ``questions`` and ``resample/records.jsonl``): per step its rollouts, how
   many differ in meaning, the counterfactual importance with its interval, the rank and a few rollouts
   (different ones first, :data:`ROLLOUTS_SHOWN` at most, each text cut at :data:`TEXT_CHARS` characters);
 * ``pp`` (``paraphrase/records.jsonl``): the original prefix, the paraphrase, the continuation from it and its
   answer against the unparaphrased reference;
 * ``pt`` (``patching/patching.json`` ``cases``; keyed by the case's row in the continuation table): the
-  restored fraction of each (layer, position group) for that C case.
+  restored fraction of each (layer, position group) for that C case;
+* ``fl`` (``filler/records.jsonl``): per condition of the filler sweep its fraction, filler tokens, forced answer
+  and whether it is right;
+* ``st``: the step-level measures the agreement table ranks (:func:`behavioural.causal.agreement.step_values`,
+  read from the stages' summaries): per step propagation of the edited line, ``|cf importance|`` (resampling),
+  the receiver-head score and the suppression effect, and each measure's top step;
+* ``sm`` (one entry per run, by its index): the stage summaries the report prints - early answering's AOC and
+  NLDD share (overall and by level), the filler sweep, the paraphrase retention curve and mean gap, the top
+  receiver heads, the suppression settings and the agreement pairs (the report's bootstrap settings).
 
 The browser parses this block only when a question's panel is first shown, so it does not slow the page.
 """
@@ -62,6 +71,9 @@ class CausalData:
         self.rs: dict[str, dict] = {}
         self.pp: dict[str, dict] = {}
         self.pt: dict[str, dict] = {}
+        self.fl: dict[str, dict] = {}
+        self.st: dict[str, dict] = {}
+        self.sm: list[dict] = []
 
     def add_run(self, run: Run, qindex: Mapping[str, int], rows: Mapping[str, int]) -> None:
         """Add a run's causal stages; ``qindex``: question id -> question row, ``rows``: continuation id -> row."""
@@ -69,6 +81,13 @@ class CausalData:
         self._resample(run, qindex)
         self._paraphrase(run, qindex)
         self._patching(run, rows)
+        from study.browse_stages import filler_rows, run_summaries, step_measures
+
+        self.fl.update(filler_rows(run, qindex))
+        self.st.update(step_measures(run, qindex))
+        sm = run_summaries(run)
+        self.sm.append(sm)
+        self.stages.update(sm["stages"])
 
     def _early_answer(self, run: Run, qindex: Mapping[str, int]) -> None:
         s = _summary(run, "early_answer")
@@ -79,7 +98,8 @@ class CausalData:
             qi = qindex.get(str(q.get("question_id")))
             if qi is not None:
                 self.ea[str(qi)] = {"n": q["n_lines"], "k": q["k"], "a": q["answers"], "s": q["same"],
-                                    "aoc": _r(q.get("aoc")), "full": q.get("full_chain_answer")}
+                                    "aoc": _r(q.get("aoc")), "full": q.get("full_chain_answer"),
+                                    "dp": q.get("decision_point"), "nldd": _r(q.get("nldd_share"))}
 
     def _resample(self, run: Run, qindex: Mapping[str, int]) -> None:
         s = _summary(run, "resample")
@@ -115,6 +135,12 @@ class CausalData:
             return
         self.stages.add("paraphrase")
         recs = [r for r in read_jsonl(run.path / "paraphrase" / "records.jsonl") if isinstance(r, dict)]
+        fr: dict[str, list] = defaultdict(list)  # question row -> [fraction, same answer (1/0/null)] per paraphrase
+        for r in sorted(recs, key=lambda r: float(r.get("fraction") or 0)):
+            qi = qindex.get(str(r.get("question_id")))
+            if qi is not None:
+                sa = r.get("same_answer")
+                fr[str(qi)].append([r.get("fraction"), None if sa is None else int(bool(sa))])
         for r in sorted(recs, key=lambda r: r.get("fraction") == 0.5):  # one panel: the half-chain rewrite wins
             qi = qindex.get(str(r.get("question_id")))
             if qi is None:
@@ -124,7 +150,7 @@ class CausalData:
                                 "status": r.get("status"), "num": r.get("numbers_preserved"),
                                 "same_text": r.get("identical"), "cont": _cut(r.get("continuation")),
                                 "ans": r.get("parsed_answer"), "ok": r.get("correct"), "ref": r.get("reference_answer"),
-                                "src": r.get("reference_source"), "same": r.get("same_answer")}
+                                "src": r.get("reference_source"), "same": r.get("same_answer"), "fr": fr[str(qi)]}
 
     def _patching(self, run: Run, rows: Mapping[str, int]) -> None:
         p = run.path / "patching" / "patching.json"
@@ -153,7 +179,8 @@ class CausalData:
         """The block the page embeds, or None when no run has a causal stage or patching."""
         if not self.stages:
             return None
-        return {"stages": sorted(self.stages), "ea": self.ea, "rs": self.rs, "pp": self.pp, "pt": self.pt}
+        return {"stages": sorted(self.stages), "ea": self.ea, "rs": self.rs, "pp": self.pp, "pt": self.pt,
+                "fl": self.fl, "st": self.st, "sm": self.sm}
 
 
 __all__ = ["ROLLOUTS_SHOWN", "TEXT_CHARS", "CausalData"]

@@ -283,14 +283,15 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
 
 
 def causal_section(out: str | Path) -> str | None:
-    """The report section: the table, its notes, and the early-answering figure; None when no causal stage ran."""
-    from behavioural.causal.agreement import format_agreement, step_agreement
+    """The report section: the table, its notes, the early-answering figure, the step-level agreement table and its
+    figure; None when no causal stage ran."""
+    from behavioural.causal.agreement import step_agreement
 
     out = Path(out)
     t = side_by_side(out)
     ag = step_agreement(out, n_boot=N_BOOT, seed=SEED)
     if t is None:
-        return format_agreement(ag, "md") if ag else None
+        return _agreement_md(out, ag) if ag else None
     md = table_markdown(t)
     parts = [md, *_notes(t, out)]
     if FEW_CLUSTERS_MARK in md:
@@ -303,8 +304,17 @@ def causal_section(out: str | Path) -> str | None:
         if fig:
             parts.append(f"![early-answering curves]({fig})")
     if ag:
-        parts.append(format_agreement(ag, "md"))
+        parts.append(_agreement_md(out, ag))
     return "\n\n".join(parts)
+
+
+def _agreement_md(out: Path, ag: dict[str, Any]) -> str:
+    """The step-level agreement table and its figure (drawn from the same pairs)."""
+    from behavioural.causal.agreement import format_agreement
+    from study.report_figures import agreement_figure
+
+    fig = agreement_figure(out, ag)
+    return format_agreement(ag, "md") + (f"\n\n![step-level agreement]({fig})" if fig else "")
 
 
 # ------------------------------------------------------------------------------------------------ the curves

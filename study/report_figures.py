@@ -8,6 +8,10 @@ summary of another schema), the report links the stage's own figure instead.
 
 :func:`early_answer_figure` draws ``report_figures/early_answer_curves.png``: the same-answer fraction against
 the fraction of the chain kept, one curve per task or level and the pooled curve, each with its interval band.
+
+:func:`agreement_figure` draws ``report_figures/step_agreement.png`` from the numbers of the step-level agreement
+table (:func:`behavioural.causal.agreement.step_agreement`): per pair of measures, the mean per-question Spearman
+rho with its bootstrap interval, and the same-top-step rate with its Wilson interval beside chance.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from loadbearing.files import atomic_write_bytes
 FIG_DIR = "report_figures"
 SWEEP = f"{FIG_DIR}/steering_sweep.png"
 EARLY_ANSWER = f"{FIG_DIR}/early_answer_curves.png"
+AGREEMENT = f"{FIG_DIR}/step_agreement.png"
 
 
 def sweep_title(summary: dict) -> str:
@@ -97,4 +102,58 @@ def early_answer_figure(out: str | Path, curves: list[dict], group_name: str = "
     return _save(Path(out), EARLY_ANSWER, data)
 
 
-__all__ = ["EARLY_ANSWER", "FIG_DIR", "SWEEP", "early_answer_figure", "steering_figure", "sweep_title"]
+def agreement_figure(out: str | Path, table: dict) -> str | None:
+    """Draw the agreement table's pairs (module docstring); the path relative to ``out``, or None when the table
+    has no pair or the figure cannot be drawn. A pair without a defined rho is drawn as an empty row, named n/a."""
+    pairs = (table or {}).get("pairs") or []
+    if not pairs:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        names = [f"{p['a']} vs {p['b']}" for p in pairs]
+        ys = list(range(len(pairs)))[::-1]
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 0.45 * len(pairs) + 1.6), sharey=True)
+        for y, p in zip(ys, pairs):
+            rho, (lo, hi) = p["mean_spearman"], p["ci"]
+            if rho is None:
+                a1.text(0, y, "n/a", ha="center", va="center", fontsize=8, color="grey")
+                continue
+            err = [[rho - lo], [hi - rho]] if lo is not None and hi is not None else None
+            a1.errorbar([rho], [y], xerr=err, fmt="o", color="C0", capsize=3, ms=5)
+            a1.text(1.02, y, f"{p['n_questions_rho']} q", va="center", fontsize=7, transform=a1.get_yaxis_transform())
+        a1.axvline(0, color="grey", lw=0.8, ls=":")
+        a1.set_xlim(-1.05, 1.05)
+        a1.set_xlabel("mean per-question Spearman rho\n(95% percentile bootstrap over questions)", fontsize=8)
+        for y, p in zip(ys, pairs):
+            r = p["same_top_step"]
+            if not r.get("n"):
+                a2.text(0.5, y, "n/a", ha="center", va="center", fontsize=8, color="grey")
+                continue
+            v = r["k"] / r["n"]
+            a2.errorbar([v], [y], xerr=[[v - r["lo"]], [r["hi"] - v]], fmt="s", color="C1", capsize=3, ms=5,
+                        label="same top step" if y == ys[0] else None)
+            if p["chance_same_top"] is not None:
+                a2.plot([p["chance_same_top"]], [y], "|", color="black", ms=12, mew=2,
+                        label="chance" if y == ys[0] else None)
+            a2.text(1.02, y, f"{r['k']}/{r['n']}", va="center", fontsize=7, transform=a2.get_yaxis_transform())
+        a2.set_xlim(-0.02, 1.02)
+        a2.set_xlabel("both measures pick the same top step\n(Wilson 95%; | = chance)", fontsize=8)
+        a1.set_yticks(ys, names, fontsize=8)
+        fig.suptitle("Step-level measures: do they rank the steps alike?", fontsize=9)
+        fig.tight_layout()
+        with tempfile.TemporaryDirectory() as td:
+            tmp = Path(td) / "agreement.png"
+            fig.savefig(tmp, dpi=110, metadata={"Software": None})
+            plt.close(fig)
+            data = tmp.read_bytes()
+    except Exception:  # a figure must never stop the report
+        return None
+    return _save(Path(out), AGREEMENT, data)
+
+
+__all__ = ["AGREEMENT", "EARLY_ANSWER", "FIG_DIR", "SWEEP", "agreement_figure", "early_answer_figure", "steering_figure",
+           "sweep_title"]

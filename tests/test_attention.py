@@ -278,7 +278,9 @@ def test_agreement_between_receiver_heads_suppression_and_propagation(run_copy, 
     # both find step K: every question agrees on the top step
     assert pair["same_top_step"]["k"] == pair["same_top_step"]["n"] == len(t["questions"]) >= 2
     md = causal_section(run_copy)
-    assert md is not None and "| receiver vs suppression |" in md and md == format_agreement(t, "md")
+    assert md is not None and "| receiver vs suppression |" in md
+    assert md == format_agreement(t, "md") + "\n\n![step-level agreement](report_figures/step_agreement.png)"
+    assert (run_copy / "report_figures" / "step_agreement.png").is_file()  # drawn from the same pairs
     # by hand on fixed values: rho +1 for one question, -1 for another; tops agree once of two
     vals = {"q1": {"a": {0: 1.0, 1: 2.0, 2: 3.0}, "b": {0: 1.0, 1: 2.0, 2: 9.0}},
             "q2": {"a": {0: 3.0, 1: 2.0, 2: 1.0}, "b": {0: 1.0, 1: 2.0, 2: 3.0}}}

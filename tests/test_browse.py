@@ -176,6 +176,7 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
                    generate_fn=paraphrase, echo=None)
     rs = run_resample(ResampleConfig(root, rollouts=4, max_questions=4, n_boot=50, progress=False), lm,
                       generate_fn=sample, echo=None)
+    add_new_stage_outputs(root, tokenizer, forced)
     sampled = {q["question_id"] for q in rs["questions"]}
     case = next(c for c in Run(root).continuations("perturbed") if c.label == "C" and c.question_id in sampled)
     groups = ["edit", "before", "last", "all"]
@@ -187,6 +188,23 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
         "schema_version": 1, "kind": "steering.patch", "settings": {"layers": list(PATCHED), "groups": groups},
         "cases": [{"id": case.id, "question_id": case.question_id, "gold": case.gold, "propagated": case.parsed_answer,
                    "ld_edited": 2.0, "ld_clean": -1.0, "gap": -3.0, "excluded": False, "results": results}]}))
+
+
+def add_new_stage_outputs(root: Path, tokenizer, forced) -> None:
+    """The filler sweep (the scripted answerer: right only with two lines or more, so every filler is wrong and
+    the full chain right) and the white-box stages by their own code on tests/test_attention.py's scripted
+    attention model (later steps read step 1 only), on every eligible chain."""
+    from fakes import fake_lm
+    from test_attention import _scripted_lm
+
+    from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
+    from behavioural.causal.filler import FillerConfig, run_filler
+
+    run_filler(FillerConfig(root, fillers=("dots",), n_boot=50, progress=False), fake_lm(tokenizer),
+               generate_fn=forced, echo=None)
+    lm = _scripted_lm(root, tokenizer)
+    run_receiver_heads(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
+    run_suppression(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +282,7 @@ def test_placeholder_text_in_the_data_is_left_as_it_is(small_run):
 def test_causal_panels_data_come_from_the_runs_files(small_run):
     data = collect([small_run])
     ca, Q, C = data["causal"], data["Q"], data["c"]
-    assert ca["stages"] == ["early_answer", "paraphrase", "patching", "resample"]
+    assert ca["stages"] == ["early_answer", "filler", "paraphrase", "patching", "receiver_heads", "resample", "suppression"]
     qrow = {qid: i for i, qid in enumerate(Q["id"])}
     ea = json.loads((small_run / "early_answer" / "summary.json").read_text())["questions"]
     assert len(ca["ea"]) == len(ea) == sum(1 for b in Run(small_run).baselines() if b.eligible)
@@ -298,6 +316,73 @@ def test_causal_panels_data_come_from_the_runs_files(small_run):
     assert C["id"][int(row)] == patch["id"] and S_(data, C["lab"][int(row)]) == "C"
     assert pt["layers"] == [0, 1] and pt["groups"] == ["edit", "before", "last", "all"]
     assert pt["r"] == [PATCHED[0], PATCHED[1]]  # the sweep rows only (the random-layer control is left out)
+
+
+def _propagation_by_step(run_dir: Path) -> dict[tuple[str, int], float]:
+    """(question key, edited line) -> C / labelled perturbed continuations, counted here from the records."""
+    cells: dict[tuple[str, int], list[int]] = {}
+    for c in Run(run_dir).continuations("perturbed"):
+        if c.label is not None:
+            cell = cells.setdefault((c.question_key or c.question_id, c.line_index), [0, 0])
+            cell[0] += c.label == "C"
+            cell[1] += 1
+    return {k: nc / n for k, (nc, n) in cells.items()}
+
+
+def _same(got: list, want: list, tol: float = 1e-4) -> bool:
+    """Equal lists of numbers (within ``tol``) and Nones."""
+    return len(got) == len(want) and all((a is None and b is None) or (a is not None and b is not None and abs(a - b) <= tol)
+                                         for a, b in zip(got, want))
+
+
+def test_new_causal_stages_data_come_from_the_summaries(small_run):
+    """The filler rows, the step-level measures and the whole-run summaries equal the stages' files."""
+    data = collect([small_run])
+    ca, Q = data["causal"], data["Q"]
+    qrow = {qid: i for i, qid in enumerate(Q["id"])}
+    read = lambda name: json.loads((small_run / name / "summary.json").read_text())  # noqa: E731
+    rh, sp, rs, ea, fs, ps = (read(n) for n in ("receiver_heads", "suppression", "resample", "early_answer", "filler",
+                                                "paraphrase"))
+    prop = _propagation_by_step(small_run)
+    cf = {q["question_key"]: {st["step"]: st["cf_importance"] for st in q["steps"]} for q in rs["questions"]}
+    spq = {q["question_key"]: q for q in sp["questions"]}
+    assert len(ca["st"]) == len(rh["questions"]) == len(sp["questions"]) >= 4
+    for q in rh["questions"]:
+        got = ca["st"][str(qrow[q["question_id"]])]
+        key = q["question_key"]
+        assert got["n"] == q["n_lines"] and _same(got["m"]["receiver"], q["receiver_score"])
+        assert _same(got["m"]["suppression"], spq[key]["step_effect"])
+        assert got["top"]["receiver"] == q["top_step"] == 1 and got["top"]["suppression"] == spq[key]["top_step"] == 1
+        assert _same(got["m"]["propagation"], [prop.get((key, i)) for i in range(got["n"])])
+        if key in cf:  # resampled: |cf importance| of each step
+            assert _same(got["m"]["resampling"], [None if cf[key].get(i) is None else abs(cf[key][i])
+                                                  for i in range(got["n"])])
+        else:
+            assert "resampling" not in got["m"]
+        e = next(x for x in ea["questions"] if x["question_id"] == q["question_id"])
+        assert (ca["ea"][str(qrow[q["question_id"]])]["dp"], ca["ea"][str(qrow[q["question_id"]])]["nldd"]) == (
+            e["decision_point"], pytest.approx(e["nldd_share"], abs=1e-4))
+    frows = [json.loads(x) for x in (small_run / "filler" / "records.jsonl").read_text().splitlines()]
+    for qid, qi in qrow.items():
+        mine = [r for r in frows if r["question_id"] == qid]
+        if mine:
+            got = ca["fl"][str(qi)]["c"]
+            assert [c[0] for c in got] == [c for c in fs["conditions"] if any(r["condition"] == c for r in mine)]
+            assert all(c[4] == (1 if c[0] == "full" else 0) for c in got)  # only the full chain answers right
+    (sm,) = ca["sm"]
+    assert sm["stages"] == ["early_answer", "filler", "paraphrase", "receiver_heads", "suppression"]
+    assert sm["ea"]["nldd"]["v"] == pytest.approx(ea["decision_point"]["overall"]["mean_nldd_share"], abs=1e-4)
+    assert [(p["x"], p["acc"]["k"], p["acc"]["n"]) for p in sm["fl"]["sweep"]["dots"]] == [
+        (p["fraction"], p["accuracy"]["k"], p["accuracy"]["n"]) for p in fs["sweep"]["dots"]]
+    assert [(p["x"], p["ret"]["k"], p["ret"]["n"]) for p in sm["pp"]["curve"]] == [
+        (p["fraction"], p["retention"]["k"], p["retention"]["n"]) for p in ps["curve"]]
+    assert [h[:2] for h in sm["rh"]["heads"]] == [[h["layer"], h["head"]] for h in rh["top_heads"]][:8]
+    from behavioural.causal.agreement import step_agreement
+    from study.report_causal import N_BOOT, SEED
+
+    ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
+    assert [(a["a"], a["b"], a["nq"], a["top"]["k"], a["top"]["n"]) for a in sm["ag"]] == [
+        (p["a"], p["b"], p["n_questions_rho"], p["same_top_step"]["k"], p["same_top_step"]["n"]) for p in ag["pairs"]]
 
 
 def S_(data: dict, i: int | None) -> str | None:
@@ -672,6 +757,95 @@ def test_causal_panels_render_as_text(driver, page, small_run, tmp_path):
     box = driver.find_element(By.CSS_SELECTOR, '[data-role="causal"]')
     assert "Not in resample" in box.text and not box.find_elements(By.CSS_SELECTOR, '[data-role="patching"]')
     assert box.find_elements(By.CSS_SELECTOR, '[data-role="early-answer"] svg.curve')
+    assert _errors(driver) == []
+
+
+def _cells(elem) -> list[list[str]]:
+    from selenium.webdriver.common.by import By
+
+    return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in elem.find_elements(By.CSS_SELECTOR, "tr")[1:]]
+
+
+def _num_or_none(text: str) -> float | None:
+    return None if text == "n/a" else float(text.replace("\u25b2", "").strip())
+
+
+@pytest.mark.integration
+def test_new_causal_stages_render_their_summaries(driver, page, small_run, tmp_path):
+    """A resampled question's view: per step the four measures the stages computed, the decision point, the filler
+    rows, the paraphrase by fraction, and the run's summaries (filler sweep, paraphrase curve, NLDD, agreement)."""
+    from selenium.webdriver.common.by import By
+
+    read = lambda name: json.loads((small_run / name / "summary.json").read_text())  # noqa: E731
+    rh, sp, rs, ea, fs, ps = (read(n) for n in ("receiver_heads", "suppression", "resample", "early_answer", "filler",
+                                                "paraphrase"))
+    q = rs["questions"][0]
+    key = q["question_key"]
+    case = next(c for c in Run(small_run).continuation_dicts("perturbed") if c["question_id"] == q["question_id"])
+    _open(driver, page, "#" + quote(case["id"], safe=""))
+    box = driver.find_element(By.CSS_SELECTOR, '[data-role="causal"]')
+    # per step: propagation, |cf|, receiver score, suppression effect, as the summaries say (3 decimals shown)
+    stp = box.find_element(By.CSS_SELECTOR, '[data-role="step-measures"]')
+    heads = [th.text for th in stp.find_elements(By.TAG_NAME, "th")]
+    assert heads == ["step", "line", "propagation of the edited line", "|cf importance| (resampling)",
+                     "receiver-head score", "suppression effect (mean log KL)"]
+    rows = _cells(stp)
+    rq = next(x for x in rh["questions"] if x["question_key"] == key)
+    sq = next(x for x in sp["questions"] if x["question_key"] == key)
+    cf = {st["step"]: st["cf_importance"] for st in q["steps"]}
+    prop = _propagation_by_step(small_run)
+    assert len(rows) == rq["n_lines"] == len(q["steps"])
+    for i, r in enumerate(rows):
+        want = [prop.get((key, i)), None if cf.get(i) is None else abs(cf[i]), rq["receiver_score"][i], sq["step_effect"][i]]
+        got = [_num_or_none(x) for x in r[2:]]
+        assert _same(got, want, 5e-4 + 1e-9), (i, r, want)
+    assert "\u25b2" in rows[rq["top_step"]][4] and "\u25b2" in rows[sq["top_step"]][5]
+    # early answering's decision point and NLDD share of this question
+    e = next(x for x in ea["questions"] if x["question_key"] == key)
+    dp = box.find_element(By.CSS_SELECTOR, '[data-role="decision-point"]').text
+    assert dp.startswith(f"decision point {e['decision_point']}/{e['n_lines']} \u00b7 NLDD share {e['nldd_share']:.3f}")
+    # the filler rows of this question and its paraphrase at each fraction
+    frows = [json.loads(x) for x in (small_run / "filler" / "records.jsonl").read_text().splitlines()]
+    mine = {r["condition"]: r for r in frows if r["question_key"] == key}
+    fl = _cells(box.find_element(By.CSS_SELECTOR, '[data-role="filler"]'))
+    assert [r[3] for r in fl] == [mine[c]["parsed_answer"] for c in fs["conditions"]]
+    assert [r[2] for r in fl] == [str(mine[c]["filler_tokens"]) for c in fs["conditions"]]
+    paras = sorted((json.loads(x) for x in (small_run / "paraphrase" / "records.jsonl").read_text().splitlines()
+                    if json.loads(x)["question_key"] == key), key=lambda r: r["fraction"])
+    assert _cells(box.find_element(By.CSS_SELECTOR, '[data-role="paraphrase-fractions"]')) == [
+        [f"{r['fraction']:g}", "same" if r["same_answer"] else "changed"] for r in paras]
+    # the run's summaries, folded until opened
+    summ = box.find_element(By.CSS_SELECTOR, '[data-role="causal-summary"]')
+    assert not summ.get_attribute("open")
+    summ.find_element(By.TAG_NAME, "summary").click()
+    d = ea["decision_point"]["overall"]
+    eatext = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-early-answer"]').text
+    assert f"mean NLDD share {d['mean_nldd_share']:.3f}" in eatext and f"AOC {ea['aoc']['aoc']:.3f}" in eatext
+    fsec = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-filler"]')
+    assert len(fsec.find_elements(By.CSS_SELECTOR, "svg.curve circle")) == len(fs["sweep"]["dots"])
+    assert [[r[0], r[2].split(" ")[0]] for r in _cells(fsec)] == [
+        [f"{p['fraction']:g}", f"{p['accuracy']['k']}/{p['accuracy']['n']}"] for p in fs["sweep"]["dots"]]
+    psec = summ.find_element(By.CSS_SELECTOR, '[data-role="sum-paraphrase"]')
+    assert [[r[0], r[1].split(" ")[0], r[2].split(" ")[0], r[3].split(" [")[0]] for r in _cells(psec)] == [
+        [f"{p['fraction']:g}", f"{p['retention']['k']}/{p['retention']['n']}",
+         f"{p['paraphrased_accuracy']['k']}/{p['paraphrased_accuracy']['n']}", f"{100 * p['gap']['estimate']:+.1f} pp"]
+        for p in ps["curve"]]
+    assert f"mean gap {100 * ps['mean_gap']['estimate']:+.1f} pp" in psec.text  # pp, as the report writes it
+    assert len(psec.find_elements(By.CSS_SELECTOR, "svg.curve circle")) == 2 * len(ps["curve"])
+    h = rh["top_heads"][0]
+    assert f"L{h['layer']}H{h['head']} ({h['mean_kurtosis']:.2f})" in summ.find_element(
+        By.CSS_SELECTOR, '[data-role="sum-receiver"]').text
+    assert f"{sp['n_sampled_questions']} chains" in summ.find_element(By.CSS_SELECTOR, '[data-role="sum-suppression"]').text
+    from behavioural.causal.agreement import step_agreement
+    from study.report_causal import N_BOOT, SEED
+
+    ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
+    assert [[r[0], r[1].split(" ")[0], r[2], r[3].split(" ")[0]]
+            for r in _cells(summ.find_element(By.CSS_SELECTOR, '[data-role="sum-agreement"]'))] == [
+        [f"{p['a']} vs {p['b']}", "n/a" if p["mean_spearman"] is None else f"{p['mean_spearman']:+.2f}",
+         str(p["n_questions_rho"]), f"{p['same_top_step']['k']}/{p['same_top_step']['n']}"] for p in ag["pairs"]]
+    driver.execute_script("arguments[0].scrollIntoView()", summ)
+    driver.save_screenshot(str(tmp_path / "causal_new.png"))
     assert _errors(driver) == []
 
 

@@ -163,3 +163,40 @@ def test_the_report_embeds_the_section_and_its_figure(tmp_path):
     html = (out / "report.html").read_text()
     assert 'alt="early-answering curves" src="data:image/png;base64,' in html
     assert "| overall | 75.0%" in (out / "report.txt").read_text()
+
+
+#: white-box stages by hand, 3 steps each: (receiver score, suppression effect) per question. Per-question Spearman
+#: rho: q1 +1, q2 -1, q3 +1, q4 -0.5 (mean 0.125); same top step: q1, q3 (2 of 4); chance 1/3
+WHITEBOX = {"q1": ([1, 2, 3], [1, 2, 3]), "q2": ([3, 2, 1], [1, 2, 3]), "q3": ([1, 3, 2], [1, 3, 2]),
+            "q4": ([1, 2, 3], [3, 1, 2])}
+
+
+def test_the_agreement_figure_is_drawn_from_the_table_and_linked(tmp_path):
+    from behavioural.causal.agreement import step_agreement
+    from study.report import write_report
+    from study.report_figures import AGREEMENT, agreement_figure
+
+    out = make_study(tmp_path / "s")
+    _stage(out, "receiver_heads", {"questions": [_meta(q) | {"n_lines": 3, "receiver_score": r}
+                                                 for q, (r, _) in WHITEBOX.items()]})
+    _stage(out, "suppression", {"questions": [_meta(q) | {"n_lines": 3, "step_effect": e} for q, (_, e) in WHITEBOX.items()]})
+    ag = step_agreement(out, n_boot=200)
+    (pair,) = ag["pairs"]
+    assert (pair["a"], pair["b"], pair["n_questions_rho"]) == ("receiver", "suppression", 4)
+    assert pair["mean_spearman"] == pytest.approx(0.125) and (pair["same_top_step"]["k"], pair["same_top_step"]["n"]) == (2, 4)
+    assert pair["chance_same_top"] == pytest.approx(1 / 3)
+    md = causal_section(out)
+    fig = out / AGREEMENT
+    assert fig.is_file() and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 5000
+    table_row = next(line for line in md.splitlines() if line.startswith("| receiver vs suppression |"))
+    assert "+0.12" in table_row and "| 4 |" in table_row
+    assert md.index(table_row) < md.index(f"![step-level agreement]({AGREEMENT})")  # the figure follows its table
+    write_report(out)
+    assert f"![step-level agreement]({AGREEMENT})" in (out / "report.md").read_text()
+    assert 'alt="step-level agreement" src="data:image/png;base64,' in (out / "report.html").read_text()
+    # a pair without a defined rho or top step is still drawn (as n/a); no pair, no figure
+    empty = dict(pair, mean_spearman=None, ci=[None, None], same_top_step={"k": 0, "n": 0, "lo": None, "hi": None},
+                 chance_same_top=None)
+    fig.unlink()
+    assert agreement_figure(out, {"pairs": [empty, pair]}) == AGREEMENT and fig.is_file()
+    assert agreement_figure(out, {"pairs": []}) is None

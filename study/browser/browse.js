@@ -377,6 +377,12 @@ function eaPanel(ea, qi) {
   p.dataset.role = 'early-answer';
   p.append(el('h4', null, 'Early answering \u2014 AOC ' + (ea.aoc === null ? 'n/a' : Number(ea.aoc).toFixed(3)) + ', full-chain answer ' + (ea.full === null ? 'unparsed' : ea.full)));
   p.append(curveSvg(ea));
+  if (ea.dp !== undefined) {
+    const d = el('div', 'kv', 'decision point ' + (ea.dp === null ? 'n/a' : ea.dp + '/' + ea.n) + ' \u00b7 NLDD share ' + (ea.nldd === null ? 'n/a' : Number(ea.nldd).toFixed(3)) +
+                 ' (the last cut where the forced answer changes; the share of the chain written after it)');
+    d.dataset.role = 'decision-point';
+    p.append(d);
+  }
   const lines = (Q.lines[qi] || []).map((x) => S[x]);
   p.append(table(['cut', 'last line kept', 'forced answer', 'same as full chain'], ea.k.map((k, j) => [
     k + '/' + ea.n, k === 0 ? '(no chain)' : (lines[k - 1] || ''), ea.a[j] === null ? 'unparsed' : ea.a[j],
@@ -417,7 +423,92 @@ function ppPanel(pp) {
            ' \u00b7 reference (' + pp.src + ') ', el('b', null, pp.ref === null ? 'n/a' : pp.ref),
            ' \u00b7 ' + (pp.same === null ? 'not scored' : pp.same ? 'same answer' : 'answer changed'));
   p.append(a);
+  if (pp.fr && pp.fr.length) {
+    const t = table(['fraction paraphrased', 'answer retained'], pp.fr.map((f) => [String(f[0]), f[1] === 1 ? 'same' : f[1] === 0 ? 'changed' : 'not scored']));
+    t.dataset.role = 'paraphrase-fractions';
+    p.append(el('div', 'kv', 'this question at every fraction of the chain paraphrased'), t);
+  }
   return p;
+}
+function flPanel(fl) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'filler';
+  p.append(el('h4', null, 'Filler tokens \u2014 the chain replaced by filler, answer forced'));
+  p.append(table(['condition', 'fraction', 'filler tokens', 'forced answer', 'right'], fl.c.map((c) => [
+    c[0] === 'none' ? 'no chain' : c[0] === 'full' ? 'full chain' : c[0], c[0] === 'none' ? '0' : c[0] === 'full' ? '(chain)' : String(c[1]),
+    String(c[2]), c[3] === null ? 'unparsed' : c[3], c[4] === 1 ? '\u2713' : c[4] === 0 ? '\u2717' : '?'])));
+  return p;
+}
+const MEASURE_HEAD = { propagation: 'propagation of the edited line', resampling: '|cf importance| (resampling)',
+                       receiver: 'receiver-head score', suppression: 'suppression effect (mean log KL)' };
+function stPanel(st, qi) {
+  const p = el('div', 'panel');
+  p.dataset.role = 'step-measures';
+  p.append(el('h4', null, 'Step-level measures of this question (the agreement table\u2019s inputs; \u25b2 = the measure\u2019s top step)'));
+  const ms = Object.keys(MEASURE_HEAD).filter((m) => st.m[m]);
+  const lines = (Q.lines[qi] || []).map((x) => S[x]);
+  const rows = [];
+  for (let i = 0; i < st.n; i++) {
+    rows.push([String(i + 1), lines[i] || '', ...ms.map((m) => { const v = st.m[m][i]; return v === null || v === undefined ? 'n/a' : Number(v).toFixed(3) + (st.top[m] === i ? ' \u25b2' : ''); })]);
+  }
+  p.append(table(['step', 'line', ...ms.map((m) => MEASURE_HEAD[m])], rows));
+  return p;
+}
+const rateTxt = (r) => (!r ? 'n/a' : r.k + '/' + r.n + (r.lo === null || r.lo === undefined ? '' : ' [' + Number(r.lo).toFixed(2) + ', ' + Number(r.hi).toFixed(2) + ']'));
+const ppTxt = (c) => (!c || c.v === null ? 'n/a' : (100 * c.v >= 0 ? '+' : '') + (100 * c.v).toFixed(1) + ' pp' + (c.lo === null ? '' : ' [' + (100 * c.lo).toFixed(1) + ', ' + (100 * c.hi).toFixed(1) + ']') + ' (' + c.nq + ' q)');
+const ciTxt = (c, d) => (!c || c.v === null ? 'n/a' : Number(c.v).toFixed(d) + (c.lo === null ? '' : ' [' + Number(c.lo).toFixed(d) + ', ' + Number(c.hi).toFixed(d) + ']') + ' (' + c.nq + ' q)');
+function sweepSvg(title, series, xlabel) {  // series: [[label, color, [[x, y in 0..1]]]]
+  const W = 260, H = 120, L = 30, R = 8, T = 8, B = 24;
+  const px = (x) => L + x * (W - L - R), py = (y) => T + (1 - y) * (H - T - B);
+  const svg = svgEl('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, class: 'curve', role: 'img' });
+  svg.append(svgEl('title', {}, title));
+  svg.append(svgEl('line', { x1: L, y1: py(0), x2: W - R, y2: py(0), stroke: '#999' }), svgEl('line', { x1: L, y1: py(0), x2: L, y2: py(1), stroke: '#999' }));
+  for (const y of [0, 1]) svg.append(svgEl('text', { x: 2, y: py(y) + 4, 'font-size': 9 }, String(y)));
+  for (const x of [0, 0.5, 1]) svg.append(svgEl('text', { x: px(x) - 6, y: H - 12, 'font-size': 9 }, String(x)));
+  svg.append(svgEl('text', { x: L + 40, y: H - 2, 'font-size': 9 }, xlabel));
+  series.forEach(([label, color], j) => { if (series.length > 1) svg.append(svgEl('text', { x: W - R - 60, y: py(0.5) + 11 * j, 'font-size': 9, fill: color }, label)); });
+  for (const [label, color, pts] of series) {
+    const ok = pts.filter((q) => q[1] !== null && q[1] !== undefined);
+    if (ok.length > 1) svg.append(svgEl('polyline', { points: ok.map((q) => px(q[0]) + ',' + py(q[1])).join(' '), fill: 'none', stroke: color, 'stroke-width': 1.5 }));
+    for (const q of ok) svg.append(svgEl('circle', { cx: px(q[0]), cy: py(q[1]), r: 3, fill: color, 'data-series': label }));
+  }
+  return svg;
+}
+const val = (r) => (!r || !r.n ? null : r.k / r.n);
+function sumPanel(sm, ri) {
+  const d = el('details', 'panel');
+  d.dataset.role = 'causal-summary';
+  d.append(el('summary', null, 'Whole-run results of the causal tests' + (runs.length > 1 ? ' (run ' + ri + ')' : '') + ': ' + sm.stages.join(', ')));
+  const sec = (role, head) => { const b = el('div', 'sum'); b.dataset.role = role; b.append(el('h4', null, head)); d.append(b); return b; };
+  if (sm.ea) {
+    const b = sec('sum-early-answer', 'Early answering: AOC ' + ciTxt(sm.ea.aoc, 3) + ' \u00b7 mean NLDD share ' + ciTxt(sm.ea.nldd, 3) +
+                  ' \u00b7 mean decision point at ' + (sm.ea.dfrac === null ? 'n/a' : Number(sm.ea.dfrac).toFixed(3)) + ' of the chain');
+    b.append(table(['level', 'mean NLDD share [95% CI]'], Object.entries(sm.ea.by_level).map(([v, c]) => [v, ciTxt(c, 3)])));
+  }
+  if (sm.fl) {
+    for (const [f, pts] of Object.entries(sm.fl.sweep)) {
+      const b = sec('sum-filler', 'Filler sweep (' + JSON.stringify(sm.fl.fillers[f] || f) + '): accuracy vs filler length; full chain ' + rateTxt(sm.fl.full));
+      b.append(sweepSvg('accuracy vs filler tokens as a fraction of the chain', [[f, '#1565c0', pts.map((q) => [q.x, val(q.acc)])]], 'filler tokens / chain tokens'));
+      b.append(table(['fraction', 'mean filler tokens', 'accuracy [95% CI]', 'same answer as full chain'],
+                     pts.map((q) => [String(q.x), q.tok === null ? 'n/a' : Number(q.tok).toFixed(1), rateTxt(q.acc), q.same ? rateTxt(q.same) : ''])));
+    }
+  }
+  if (sm.pp) {
+    const b = sec('sum-paraphrase', 'Paraphrase (by ' + sm.pp.by + (sm.pp.same_model ? ', the run\u2019s own model' : '') + '): mean gap ' + ppTxt(sm.pp.mean_gap) + ' (reference \u2212 paraphrased accuracy)');
+    b.append(sweepSvg('answer retained and accuracy vs fraction paraphrased', [['retained', '#1565c0', sm.pp.curve.map((q) => [q.x, val(q.ret)])],
+                                                                                 ['accuracy', '#ef6c00', sm.pp.curve.map((q) => [q.x, val(q.acc)])]], 'fraction of the chain paraphrased'));
+    b.append(table(['fraction', 'answer retained [95% CI]', 'accuracy after [95% CI]', 'gap'], sm.pp.curve.map((q) => [String(q.x), rateTxt(q.ret), rateTxt(q.acc), ppTxt(q.gap)])));
+  }
+  if (sm.rh) sec('sum-receiver', 'Receiver heads: ' + sm.rh.n + ' chains, proximity_ignore ' + sm.rh.pi + '; top heads by mean kurtosis: ' +
+                 sm.rh.heads.map((h) => 'L' + h[0] + 'H' + h[1] + ' (' + Number(h[2]).toFixed(2) + ')').join(', '));
+  if (sm.sp) sec('sum-suppression', 'Attention suppression: ' + sm.sp.n + ' chains, T = ' + sm.sp.t + ' (log(1e-9) = \u221220.7: masking changed nothing)');
+  if (sm.ag) {
+    const b = sec('sum-agreement', 'Agreement between the step-level measures (as the report)');
+    b.append(table(['measures', 'mean Spearman rho [95% CI]', 'questions', 'same top step', 'chance'], sm.ag.map((a) => [
+      a.a + ' vs ' + a.b, a.rho === null ? 'n/a' : fmt(a.rho, 2) + (a.lo === null ? '' : ' [' + fmt(a.lo, 2) + ', ' + fmt(a.hi, 2) + ']'),
+      String(a.nq), rateTxt(a.top), a.chance === null ? 'n/a' : Math.round(100 * a.chance) + '%'])));
+  }
+  return d.childNodes.length > 1 ? d : null;
 }
 function ptPanel(pt) {
   const p = el('div', 'panel');
@@ -432,6 +523,7 @@ function causalBlock(qi, row) {
   const ca = causalData();
   if (!ca) return null;
   const k = String(qi), ea = ca.ea[k], rs = ca.rs[k], pp = ca.pp[k], pt = row >= 0 ? ca.pt[String(row)] : undefined;
+  const fl = (ca.fl || {})[k], st = (ca.st || {})[k], sm = (ca.sm || [])[Q.run[qi]];
   const box = el('div', 'panel causal');
   box.dataset.role = 'causal';
   box.append(el('h4', null, 'Causal tests of this question'));
@@ -439,11 +531,16 @@ function causalBlock(qi, row) {
   if (ea) cols.append(eaPanel(ea, qi));
   if (rs) cols.append(rsPanel(rs));
   if (pp) cols.append(ppPanel(pp));
+  if (fl) cols.append(flPanel(fl));
   if (cols.childNodes.length) box.append(cols);
+  if (st) box.append(stPanel(st, qi));
   if (pt) box.append(ptPanel(pt));
-  const absent = [['early_answer', ea], ['resample', rs], ['paraphrase', pp]].filter(([n, v]) => ca.stages.includes(n) && !v).map(([n]) => n);
+  const absent = [['early_answer', ea], ['resample', rs], ['paraphrase', pp], ['filler', fl], ['receiver_heads', st && st.m.receiver],
+                  ['suppression', st && st.m.suppression]].filter(([n, v]) => ca.stages.includes(n) && !v).map(([n]) => n);
   if (absent.length) box.append(el('div', 'kv', 'Not in ' + absent.join(', ') + ' (the stage tests eligible questions only; resampling a seeded sample of them).'));
   if (ca.stages.includes('patching') && !pt && row >= 0 && s(C.lab[row]) === 'C') box.append(el('div', 'kv', 'This C case was not patched (patching takes a few cases, one per question).'));
+  const summ = sm ? sumPanel(sm, Q.run[qi]) : null;
+  if (summ && box.childNodes.length > 1) box.append(summ);
   return box.childNodes.length > 1 ? box : null;
 }
 let partnerPick = 0;
