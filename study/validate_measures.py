@@ -53,7 +53,7 @@ def _rate_measure(rows: list[tuple[str, bool]], note: str = "") -> Measure:
     for k, v in rows:
         per[k][0] += int(v)
         per[k][1] += 1
-    return Measure(r.rate, (r.lo, r.hi), len(per), {k: a / b for k, (a, b) in per.items()}, note)
+    return Measure(r.value, (r.lo, r.hi), len(per), {k: a / b for k, (a, b) in per.items()}, note)
 
 
 def _mean_measure(per: dict[str, float], note: str = "") -> Measure:

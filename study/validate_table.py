@@ -51,7 +51,7 @@ def _gradient(d: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     g = _json(d / "gradient" / "gradient.json")
-    out["study"] = _slope(g) if g else {"note": "no gradient (stage skipped)"}
+    out["study"] = _slope(g) if g else {"status": "skipped", "message": "no gradient.json (the stage was skipped)"}
     lvl = d.parent / f"{d.name}-gradient-by-level"
     if not (lvl / "gradient.json").is_file():
         run_gradient(GradientConfig(runs=(str(d),), output=str(lvl), difficulty="level"))
@@ -60,13 +60,12 @@ def _gradient(d: Path) -> dict[str, Any]:
 
 
 def _slope(g: dict) -> dict[str, Any]:
-    cs = g.get("cell_slope") or {}
-    per = (cs.get("per_model") or {})
-    first = next(iter(per.values()), None) if per else None
-    fit = (first or {}).get("fit") or first or {}
-    return {"axis": cs.get("axis") or g.get("difficulty_axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"),
-            "p": fit.get("p"), "status": (first or {}).get("status") or cs.get("status"),
-            "cells": [(c.get("cell"), (c.get("propagation") or {}).get("rate")) for c in g.get("cells", [])]}
+    """The difficulty test of a gradient.json (one model): slope of logit propagation per unit of difficulty."""
+    per = (g.get("difficulty_test") or {}).get("per_model") or {}
+    fit = next(iter(per.values()), {}) if per else {}
+    return {"axis": g.get("axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"), "p": fit.get("p"),
+            "status": fit.get("status") or "skipped", "message": fit.get("message"),
+            "cells": {c.get("cell"): (c.get("propagation") or {}).get("rate") for c in g.get("cells", [])}}
 
 
 def _patching(d: Path) -> dict[str, Any]:
@@ -130,9 +129,11 @@ def render(t: dict[str, Any], *, command: str) -> str:
         for which, s in g.items():
             ci = s.get("ci") or [None, None]
             ci_t = "" if ci[0] is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]"
-            sl = "n/a" if s.get("slope") is None else f"{s['slope']:+.2f}{ci_t}, p = {s.get('p')}"
-            lines.append(f"- {which} (axis {s.get('axis')}): slope {sl}; status {s.get('status')}; "
-                         f"cells {s.get('cells')}")
+            p = "" if s.get("p") is None else f", p = {s['p']:.3g}"
+            sl = "n/a" if s.get("slope") is None else f"{s['slope']:+.2f}{ci_t}{p}"
+            cells = ", ".join(f"{c} {'n/a' if v is None else f'{v:.2f}'}" for c, v in (s.get("cells") or {}).items())
+            lines.append(f"- difficulty = {s.get('axis') or which}: slope of logit propagation {sl} ({s.get('status')}"
+                         f"{'; ' + s['message'] if s.get('message') else ''}); propagation by level: {cells or 'n/a'}")
     lines += ["", "Patching (where restoring the clean activations undoes the error):", ""]
     for k, p in t["patching"].items():
         lines.append(f"- {k}: {p}")
