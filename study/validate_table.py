@@ -64,7 +64,7 @@ def _gradient(d: Path) -> dict[str, Any]:
 def _slope(g: dict) -> dict[str, Any]:
     """The difficulty test of a gradient.json (one model): slope of logit propagation per unit of difficulty."""
     per = (g.get("difficulty_test") or {}).get("per_model") or {}
-    fit = next(iter(per.values()), {}) if per else {}
+    fit: dict[str, Any] = next(iter(per.values()), {}) if per else {}
     return {"axis": g.get("axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"), "p": fit.get("p"),
             "status": fit.get("status") or "skipped", "message": fit.get("message"),
             "cells": {c.get("cell"): (c.get("propagation") or {}).get("rate") for c in g.get("cells", [])}}
@@ -82,7 +82,7 @@ def _patching(d: Path) -> dict[str, Any]:
         return {"note": f"no scorable case ({s.get('n_cases', 0)} cases)"}
     last = max(c["layer"] for c in cells)
     at_last = {c["group"]: round(c["mean"], 2) for c in cells if c["layer"] == last}
-    best = {}
+    best: dict[str, tuple[int, float]] = {}
     for c in cells:
         if c["group"] not in best or c["mean"] > best[c["group"]][1]:
             best[c["group"]] = (c["layer"], round(c["mean"], 2))

@@ -62,10 +62,11 @@ def build_model(spec: TrainSpec, tok: Any):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(spec.seed)
+    rope: dict[str, Any] = {"rope_theta": 10000.0}  # transformers 5 takes it through **kwargs
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
                       num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
-                      max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
-                      bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+                      max_position_embeddings=512, tie_word_embeddings=True,
+                      bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **rope)
     model = LlamaForCausalLM(cfg)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
