@@ -153,3 +153,15 @@ def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
         aoc[kind] = run_early_answer(EarlyAnswerConfig(run_dir=tmp_path / kind, progress=False))["aoc"]["aoc"]
     assert prop["load-bearing"] - prop["decorative"] >= 0.8, prop
     assert aoc["load-bearing"] - aoc["decorative"] >= 0.5, aoc
+
+
+@pytest.mark.parametrize("argv, says", [(["--kinds", "sceptical"], "--kinds 'sceptical'"),
+                                        (["--n-per-level", "100"], "--n-per-level")])
+def test_validate_refuses_bad_options_in_one_line_before_training(tmp_path, capsys, argv, says):
+    from study.validate import main
+
+    out = tmp_path / "v"
+    assert main(["--output-dir", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
+    assert not out.exists()
