@@ -165,3 +165,27 @@ def test_validate_refuses_bad_options_in_one_line_before_training(tmp_path, caps
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_the_shared_prefix_cache_gives_the_full_sequences_loss():
+    import torch
+
+    from loadbearing.organisms.train import _batch_loss, build_model, encode_example, shared_prefix
+
+    tok = build_tokenizer()
+    spec = _nano()
+    rows = training_examples(spec.data, 0)[:4]
+    model = build_model(spec, tok)
+    for p in model.parameters():  # peaked logits: a mismatch cannot hide in a flat distribution
+        p.data.normal_(0, 0.5)
+    pre = shared_prefix(tok, rows[0])
+    enc = [encode_example(tok, e, len(pre)) for e in rows]
+    with torch.no_grad():
+        cached = float(_batch_loss(model, torch.tensor([pre]), enc, tok.pad_token_id))
+        total, count = 0.0, 0
+        for ids, lab in enc:
+            labels = torch.tensor([-100] * len(pre) + lab)
+            logits = model(input_ids=torch.tensor([pre + ids])).logits[0]
+            total += float(torch.nn.functional.cross_entropy(logits[:-1], labels[1:], ignore_index=-100, reduction="sum"))
+            count += int((labels[1:] != -100).sum())
+    assert cached == pytest.approx(total / count, rel=1e-5)
