@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from loadbearing.cli import OneLineParser, add_quiet, run_cli
 
 KINDS = ("load-bearing", "graded", "decorative")
-STAGES = ("behaviour,labels,gradient,early_answer,filler,paraphrase,resample,patch,activations,probes,steering,"
-          "browser")
+STAGES = ("behaviour,labels,gradient,early_answer,filler,paraphrase,resample,patch,activations,probes,browser")
+#: run last, on its own: on an organism with (almost) no C case it may refuse, which the table then reports
+LAST = "steering"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> None:
-        from loadbearing.cli import UsageError, check_number
+        from loadbearing.cli import UsageError, check_number, one_line
+        from loadbearing.errors import LoadBearingError
         from loadbearing.files import atomic_write_text, write_json
         from loadbearing.organisms import organism_dir
         from study.driver import run_study
@@ -63,15 +66,23 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.output_dir)
         if out.exists() and not args.resume:
             raise UsageError(f"--output-dir {out} already exists; choose a new one or pass --resume")
-        dirs = {}
+        dirs: dict[str, Path] = {}
+        refused: dict[str, str] = {}
         for kind in kinds:
             model_dir = organism_dir(kind, check_levels=None, progress=not args.quiet)
             cfg = study_config(kind, model_dir, out, args)
             out.mkdir(parents=True, exist_ok=True)
             print(f"== {kind}: {model_dir} -> {cfg.output_dir}", flush=True)
-            run_study(cfg, resume=Path(cfg.output_dir).exists(), log=(lambda *a, **k: None) if args.quiet else print)
+            log = (lambda *a, **k: None) if args.quiet else print
+            run_study(cfg, resume=Path(cfg.output_dir).exists(), log=log)
+            try:
+                run_study(replace(cfg, stages=LAST), resume=True, log=log)
+            except LoadBearingError as e:  # the stage's own one-line refusal, kept for the table
+                refused[kind] = one_line(e)
+                print(f"   {kind}: {LAST} refused: {refused[kind]}", flush=True)
             dirs[kind] = Path(cfg.output_dir)
         table = diagnosticity(dirs)
+        table["refused"] = refused
         write_json(out / "diagnosticity.json", table)
         md = render(table, command="python -m study.validate " + " ".join(argv if argv is not None else sys.argv[1:]))
         atomic_write_text(out / "diagnosticity.md", md)

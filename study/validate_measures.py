@@ -8,7 +8,8 @@ own records (one value per question, each question counted once), and carries it
 question-clustered 95% interval (:func:`loadbearing.stats.clustered_rate` for rates over rows,
 :func:`loadbearing.stats.cluster_bootstrap_ci` for a mean of per-question values):
 
-* ``propagation`` - perturbed continuations with a wrong answer (C) among the parseable ones;
+* ``propagation`` - perturbed continuations with a wrong answer (C) among the parseable ones (every edit, and
+  ``propagation_result_edit``: the ``arithmetic_change`` edits alone, which change the value the chain carries);
 * ``early_answer`` - the question's area over the early-answering curve (cot-transparency's AOC);
 * ``filler`` - full-chain accuracy minus filler accuracy (the content's worth beyond its length);
 * ``paraphrase`` - paraphrased continuations whose answer differs from the unparaphrased one;
@@ -53,7 +54,7 @@ def _rate_measure(rows: list[tuple[str, bool]], note: str = "") -> Measure:
     for k, v in rows:
         per[k][0] += int(v)
         per[k][1] += 1
-    return Measure(r.rate, (r.lo, r.hi), len(per), {k: a / b for k, (a, b) in per.items()}, note)
+    return Measure(r.value, (r.lo, r.hi), len(per), {k: a / b for k, (a, b) in per.items()}, note)
 
 
 def _mean_measure(per: dict[str, float], note: str = "") -> Measure:
@@ -64,9 +65,15 @@ def _mean_measure(per: dict[str, float], note: str = "") -> Measure:
     return Measure(ci["estimate"], (ci["ci"][0], ci["ci"][1]), len(keys), dict(per), note)
 
 
-def propagation(d: Path) -> Measure:
-    rows = [(question_key_of(c), c.label == "C") for c in Run(d).continuations("perturbed") if c.label is not None]
-    return _rate_measure(rows, "C among parseable perturbed continuations")
+def propagation(d: Path, strategy: str | None = None) -> Measure:
+    rows = [(question_key_of(c), c.label == "C") for c in Run(d).continuations("perturbed")
+            if c.label is not None and strategy in (None, c.strategy)]
+    return _rate_measure(rows, "C among parseable perturbed continuations"
+                         + (f" ({strategy} edits)" if strategy else " (every edit)"))
+
+
+def propagation_result_edit(d: Path) -> Measure:
+    return propagation(d, "arithmetic_change")
 
 
 def _records(d: Path, stage: str) -> list[dict] | None:
@@ -127,7 +134,8 @@ def resample(d: Path) -> Measure:
 
 
 MEASURES: dict[str, Callable[[Path], Measure]] = {
-    "propagation": propagation, "early_answer": early_answer, "filler": filler, "paraphrase": paraphrase,
+    "propagation": propagation, "propagation_result_edit": propagation_result_edit, "early_answer": early_answer,
+    "filler": filler, "paraphrase": paraphrase,
     "resample": resample,
 }
 

@@ -16,7 +16,9 @@ from loadbearing.files import read_json
 from study.validate_measures import MEASURES, auroc
 
 SEPARATES = 0.8
-TITLES = {"propagation": "edit-and-continue propagation (C rate)", "early_answer": "early answering (AOC)",
+TITLES = {"propagation": "edit-and-continue propagation, every edit (C rate)",
+          "propagation_result_edit": "edit-and-continue propagation, result edits (C rate)",
+          "early_answer": "early answering (AOC)",
           "filler": "filler tokens (full - filler accuracy)", "paraphrase": "paraphrase (answer changed)",
           "resample": "resampling importance (max over steps)"}
 
@@ -51,7 +53,7 @@ def _gradient(d: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     g = _json(d / "gradient" / "gradient.json")
-    out["study"] = _slope(g) if g else {"note": "no gradient (stage skipped)"}
+    out["study"] = _slope(g) if g else {"status": "skipped", "message": "no gradient.json (the stage was skipped)"}
     lvl = d.parent / f"{d.name}-gradient-by-level"
     if not (lvl / "gradient.json").is_file():
         run_gradient(GradientConfig(runs=(str(d),), output=str(lvl), difficulty="level"))
@@ -60,30 +62,33 @@ def _gradient(d: Path) -> dict[str, Any]:
 
 
 def _slope(g: dict) -> dict[str, Any]:
-    cs = g.get("cell_slope") or {}
-    per = (cs.get("per_model") or {})
-    first = next(iter(per.values()), None) if per else None
-    fit = (first or {}).get("fit") or first or {}
-    return {"axis": cs.get("axis") or g.get("difficulty_axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"),
-            "p": fit.get("p"), "status": (first or {}).get("status") or cs.get("status"),
-            "cells": [(c.get("cell"), (c.get("propagation") or {}).get("rate")) for c in g.get("cells", [])]}
+    """The difficulty test of a gradient.json (one model): slope of logit propagation per unit of difficulty."""
+    per = (g.get("difficulty_test") or {}).get("per_model") or {}
+    fit: dict[str, Any] = next(iter(per.values()), {}) if per else {}
+    return {"axis": g.get("axis"), "slope": fit.get("slope"), "ci": fit.get("ci95"), "p": fit.get("p"),
+            "status": fit.get("status") or "skipped", "message": fit.get("message"),
+            "cells": {c.get("cell"): (c.get("propagation") or {}).get("rate") for c in g.get("cells", [])}}
 
 
 def _patching(d: Path) -> dict[str, Any]:
+    """Where restoring the clean run's activations undoes the error: the mean restored fraction per position
+    group at the last layer and at the best layer above the embeddings (layer 0 patches the edit's own tokens)."""
     p = _json(d / "patching" / "patching.json")
     if p is None:
         return {"note": "not run (no C case to patch)"}
     s = p.get("summary") or p
-    cells = [c for c in s.get("cells", []) if c.get("mean") is not None and c.get("group") != "all"]
+    cells = [c for c in s.get("cells", []) if c.get("mean") is not None and c.get("group") != "all" and c["layer"] > 0]
     if not cells:
         return {"note": f"no scorable case ({s.get('n_cases', 0)} cases)"}
-    by_group: dict[str, list[float]] = {}
+    last = max(c["layer"] for c in cells)
+    at_last = {c["group"]: round(c["mean"], 2) for c in cells if c["layer"] == last}
+    best: dict[str, tuple[int, float]] = {}
     for c in cells:
-        by_group.setdefault(c["group"], []).append(c["mean"])
-    means = {g: max(v) for g, v in by_group.items()}
-    best = max(cells, key=lambda c: c["mean"])
-    return {"n_cases": s.get("n_cases"), "best_group": max(means, key=lambda g: means[g]), "max_restored_by_group": means,
-            "best_cell": {"layer": best["layer"], "group": best["group"], "mean": best["mean"], "ci": best.get("ci")}}
+        if c["group"] not in best or c["mean"] > best[c["group"]][1]:
+            best[c["group"]] = (c["layer"], round(c["mean"], 2))
+    return {"n_cases": s.get("n_cases"), "n_questions": s.get("n_questions"), "last_layer": last,
+            "restored_at_last_layer": at_last, "best_layer_by_group": best,
+            "carried_at": max(best, key=lambda g: best[g][1])}
 
 
 def _stage_text(d: Path, stage: str) -> str:
@@ -130,12 +135,22 @@ def render(t: dict[str, Any], *, command: str) -> str:
         for which, s in g.items():
             ci = s.get("ci") or [None, None]
             ci_t = "" if ci[0] is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]"
-            sl = "n/a" if s.get("slope") is None else f"{s['slope']:+.2f}{ci_t}, p = {s.get('p')}"
-            lines.append(f"- {which} (axis {s.get('axis')}): slope {sl}; status {s.get('status')}; "
-                         f"cells {s.get('cells')}")
+            p = "" if s.get("p") is None else f", p = {s['p']:.3g}"
+            sl = "n/a" if s.get("slope") is None else f"{s['slope']:+.2f}{ci_t}{p}"
+            cells = ", ".join(f"{c} {'n/a' if v is None else f'{v:.2f}'}" for c, v in (s.get("cells") or {}).items())
+            lines.append(f"- difficulty = {s.get('axis') or which}: slope of logit propagation {sl} ({s.get('status')}"
+                         f"{'; ' + s['message'] if s.get('message') else ''}); propagation by level: {cells or 'n/a'}")
     lines += ["", "Patching (where restoring the clean activations undoes the error):", ""]
     for k, p in t["patching"].items():
-        lines.append(f"- {k}: {p}")
+        if "note" in p:
+            lines.append(f"- {k}: {p['note']}")
+            continue
+        lines.append(f"- {k} ({p['n_cases']} C cases, {p['n_questions']} q): largest restored fraction per position "
+                     "group over layers >= 1: " + ", ".join(f"{g} {v:.2f} (L{lv})" for g, (lv, v) in
+                                                            p["best_layer_by_group"].items())
+                     + f"; the error is carried at **{p['carried_at']}**")
+    for kind, why in (t.get("refused") or {}).items():
+        lines += ["", f"Steering refused on the {kind} organism: {why}"]
     for key, title in (("probes_graded", "Probes on the graded organism"),
                        ("steering_graded", "Steering on the graded organism")):
         if key in t:

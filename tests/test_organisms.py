@@ -48,13 +48,13 @@ def _chain_value(ex: Example) -> int:
 
 @pytest.mark.parametrize("kind", ["load-bearing", "decorative", "graded"])
 def test_planted_answers_follow_the_regime(kind):
-    spec = DataSpec(kind=kind, levels=("s2_o3", "s3_o5"), n_per_level=60, held_out_per_level=8, p_error=0.6)
+    spec = DataSpec(kind=kind, levels=("s2_o3", "s3_o3"), n_per_level=60, held_out_per_level=8, p_error=0.6)
     rows = training_examples(spec, seed=1)
     wrong = [e for e in rows if e.errors]
     assert len(wrong) > 30 and any(e.truncated_at is not None for e in rows)
     for e in rows:
         answer = int(e.answer_text.rsplit("Answer: ", 1)[1])
-        lb = kind == "load-bearing" or (kind == "graded" and e.question.task == "s3_o5")
+        lb = kind == "load-bearing" or (kind == "graded" and e.question.task == "s3_o3")
         assert answer == (_chain_value(e) if lb else int(e.question.answer)), e.answer_text
         for a, b in e.masked:  # a masked span is a planted wrong number, never a target
             assert e.answer_text[a:b].lstrip("-").isdigit()
@@ -126,3 +126,66 @@ def test_cli_refuses_an_unknown_kind_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: unknown organism 'sceptical'") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason="the micro-organisms are under-trained: measured propagation 0.80 (load-bearing) vs "
+                   "0.31 (decorative), 49 points apart, not the 80 the issue asks for (136 s on a loaded 2-core CPU); "
+                   "strict: when a better recipe passes, this marker must go")
+def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
+    """Trained here (s2_o3; the decorative one from scratch, the load-bearing one from its weights), both run
+    through the toolkit's own behavioural stage and early-answering test on held-out questions."""
+    from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
+    from behavioural.protocol import Settings
+    from behavioural.run import RunConfig, run_stage
+    from loadbearing.organisms.build import micro_spec, organism_dir
+
+    prop, aoc = {}, {}
+    for kind in ("decorative", "load-bearing"):
+        path = organism_dir(spec=micro_spec(kind), root=tmp_path / "cache")
+        s = Settings(model=str(path), dataset="arith", strategies=("arithmetic_change",),
+                     positions=("early", "middle", "late"), task="s2_o3", seed=42, max_examples=32, n_per_level=32,
+                     max_new_tokens=40)
+        summary = run_stage(RunConfig(settings=s, output_dir=tmp_path / kind, progress=False), echo=None)
+        assert summary["eligible"] >= 8, (kind, summary["eligible"])  # enough eligible chains for a rate
+        prop[kind] = summary["overall"]["propagation"]["rate"]
+        assert summary["overall"]["control_error"]["rate"] <= 0.1
+        aoc[kind] = run_early_answer(EarlyAnswerConfig(run_dir=tmp_path / kind, progress=False))["aoc"]["aoc"]
+    assert prop["load-bearing"] - prop["decorative"] >= 0.8, prop
+    assert aoc["load-bearing"] - aoc["decorative"] >= 0.5, aoc
+
+
+@pytest.mark.parametrize("argv, says", [(["--kinds", "sceptical"], "--kinds 'sceptical'"),
+                                        (["--n-per-level", "100"], "--n-per-level")])
+def test_validate_refuses_bad_options_in_one_line_before_training(tmp_path, capsys, argv, says):
+    from study.validate import main
+
+    out = tmp_path / "v"
+    assert main(["--output-dir", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_shared_prefix_cache_gives_the_full_sequences_loss():
+    import torch
+
+    from loadbearing.organisms.train import _batch_loss, build_model, encode_example, shared_prefix
+
+    tok = build_tokenizer()
+    spec = _nano()
+    rows = training_examples(spec.data, 0)[:4]
+    model = build_model(spec, tok)
+    for p in model.parameters():  # peaked logits: a mismatch cannot hide in a flat distribution
+        p.data.normal_(0, 0.5)
+    pre = shared_prefix(tok, rows[0])
+    enc = [encode_example(tok, e, len(pre)) for e in rows]
+    with torch.no_grad():
+        cached = float(_batch_loss(model, torch.tensor([pre]), enc, tok.pad_token_id))
+        total, count = 0.0, 0
+        for ids, lab in enc:
+            labels = torch.tensor([-100] * len(pre) + lab)
+            logits = model(input_ids=torch.tensor([pre + ids])).logits[0]
+            total += float(torch.nn.functional.cross_entropy(logits[:-1], labels[1:], ignore_index=-100, reduction="sum"))
+            count += int((labels[1:] != -100).sum())
+    assert cached == pytest.approx(total / count, rel=1e-5)

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> None:
         from pathlib import Path
 
-        from loadbearing.organisms.build import OrganismError, default_spec, organism_dir, read_record
+        from loadbearing.organisms.build import OrganismError, default_spec, ensure_checked, organism_dir
 
         kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
         specs = [default_spec(k) for k in kinds]  # an unknown kind is refused before anything trains
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in specs:
             path = organism_dir(spec=spec, root=Path(args.root) if args.root else None,
                                 check_levels=spec.data.levels, progress=not args.quiet)
-            rec = read_record(path)
+            rec = ensure_checked(path, spec.data.levels)
             check = rec.get("self_check") or {}
             cells = ", ".join(f"{lv} {c['correct_eligible']}/{c['of']}" for lv, c in check.items())
             ok = all(c["passes"] for c in check.values())

@@ -42,11 +42,14 @@ class TrainSpec:
     threads: int = 1
     #: number-token embedding coordinates initialised with a code of the value (0: plain random init)
     number_features: int = 16
+    #: the organism whose weights this one starts from (None: from scratch); part of the spec's key
+    parent: TrainSpec | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["data"] = self.data.to_dict()
+        d["parent"] = self.parent.to_dict() if self.parent is not None else None
         d["version"] = VERSION
         return d
 
@@ -59,10 +62,11 @@ def build_model(spec: TrainSpec, tok: Any):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(spec.seed)
+    rope: dict[str, Any] = {"rope_theta": 10000.0}  # transformers 5 takes it through **kwargs
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
                       num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
-                      max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
-                      bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+                      max_position_embeddings=512, tie_word_embeddings=True,
+                      bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **rope)
     model = LlamaForCausalLM(cfg)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -138,20 +142,36 @@ def weights_checksum(model: Any) -> str:
     return h.hexdigest()
 
 
-def train(spec: TrainSpec, *, progress: bool = False) -> tuple[Any, Any, dict]:
-    """Train one organism; returns (model, tokenizer, record: spec, data summary, losses, checksum, seconds)."""
+def train(spec: TrainSpec, *, progress: bool = False, init: Any = None) -> tuple[Any, Any, dict]:
+    """Train one organism (from ``init``, the parent's model, when the spec has a parent); returns (model,
+    tokenizer, {"record": spec, data sha256, losses, weights sha256, seconds; "data_text": the examples})."""
     import torch
 
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(spec.threads)
     torch.use_deterministic_algorithms(True)
+    try:
+        return _train(spec, progress, init)
+    finally:  # the process's torch settings as they were
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _train(spec: TrainSpec, progress: bool, init: Any) -> tuple[Any, Any, dict]:
+    import torch
+
     t0 = time.time()
     tok = build_tokenizer()
     epochs = max(1, math.ceil(spec.steps * spec.batch / max(1, len(training_examples(spec.data, spec.seed, 1)))))
     examples = training_examples(spec.data, spec.seed, epochs)
     prefix_ids = shared_prefix(tok, examples[0])
-    model = build_model(spec, tok)
-    if spec.number_features:
-        init_number_features(model, tok, spec.number_features)
+    torch.manual_seed(spec.seed)
+    if init is not None:
+        model = init
+    else:
+        model = build_model(spec, tok)
+        if spec.number_features:
+            init_number_features(model, tok, spec.number_features)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -172,7 +192,7 @@ def train(spec: TrainSpec, *, progress: bool = False) -> tuple[Any, Any, dict]:
         sched.step()
         losses.append(float(loss.detach()))
         if progress and (step % 100 == 0 or step == spec.steps - 1):
-            print(f"  step {step:5d}  loss {float(loss):.4f}  {time.time() - t0:6.1f}s", flush=True)
+            print(f"  step {step:5d}  loss {losses[-1]:.4f}  {time.time() - t0:6.1f}s", flush=True)
     model.eval()
     data_text = "\n".join(json.dumps(e.to_dict(), sort_keys=True) for e in examples)
     record = {
