@@ -11,6 +11,7 @@ paraphraser is a weak check. The library call is :func:`behavioural.causal.parap
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from behavioural.causal.common import build_parser as _common_parser
@@ -32,12 +33,18 @@ def build_parser():
     p.add_argument("--max-new-tokens", type=int, default=None, help="continuation tokens (default: the run's)")
     p.add_argument("--paraphrase-tokens", type=int, default=None,
                    help="paraphrase tokens (default: twice the prefix's tokens + 16)")
+    # the single cut this command once had (--line-position, earlier --position) became the --fractions curve
+    p.add_argument("--line-position", "--position", dest="line_position", default=None, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     def body() -> None:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.line_position is not None:
+            parser.error(f"--line-position {args.line_position} was replaced by --fractions (the fraction of the chain "
+                         "paraphrased, Lanham et al.'s curve): e.g. --fractions 0.5,1")
         run_paraphrase(ParaphraseConfig(paraphraser=args.paraphraser, fractions=parse_fractions(args.fractions),
                                         allow_same_paraphraser=args.allow_same_paraphraser,
                                         max_new_tokens=args.max_new_tokens, paraphrase_tokens=args.paraphrase_tokens,

@@ -19,7 +19,6 @@ Per-layer checks visit every layer of a small model and four layers of a big one
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 from study.conformance import NotApplicable, first_difference, records
@@ -234,9 +233,11 @@ def forced_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callab
                      parsed_answer=tr.rsplit(" ", 1)[1], gold=tr.rsplit(" ", 1)[1], correct=True, eligible=True,
                      reason="eligible", finish_reason="answer_line", new_tokens=0)
         chains.append(Chain(b, t))
-    cfg = SimpleNamespace(max_answer_tokens=4, fillers=("dots",))
+    cfgs = {early_answer: early_answer.EarlyAnswerConfig(run_dir="", max_answer_tokens=4),
+            filler: filler.FillerConfig(run_dir="", fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=4)}
 
     def same(mod) -> str:
+        cfg = cfgs[mod]
         jobs = mod.plan(cfg, chains, None)
         rows = mod.execute(cfg, jobs, Engine(lm, batch_size=batch_size, progress=False))
         alone = [mod.execute(cfg, [j], Engine(lm, batch_size=1, progress=False))[0] for j in jobs]

@@ -35,7 +35,6 @@ ALIASES = [
     ("study.export_inspect", ["RUN", "--output", "l.eval"], "--output", "--output-file", "output", "l.eval"),
     ("steering.patch", ["RUN", "--output", "p"], "--output", "--output-dir", "output", "p"),
     ("steering.patch", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
-    ("behavioural.paraphrase", ["RUN", "--position", "late"], "--position", "--line-position", "position", "late"),
 ]
 
 
@@ -168,3 +167,15 @@ def test_help_formatter_says_each_default_once():
     assert "runs/<time> " in text and "a switch --quiet" in text and "(default: False)" not in text
     assert "renamed (default: a)" in text and "--old" not in text and "--no-progress" not in text
     assert isinstance(p._get_formatter(), HelpFormatter)
+
+
+@pytest.mark.parametrize("old", ["--line-position", "--position"])
+def test_paraphrase_single_cut_names_its_replacement(old, capsys):
+    """paraphrase's one cut became the --fractions curve: the old option is one error line naming the new one."""
+    from behavioural.paraphrase import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["RUN", old, "late"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "replaced by --fractions" in err and err.startswith("error:")

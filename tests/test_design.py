@@ -129,7 +129,8 @@ def test_table4_counts_perturbed_generations_only(tmp_path):
     both = taxonomy(data.rows + data.controls)
     assert both["n"] == tx["n"] and both["position"] == tx["position"] and both["controls_excluded"] == len(data.controls)
     md = format_summary(run_gradient(GradientConfig(runs=(str(d),), plot=False)), style="md")
-    assert f"(perturbed generations only, {len(pert)} labelled rows; the controls are left out)" in md
+    assert (f"(perturbed generations only, {len(pert)} distinct labelled generations, each counted once per group; "
+            "the controls are left out)") in md
 
 
 def test_metadata_baseline_merges_duplicate_one_hot_columns():

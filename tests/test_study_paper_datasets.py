@@ -24,8 +24,11 @@ CASES = {
     "gsm8k": ["--dataset", "gsm8k", "--max-examples", "4", "--max-new-tokens", "128"],
     "mmlu": ["--dataset", "mmlu", "--task", "marketing", "--max-examples", "6", "--max-new-tokens", "96"],
     # tracking: lettered options (A)-(C), eligible traces (docs/paper-datasets.md); sports: yes/no, 2-line traces
+    # two of BBH's six edits (one that propagates on this model, one that does not) at one position: its few-shot
+    # prompts are ~1,500 tokens, so every cell costs a lot
     "bbh": ["--dataset", "bbh", "--task", "tracking_shuffled_objects_three_objects,sports_understanding",
-            "--max-examples", "6", "--max-new-tokens", "128"],
+            "--max-examples", "6", "--max-new-tokens", "128", "--strategy", "reversed_logic,contradiction",
+            "--line-positions", "middle"],
 }
 
 
