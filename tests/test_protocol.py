@@ -464,7 +464,7 @@ def test_cli_hf_plain_backend_gives_the_fast_paths_records(tmp_path):
     runs = {}
     for backend in ("hf", "hf-plain"):
         out = tmp_path / backend
-        r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "6", "--strategy", "arithmetic",
+        r = _cli("--dataset", "arith", "--task", "s2_o3", "--max-examples", "4", "--strategy", "arithmetic",
                  "--line-positions", "middle", "--max-new-tokens", "48", "--backend", backend, "--output-dir", str(out),
                  "--quiet")
         assert r.returncode == 0, r.stderr

@@ -175,14 +175,14 @@ def test_help_and_report_cli(tmp_path, capsys):
 @pytest.mark.integration
 def test_study_end_to_end_on_embedded_model(tmp_path):
     out = tmp_path / "study"
-    cmd = [sys.executable, "-m", "study", "--output-dir", str(out), "--task", "s2_o3", "--max-examples", "24",
+    cmd = [sys.executable, "-m", "study", "--output-dir", str(out), "--task", "s2_o3", "--max-examples", "12",
            "--folds", "3", "--k", "1,2", "--alphas", "1", "--max-cases", "4", "--random-seeds", "1",
            "--max-new-tokens", "64", "--activation-layers", "0,10,20,30", "--permutations", "19", "--quiet"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["questions"] == 24 and summary["eligible"] > 0
+    assert summary["questions"] == 12 and summary["eligible"] > 0
     assert (out / "labels" / "rule" / "labels.jsonl").is_file()
     from activations.store import open_store
 
