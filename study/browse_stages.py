@@ -79,7 +79,7 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
 
 def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
     """Per question (row), the step-level measures of :func:`behavioural.causal.agreement.step_values`."""
-    from behavioural.causal.agreement import MEASURES, _top, step_values
+    from behavioural.causal.agreement import MEASURES, step_values, top_step
 
     ids: dict[str, str] = {}  # question key -> question id, from the stages' summaries
     lines: dict[str, int] = {}  # question key -> steps of its chain
@@ -97,7 +97,7 @@ def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
             continue
         n = max([lines.get(key, 0)] + [1 + i for v in ms.values() for i in v])
         out[str(qi)] = {"n": n, "m": {m: [_r(ms[m].get(i)) for i in range(n)] for m in MEASURES if m in ms},
-                        "top": {m: _top(ms[m], sorted(ms[m])) for m in MEASURES if ms.get(m)}}
+                        "top": {m: top_step(ms[m], sorted(ms[m])) for m in MEASURES if ms.get(m)}}
     return out
 
 

@@ -79,7 +79,7 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(spearmanr(a, b).statistic)
 
 
-def _top(vals: dict[int, float], steps: list[int]) -> int:
+def top_step(vals: dict[int, float], steps: list[int]) -> int:
     return max(steps, key=lambda i: (vals[i], -i))  # ties: the earlier step
 
 
@@ -98,7 +98,7 @@ def pair_agreement(values: dict[str, dict[str, dict[int, float]]], a: str, b: st
         if r is not None:
             rhos.append((k, r))
         if len(common) >= 2:
-            same.append((_top(m[a], common) == _top(m[b], common), 1 / len(common)))
+            same.append((top_step(m[a], common) == top_step(m[b], common), 1 / len(common)))
     res = cluster_bootstrap_ci([k for k, _ in rhos], [r for _, r in rhos], lambda v: sum(v) / len(v) if v else None,
                                n_boot=n_boot, seed=seed)
     return {"a": a, "b": b, "n_questions_rho": len(rhos), "mean_spearman": res["estimate"], "ci": res["ci"],
