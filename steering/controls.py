@@ -84,17 +84,14 @@ def control_vector(s: Setting, case_id: str, dirs: Directions, dose: str, d: int
 def covariance_rows(dirs: Directions, layers: list[int], max_k: int) -> tuple[dict[int, np.ndarray] | None, str]:
     """Per layer, the fitting rows' activations centred within class ([n, d], at most ``MAX_COV_ROWS`` rows,
     a seeded subsample), from the activation store ``directions.h5`` names; ``(None, why)`` when unavailable."""
-    from steering.plan import store_path
-
-    path = store_path(dirs)
+    path = dirs.provenance.path
     if path is None:
         return None, "directions.h5 names no readable activation store"
     try:
-        from activations.store import open_store
         from probes.data import load_probe_data
 
         position = str(dirs.attrs.get("position") or "prefix_last")
-        with open_store(path, allow_incomplete=True) as st:
+        with dirs.provenance.open() as st:
             data = load_probe_data(st, target="propagation", position=position)
             keep = _fit_rows(dirs, data.questions)
             if int(keep.sum()) <= max_k:

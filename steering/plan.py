@@ -13,7 +13,6 @@ Everything the sweep decides before it generates, each step checked with a one-l
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,35 +26,12 @@ from steering.grid import Setting
 # ------------------------------------------------------------------------------------------------ directions
 
 
-def _find_key(obj: Any, key: str) -> list[Any]:
-    if isinstance(obj, dict):
-        out = [obj[key]] if key in obj and isinstance(obj[key], str) else []
-        for v in obj.values():
-            out += _find_key(v, key)
-        return out
-    if isinstance(obj, list):
-        return [x for v in obj for x in _find_key(v, key)]
-    return []
-
-
-def _store(dirs: Directions) -> Any:
-    """The activation store the directions name (its path and attributes), None when unreadable."""
-    store = dirs.attrs.get("store")
-    if isinstance(store, (bytes, str)):
-        try:
-            return json.loads(store)
-        except ValueError:
-            return None
-    return store
-
-
 def check_directions_model(dirs: Directions, run: Run) -> None:
     """Refuse directions whose activation store names other weights than the run's (when both say)."""
-    store = _store(dirs)
     want = run.weights_hash
-    if not want or not isinstance(store, dict):
+    if not want:
         return
-    have = {h for h in _find_key(store, "weights_hash") if h}
+    have = dirs.provenance.weights_hashes()
     if have and want not in have:
         raise SweepError(f"directions {dirs.path} were computed from another model's activations (weights "
                          f"{sorted(have)[0][:16]}...) than run {str(run.path)!r} ({want[:16]}...); pass the probes "
@@ -91,23 +67,14 @@ def check_width(dirs: Directions, layers: list[int], width: int, nl: int) -> Non
 # ------------------------------------------------------------------------------------------------ questions
 
 
-def store_path(dirs: Directions) -> str | None:
-    """The path of the activation store the directions name, None when they name none or it is missing."""
-    store = _store(dirs)
-    path = store.get("path") if isinstance(store, dict) else None
-    return str(path) if path and Path(path).is_file() else None
-
-
 def store_questions(dirs: Directions) -> tuple[set[str] | None, str, int]:
     """Question keys and ids of the activation store the directions were fitted from (the probes fit the
     directions on its labelled rows), or None when the file names no readable store."""
-    path = store_path(dirs)
+    path = dirs.provenance.path
     if path is None:
         return None, "", 0
     try:
-        from activations.store import open_store
-
-        with open_store(path, allow_incomplete=True) as st:
+        with dirs.provenance.open() as st:
             rows = st.rows
             qkeys = {str(x) for x in rows["question_key"] if x}
             keys = qkeys | {str(x) for x in rows["question_id"] if x}
@@ -262,4 +229,4 @@ def check_resume(old: dict[str, Any] | None, cfg: dict[str, Any], out_dir: Path)
 
 
 __all__ = ["check_directions_model", "check_resume", "check_resume_settings", "check_width",
-           "grid_axes", "question_split", "residual_norms", "store_path", "store_questions", "sweep_record"]
+           "grid_axes", "question_split", "residual_norms", "store_questions", "sweep_record"]

@@ -150,3 +150,23 @@ def test_top_principal_axes_are_the_thin_svds_axes(n, d):
     assert a.shape == (7, d)
     assert np.abs(np.abs((a * b).sum(1)) - 1).max() < 1e-10
     assert np.abs(a @ a.T - np.eye(7)).max() < 1e-10
+
+
+def test_the_store_provenance_names_the_fitting_store_and_opens_it(tmp_path):
+    """Steering reads the fitting store through ``Directions.provenance``: the recorded path when the file exists
+    (None when moved), the weights hashes at any depth, and ``open()`` on the real store."""
+    from helpers.probe_stores import lab, write_store
+
+    missing = read_directions(_write(tmp_path))
+    assert missing.provenance.path is None  # /x/activations.h5 does not exist
+    with pytest.raises(ProbeError, match="names no readable activation store"):
+        missing.provenance.open()
+    store = write_store(tmp_path / "acts.h5", np.zeros((8, 2, 6), np.float32), lab(np.arange(8) % 2), np.arange(8) // 2)
+    p = write_directions(tmp_path / "d2.h5", _per_layer(), target="propagation", position="prefix_last",
+                         store={"path": str(store), "attrs": {"model": {"weights_hash": "abc"}, "n": 3}},
+                         n_directions=3, selected_layer=3)
+    prov = read_directions(p).provenance
+    assert prov.path == str(store)
+    assert prov.weights_hashes() == {"abc"}
+    with prov.open() as st:
+        assert len(st.rows) == 8
