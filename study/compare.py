@@ -280,10 +280,13 @@ def compare(runs: list[RunData], by: str | None = None, *, seed: int = 0) -> dic
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m study.compare",
                       description="Question-paired comparisons of two or more runs on the questions they share.")
-    p.add_argument("runs", nargs="+", metavar="RUN_OR_STUDY", help="run directories, study directories or study.toml")
-    p.add_argument("--by", choices=BY, default=None, help="split each comparison by this (default: none)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo sign flips (beyond 16 questions)")
-    add_output(p, "dir", "also write compare.md, compare.json and compare.png here (default: print only)",
+    inp = p.add_argument_group("inputs")
+    inp.add_argument("runs", nargs="+", metavar="RUN_OR_STUDY", help="run directories, study directories or study.toml")
+    st = p.add_argument_group("comparison")
+    st.add_argument("--by", choices=BY, default=None, help="split each comparison by this (default: no split)")
+    st.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo sign flips beyond 16 questions")
+    add_output(p.add_argument_group("output"), "dir",
+               "also write compare.md, compare.json and compare.png here (default: print only)",
                dest="output_dir", default=None)
     return p
 

@@ -56,7 +56,7 @@ def mcnemar_exact(b10: int, b01: int) -> float:
 
 
 def sign_flip_p(d: Sequence[float] | np.ndarray, *, seed: int = 0, exact_max: int = EXACT_MAX,
-                draws: int = MC_DRAWS) -> tuple[float, str]:
+                draws: int | None = None) -> tuple[float, str]:
     """Two-sided sign-flip permutation p-value of ``sum(d)`` over independent units (questions), and whether it
     was ``"exact"`` (every flip enumerated) or ``"monte carlo"``. 1.0 when every difference is 0."""
     v = np.asarray(d, dtype=float)
@@ -69,6 +69,7 @@ def sign_flip_p(d: Sequence[float] | np.ndarray, *, seed: int = 0, exact_max: in
         signs = 1 - 2 * ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1)  # [2^m, m]
         stats = np.abs(signs @ v)
         return float(np.mean(stats >= t - 1e-9)), "exact"
+    draws = MC_DRAWS if draws is None else draws
     rng = np.random.default_rng(seed)
     signs = rng.choice((-1.0, 1.0), size=(draws, m))
     stats = np.abs(signs @ v)

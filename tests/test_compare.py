@@ -179,3 +179,46 @@ def test_the_tests_and_holm_by_hand():
     assert holm([0.01, None, 0.04, 0.03]) == pytest.approx([0.03, None, 0.06, 0.06])
     r = paired_continuous([(q, 0.5 + 0.1 * (q % 3), 0.5) for q in range(12)])
     assert r["estimate"] == pytest.approx(0.1) and r["ci"][0] < 0.1 < r["ci"][1]
+
+
+def test_the_calibration_entry_holds_its_size_at_small_sims():
+    """bench/calib_compare.py at 150 simulations: the sign-flip test and McNemar hold their size, the intervals
+    their coverage (the full bench: python bench/calibration.py --only compare)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import calibration as cal
+
+    mod = cal.discover(["compare"])["compare"]
+    res = mod.binary_entries(150, 0, (20,)) | mod.continuous_entries(150, 0, (20,))
+    for name in ("compare.signflip.size.q20", "compare.mcnemar.size.q20", "compare.paired_rows.coverage.q20",
+                 "compare.continuous.size.q20", "compare.continuous.coverage.q20"):
+        assert cal.check_entry(res[name]).startswith("ok"), (name, res[name])
+    assert res["compare.signflip.power_at_mdd.q20"]["power"] > 0.5
+
+
+@pytest.mark.integration
+def test_two_embedded_runs_of_different_settings(tmp_path):
+    """Two tiny behaviour runs of the embedded model on the same 6 questions, one with the arithmetic edit and
+    one with contradiction: rows do not pair, so propagation compares per-question rates; baselines pair."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    base = [sys.executable, "-m", "study", "--task", "s2_o3", "--max-examples", "6", "--max-new-tokens", "48",
+            "--stages", "behaviour,labels", "--quiet"]
+    for name, strategy in (("a", "arithmetic"), ("b", "contradiction")):
+        r = subprocess.run([*base, "--output-dir", str(tmp_path / name), "--strategy", strategy], cwd=repo,
+                           capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, "-m", "study.compare", str(tmp_path / "a"), str(tmp_path / "b"), "--output-dir",
+                        str(tmp_path / "cmp")], cwd=repo, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "a vs b: 6 shared questions" in r.stdout and "| baseline accuracy | all | a | b | 6 | 6 |" in r.stdout
+    res = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    acc = next(x for x in res["comparisons"] if x["measure"] == "baseline accuracy")
+    assert acc["estimate"] == 0 and acc["p_value"] == 1.0  # the same greedy baselines in both runs
+    prop = [x for x in res["comparisons"] if x["measure"] == "propagation"]
+    assert all(x["pairing"] == "questions" for x in prop)
