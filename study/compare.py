@@ -119,7 +119,9 @@ def _rate_of(label: str | None) -> float | None:
 def read_run(path: Path, name: str) -> RunData:
     """Every measure's units of one run (module docstring)."""
     run = Run(path)
-    run.require_complete(allow_incomplete=False, flag="(finish it first with python -m study --resume DIR)")
+    if not run.complete:
+        raise UsageError(f"run {str(path)!r} has status {run.status!r}: it has not finished; finish it with "
+                         f"python -m study --resume {path} before comparing it")
     recs = run.continuations()
     bases = run.baselines()
     datasets = sorted({b.dataset for b in bases}) or ["?"]

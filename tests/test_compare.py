@@ -146,6 +146,13 @@ def test_a_study_directory_compares_the_models_within_each_dataset(tmp_path, cap
     text = capsys.readouterr().out
     assert "| propagation | arith | m1/arith | m2/arith |" in text and "| propagation | gsm8k | m1/gsm8k | m2/gsm8k |" in text
     assert "## Models x datasets" in text and "| model | arith | gsm8k |" in text
+    # the study file the driver writes back names its runs in [[run]] tables
+    toml = root / "study.toml"
+    toml.write_text("".join(f'[[run]]\nmodel = "{m}"\ndataset = "arith"\noutput_dir = "{root / m / "arith"}"\n\n'
+                            for m in ("m1", "m2")))
+    assert main([str(toml)]) == 0
+    text = capsys.readouterr().out
+    assert "| propagation | all | m1/arith | m2/arith | 10 | 30 |" in text and "gsm8k" not in text
 
 
 def test_bad_input_is_one_error_line(tmp_path, capsys):
@@ -158,6 +165,11 @@ def test_bad_input_is_one_error_line(tmp_path, capsys):
         rc = main(argv)
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and needle in err, err
+    m = json.loads((b / "manifest.json").read_text())
+    (b / "manifest.json").write_text(json.dumps(m | {"status": "running"}))
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has not finished" in err
     (tmp_path / "empty").mkdir()
     assert main([str(a), str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
