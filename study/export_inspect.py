@@ -26,7 +26,13 @@ One sample per continuation record (one generation; see :mod:`loadbearing.record
   ``parsed_answer``, ``correct``, ``finish_reason``, ``input_tokens``, ``new_tokens``, ``labelling``.
 
 The log's results give the propagation rate of the perturbed and of the control samples (per generation) and
-the A/B/C shares of the perturbed ones. Built only with inspect_ai's public log API (``inspect_ai.log``,
+the A/B/C shares of the perturbed ones; ``propagated_by_group`` / ``control_error_by_group`` give the rate per
+strategy, position and level, each with its question-clustered interval in the metric's metadata
+(:mod:`study.export_inspect_groups`). Every sample also carries the ``cell`` score (strategy, position, level,
+label, moved), and the log's viewer configuration shows those as the sample list's first columns, sorted by
+level. The causal tests (early answering, filler, paraphrase, resampling) that finished in the run are written
+beside it, one log per stage (``RUN_DIR/inspect/early_answer.eval``...; :mod:`study.export_inspect_causal`).
+Built only with inspect_ai's public log API (``inspect_ai.log``,
 ``inspect_ai.scorer.Score``, ``inspect_ai.model``); the eval and run ids are derived from the run's
 continuations file, so exporting the same run twice describes it the same way.
 """
@@ -44,6 +50,7 @@ from loadbearing.frames import NEWEST
 from loadbearing.records import Continuation
 from loadbearing.runs import CONTINUATIONS, Run, question_key_of
 from study.export_inspect_chat import chat_turns, edit_description, sample_position
+from study.export_inspect_groups import CELL, cell_score, grouped_score, moved, viewer_config
 
 DEFAULT_OUTPUT = Path("inspect") / "continuations.eval"
 FORMATS = {".eval": "eval", ".json": "json"}
@@ -80,10 +87,15 @@ def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
     }
 
 
-def sample_scores(c: Continuation, abc: str | None, labelling: str | None) -> dict[str, Any]:
+def sample_scores(c: Continuation, abc: str | None, labelling: str | None, reference: str | None = None
+                  ) -> dict[str, Any]:
+    """The sample's scores; ``reference``: the unedited chain's answer (the ``cell`` score's ``moved``)."""
     from inspect_ai.scorer import Score
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {CELL: cell_score(strategy=c.strategy if c.condition == "perturbed" else "control",
+                                            position=sample_position(c), level=c.difficulty or c.task,
+                                            label=abc if abc is not None else c.label,
+                                            moved=moved(c.parsed_answer, reference))}
     if c.label is not None:
         why = "wrong answer: the error propagated" if c.label == "C" else "correct answer"
         out["outcome"] = Score(value=c.label, answer=c.parsed_answer, explanation=f"{why} (gold {c.gold})")
@@ -95,7 +107,7 @@ def sample_scores(c: Continuation, abc: str | None, labelling: str | None) -> di
 
 
 def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: str,
-              turns: list[dict[str, str]] | None = None) -> Any:
+              turns: list[dict[str, str]] | None = None, reference: str | None = None) -> Any:
     """One sample. ``turns`` (:func:`study.export_inspect_chat.chat_turns`): the input as chat messages ending
     with the assistant prefix; None: the templated text as one user message."""
     from inspect_ai.log import EvalSample
@@ -113,7 +125,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
         inp, msgs = c.input_text, [ChatMessageUser(content=c.input_text), ChatMessageAssistant(content=c.continuation)]
     md = sample_metadata(c, labelling) | {"input_text": c.input_text, "input_as": "chat turns" if turns else "text"}
     return EvalSample(id=c.id, epoch=1, input=inp, target=c.gold, description=edit_description(c), messages=msgs,
-                      output=output, scores=sample_scores(c, abc, labelling) or None, metadata=md)
+                      output=output, scores=sample_scores(c, abc, labelling, reference), metadata=md)
 
 
 def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
@@ -140,6 +152,12 @@ def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
     if labels:
         scores.append(EvalScore(name="abc", scorer="abc", scored_samples=n_lab, unscored_samples=len(recs) - n_lab,
                                 metrics=abc, metadata={"unit": "generation"}))
+    for cond, name in (("perturbed", "propagated_by_group"), ("control", "control_error_by_group")):
+        rows = [(None if c.label is None else c.label == "C", question_key_of(c),
+                 {"strategy": c.strategy if cond == "perturbed" else None, "position": sample_position(c),
+                  "level": c.difficulty or c.task}) for c in recs if c.condition == cond]
+        if rows:
+            scores.append(grouped_score("propagated", rows, name=name))
     return EvalResults(total_samples=len(recs), completed_samples=len(recs), scores=scores)
 
 
@@ -169,12 +187,13 @@ def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
         config=EvalConfig(), packages={k: str(v) for k, v in package_versions().items() if v},
         metadata={"run_dir": str(run.path), "run_status": run.status, "labelling": name, "model": spec,
                   "continuations_sha256": digest, "settings": settings, "git": m.get("git")},
+        viewer=viewer_config(["outcome", "abc"]),
     )
     return EvalLog(
         status="success" if run.complete else "cancelled", eval=eval_spec,
         results=_results(recs, labels), stats=EvalStats(started_at=created, completed_at=m.get("updated") or created),
-        samples=[to_sample(c, labels.get(c.id), name, model, chat_turns(c, baselines.get(c.question_id), settings))
-                 for c in recs],
+        samples=[to_sample(c, labels.get(c.id), name, model, chat_turns(c, baselines.get(c.question_id), settings),
+                           getattr(baselines.get(c.question_id), "parsed_answer", None)) for c in recs],
     )
 
 
@@ -185,26 +204,43 @@ def output_path(run: Run, output: str | None) -> Path:
     return out
 
 
+def write_log(log: Any, out: Path) -> Path:
+    """Write one ``EvalLog`` to ``out`` atomically, in the format its suffix names."""
+    from inspect_ai.log import write_eval_log
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".export_inspect.") as tmp:
+        part = Path(tmp) / out.name  # inspect writes the whole file; publish it in one rename
+        write_eval_log(log, str(part), format=FORMATS[out.suffix])  # type: ignore[arg-type]
+        atomic_write_bytes(out, part.read_bytes())
+    return out
+
+
+def export_causal(run_dir: str | Path, out_dir: str | Path, suffix: str = ".eval") -> list[Path]:
+    """Write each finished causal test of the run (early answering, filler, paraphrase, resampling) as its own
+    log ``out_dir/<stage><suffix>`` (:mod:`study.export_inspect_causal`); the paths written."""
+    from study.export_inspect_causal import build_stage_logs
+
+    return [write_log(log, Path(out_dir) / f"{stage}{suffix}") for stage, log in build_stage_logs(Run(run_dir))]
+
+
 def export_inspect(run_dir: str | Path, output: str | None = None, *, labelling: str | None = NEWEST,
-                   allow_incomplete: bool = False) -> Path:
-    """Write ``run_dir`` as an inspect eval log (atomically) and return its path.
+                   allow_incomplete: bool = False, causal: bool = True) -> Path:
+    """Write ``run_dir`` as an inspect eval log (atomically) and return its path; with ``causal``, the causal
+    tests' logs go beside it (:func:`export_causal`, one per finished stage, in the same format).
 
     >>> from inspect_ai.log import read_eval_log                                   # doctest: +SKIP
     >>> log = read_eval_log(export_inspect("runs/demo"))                           # doctest: +SKIP
     >>> len(log.samples) == len(Run("runs/demo").continuations())                  # doctest: +SKIP
     True
     """
-    from inspect_ai.log import write_eval_log
-
     run = Run(run_dir)
     run.require_complete(allow_incomplete=allow_incomplete)
     out = output_path(run, output)
     log = build_log(run, labelling=labelling)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".export_inspect.") as tmp:
-        part = Path(tmp) / out.name  # inspect writes the whole file; publish it in one rename
-        write_eval_log(log, str(part), format=FORMATS[out.suffix])  # type: ignore[arg-type]
-        atomic_write_bytes(out, part.read_bytes())
+    write_log(log, out)
+    if causal:
+        export_causal(run_dir, out.parent, out.suffix)
     return out
 
 
@@ -224,8 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        out = export_inspect(args.run_dir, args.output, labelling=args.labelling, allow_incomplete=args.allow_incomplete)
-        print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB); view it with: inspect view --log-dir {out.parent}")
+        out = export_inspect(args.run_dir, args.output, labelling=args.labelling, allow_incomplete=args.allow_incomplete,
+                             causal=False)
+        for f in [out, *export_causal(args.run_dir, out.parent, out.suffix)]:
+            print(f"wrote {f} ({f.stat().st_size / 1e6:.2f} MB)")
+        print(f"view them with: inspect view --log-dir {out.parent}")
         return 0
 
     return run_cli(body)
@@ -235,5 +274,6 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["build_log", "build_parser", "export_inspect", "main", "output_path", "sample_metadata", "sample_scores",
+__all__ = ["build_log", "build_parser", "export_causal", "export_inspect", "write_log", "main", "output_path",
+           "sample_metadata", "sample_scores",
            "to_sample", "DEFAULT_OUTPUT", "TASK"]
