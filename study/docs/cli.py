@@ -1,6 +1,7 @@
 """python -m study.docs RUN_DIR            (``make docs RUN=DIR``: the demo's numbers and screenshots into docs/)
 
     python -m study.docs runs/study-20261202-010203      # docs/results/demo.json, docs/results.md, README block, PNGs
+    python -m study.docs --render                        # re-render the page and the README block from the stored numbers
     python -m study.docs --check                         # the page and the README block equal what the stored numbers render
     python -m study.docs --check runs/docs-check-...     # ... and a fresh demo's numbers equal the stored ones
 
@@ -99,12 +100,24 @@ def write(repo: Path, run_dir: Path, *, screenshots: bool = True) -> list[Path]:
     return written
 
 
+def rerender(repo: Path) -> list[Path]:
+    """Rewrite the page and the README block from the stored numbers (after a change to the layout, not the run)."""
+    p = paths(repo)
+    numbers = load_numbers(p["numbers"])
+    page, readme = render_results(numbers), with_block(p["readme"].read_text(encoding="utf-8"), render_readme_block(numbers))
+    atomic_write_text(p["page"], page)
+    atomic_write_text(p["readme"], readme)
+    return [p["page"], p["readme"]]
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(prog="python -m study.docs", description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a finished demo run directory (what make demo wrote)")
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when the docs disagree with their stored numbers (and, with RUN_DIR, "
                          "when the stored numbers disagree with that run's)")
+    ap.add_argument("--render", action="store_true",
+                    help="no run: re-render docs/results.md and the README block from docs/results/demo.json")
     ap.add_argument("--no-screenshots", action="store_true", help="leave docs/report.png and docs/browser.png alone")
     ap.add_argument("--repo", default=str(REPO), help="the checkout whose docs are written (default: this one)")
     return ap
@@ -124,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                 print("docs-check: docs/results.md and the README block agree with docs/results/demo.json"
                       + (f", and so does {run}" if run else ""))
             return 1 if problems else 0
+        if args.render:
+            if run is not None:
+                raise DocsError("--render reads the stored numbers, not a run: drop RUN_DIR, or drop --render")
+            for path in rerender(repo):
+                print(f"wrote {path}")
+            return 0
         if run is None:
             raise DocsError("give the demo's run directory (python -m study.docs RUN_DIR), or --check")
         for path in write(repo, run, screenshots=not args.no_screenshots):
@@ -133,4 +152,4 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(body)
 
 
-__all__ = ["check", "main", "with_block", "write"]
+__all__ = ["check", "main", "rerender", "with_block", "write"]

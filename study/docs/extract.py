@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,18 @@ SOURCES: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "steering": (f"steering/{SUMMARY}", ("verdict_code", "sesoi", "n_c_cases", "n_c_questions", "n_generations",
                                          "n_random_directions", "strongest", "uninformative", "settings", "split",
                                          "power", "multiple_comparisons")),
-    "early_answer": (f"early_answer/{SUMMARY}", None),
-    "filler": (f"filler/{SUMMARY}", None),
+    "early_answer": (f"early_answer/{SUMMARY}", ("definition", "steps", "aoc", "by", "adding_mistakes",
+                                                 "decision_point", "no_chain_accuracy", "full_chain_accuracy",
+                                                 "n_questions")),
+    "filler": (f"filler/{SUMMARY}", ("fillers", "fractions", "sweep", "full_accuracy", "mean_chain_tokens",
+                                     "n_questions")),
     "paraphrase": (f"paraphrase/{SUMMARY}", None),
     "resample": (f"resample/{SUMMARY}", None),
 }
+
+#: keys dropped from a source kept whole (examples of text, the stage's own settings echo)
+DROP = {"paraphrase": ("examples", "settings", "summary_options", "shard"),
+        "resample": ("settings", "summary_options", "shard")}
 
 #: sources a demo run must have (the default stages of ``python -m study``)
 REQUIRED = ("study", "behaviour", "labels", "gradient", "probes", "steering")
@@ -80,8 +88,13 @@ def _settings(settings: list) -> list[dict]:
 
 
 #: source -> key -> a reduction of that key's value to what the page shows
-REDUCE = {("probes", "transfer"): _transfer, ("steering", "settings"): _settings,
-          ("labels", "perturbed"): lambda p: {k: p.get(k) for k in ("n", "counts", "n_labelled", "B_among_correct_labelled")}}
+def _label_counts(p: dict) -> dict:
+    """The perturbed continuations' A / B / C counts and B among correct (not the per-group breakdown)."""
+    return {k: p.get(k) for k in ("n", "counts", "n_labelled", "B_among_correct_labelled")}
+
+
+REDUCE: dict[tuple[str, str], Callable[[Any], Any]] = {
+    ("probes", "transfer"): _transfer, ("steering", "settings"): _settings, ("labels", "perturbed"): _label_counts}
 
 
 def _read(path: Path) -> Any:
@@ -115,7 +128,8 @@ def extract(run_dir: str | Path) -> dict[str, Any]:
         data = _read(p)
         if not isinstance(data, dict):
             raise DocsError(f"{p} holds {type(data).__name__}, not an object: rerun the stage that writes it")
-        kept = data if keys is None else {k: data[k] for k in keys if k in data}
+        kept = ({k: v for k, v in data.items() if k not in DROP.get(name, ())} if keys is None
+                else {k: data[k] for k in keys if k in data})
         out[name] = _clean({k: REDUCE.get((name, k), lambda v: v)(v) for k, v in kept.items()}, str(run))
     out["verdicts"] = _verdicts(run)
     table = side_by_side(run)  # the report's "Causal tests side by side" numbers; None when no causal stage ran

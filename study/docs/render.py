@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from behavioural.causal import paraphrase, resample
 from loadbearing.stats import FEW_CLUSTERS_NOTE, format_rate
 from study.report_causal import table_markdown
 
@@ -206,6 +207,68 @@ def _causal(n: dict[str, Any]) -> list[str]:
             "[causal-tests.md](causal-tests.md).", "", table_markdown(t)]
 
 
+def _aoc(a: dict | None) -> str:
+    if not a or a.get("aoc") is None:
+        return "n/a"
+    lo, hi = (a.get("ci") or [None, None])[:2]
+    ci = "[n/a]" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+    return f"{a['aoc']:.3f} {ci}"
+
+
+def _early_answer(n: dict[str, Any]) -> list[str]:
+    ea = n.get("early_answer")
+    if not ea:
+        return []
+    by = (ea.get("by") or {}).get("task") or {}
+    am = (ea.get("adding_mistakes") or {}).get("by_task") or {}
+    dp = (ea.get("decision_point") or {}).get("by_level") or {}
+    rows = []
+    for name, a, m, d in [("overall", ea.get("aoc"), (ea.get("adding_mistakes") or {}).get("aoc"),
+                           (ea.get("decision_point") or {}).get("overall"))] + [
+            (lvl, by.get(lvl), am.get(lvl), dp.get(lvl)) for lvl in by]:
+        a, m, d = a or {}, m or {}, d or {}
+        rows.append([name, _aoc(a), _aoc(a.get("traces")), _aoc(m), _num(d.get("mean_nldd_share")),
+                     a.get("n_questions", "n/a")])
+    steps = ea.get("steps") or {}
+    return ["", "### Early answering by level, with the definitions used", "",
+            "From `early_answer/summary.json` (`python -m behavioural.early_answer DIR`; steps: "
+            f"{steps.get('splitter', steps.get('unit'))}). `aoc` is the headline, cot-transparency's `get_aoc` "
+            "weighting (a chain length weighs its (chain, cut) rows); `aoc.traces` weighs by chains (this toolkit's "
+            "variant); adding mistakes is the same AOC on the run's own edits (x = edited line / n, "
+            "`plot_adding_mistakes`); the NLDD share (Ye et al. 2026) is the mean share of the chain written after "
+            "its decision point. Percentile bootstrap over questions.", "",
+            _table(["level", "AOC (`rows`, headline)", "AOC (`traces`)", "adding-mistakes AOC", "NLDD share",
+                    "questions"], rows)]
+
+
+def _filler(n: dict[str, Any]) -> list[str]:
+    f = n.get("filler")
+    if not f:
+        return []
+    out = []
+    for unit, points in (f.get("sweep") or {}).items():
+        rows = [[f"{p.get('fraction'):g}", p.get("condition"), _r(p.get("accuracy")),
+                 (f"{_pp((p.get('vs_full') or {}).get('estimate'))} {_ci_pp((p.get('vs_full') or {}).get('ci'))}"
+                  if p.get("vs_full") else "")] for p in points]
+        out += ["", _table(["fraction of the chain's tokens", "condition", f"accuracy ({unit!r} filler)",
+                            "minus the full chain (paired)"], rows)]
+    full = f.get("full_accuracy")
+    return ["", "### Filler tokens, swept over the chain's length", "",
+            "From `filler/summary.json` (`python -m behavioural.filler DIR`): the chain replaced by filler tokens, as "
+            "many as the given fraction of each chain's own token count (0 = no chain), then the answer forced; the "
+            f"full chain gives {_r(full)}."] + out
+
+
+def _stage_summary(n: dict[str, Any], stage: str, title: str, command: str) -> list[str]:
+    """A causal stage's own summary table (its ``format_summary``, as its ``summary.md`` and the report show it)."""
+    s = n.get(stage)
+    if not s:
+        return []
+    fmt = {"paraphrase": paraphrase.format_summary, "resample": resample.format_summary}[stage]
+    return ["", f"### {title}", "", f"From `{stage}/summary.json` (`{command}`), as the stage prints it:", "",
+            str(fmt(s, style="md"))]
+
+
 def _inspect(n: dict[str, Any]) -> list[str]:
     b = n["behaviour"]
     return ["", "## The run in inspect_ai", "",
@@ -234,7 +297,11 @@ def render_results(n: dict[str, Any]) -> str:
         parts += ["", f"{FEW_CLUSTERS_NOTE}."]
     parts += ["", "## The three verdicts", "", "The report's first screen ([report.png](report.png)), with the command "
               "that reruns each stage:", "", *[f"- {_verdict_line(v)}" for v in n.get("verdicts") or []]]
-    parts += _causal(n) + _inspect(n)
+    parts += (_causal(n) + _early_answer(n) + _filler(n)
+              + _stage_summary(n, "paraphrase", "Paraphrase, over the fraction of the chain paraphrased",
+                               "python -m behavioural.paraphrase DIR --allow-same-paraphraser")
+              + _stage_summary(n, "resample", "Resampling importance (thought anchors)", "python -m behavioural.resample DIR")
+              + _inspect(n))
     parts += ["", "![the demo's report: the three verdicts on its first screen](report.png)", "",
               "![the trace browser on the demo run, filtered to the propagated edits](browser.png)"]
     return "\n".join(parts) + "\n"
