@@ -84,9 +84,10 @@ def write(repo: Path, run_dir: Path, *, screenshots: bool = True) -> list[Path]:
     page, block = render_results(numbers), render_readme_block(numbers)
     readme = with_block(p["readme"].read_text(encoding="utf-8"), block)
     p["numbers"].parent.mkdir(parents=True, exist_ok=True)
-    shots = [(run_dir / "report.html", p["report_png"], ""), (run_dir / "browse.html", p["browser_png"], BROWSER_FRAGMENT)]
+    shots = [(run_dir / "report.html", p["report_png"], "", ""),
+             (run_dir / "browse.html", p["browser_png"], BROWSER_FRAGMENT, "j")]  # j: open the first sample
     if screenshots:
-        missing = [str(h) for h, _, _ in shots if not h.is_file()]
+        missing = [str(h) for h, *_ in shots if not h.is_file()]
         if missing:
             raise DocsError(f"{', '.join(missing)} missing: finish the demo (python -m study --resume {run_dir})")
     atomic_write_text(p["numbers"], numbers_text(numbers))
@@ -94,8 +95,8 @@ def write(repo: Path, run_dir: Path, *, screenshots: bool = True) -> list[Path]:
     atomic_write_text(p["readme"], readme)
     written = [p["numbers"], p["page"], p["readme"]]
     if screenshots:
-        for html, png, frag in shots:
-            screenshot(html, png, fragment=frag)
+        for html, png, frag, keys in shots:
+            screenshot(html, png, fragment=frag, keys=keys)
             written.append(png)
     return written
 

@@ -2,7 +2,7 @@
 
     from study.docs.shots import screenshot
     screenshot(Path("runs/demo/report.html"), Path("docs/report.png"))                     # the first screen
-    screenshot(Path("runs/demo/browse.html"), Path("docs/browser.png"), fragment=BROWSER_FRAGMENT)
+    screenshot(Path("runs/demo/browse.html"), Path("docs/browser.png"), fragment=BROWSER_FRAGMENT, keys="j")
 
 The same browser set-up as the report's and the trace browser's real-browser tests (``tests/test_report.py``,
 ``tests/test_browse.py``): a 1400x900 viewport at device scale 1, so a screenshot is the first screen a reader
@@ -34,14 +34,16 @@ def _binaries() -> tuple[str, str]:
     return b, d
 
 
-def screenshot(html: Path, png: Path, *, fragment: str = "", settle_s: float = 0.5) -> None:
-    """Open ``html`` (a file) at 1400x900 and save what the first screen shows to ``png``."""
+def screenshot(html: Path, png: Path, *, fragment: str = "", keys: str = "", settle_s: float = 0.5) -> None:
+    """Open ``html`` (a file) at 1400x900, type ``keys`` (the trace browser's ``j`` opens the next sample), and
+    save what the first screen shows to ``png``."""
     if not html.is_file():
         raise DocsError(f"{html} is missing: the demo writes it (python -m study --resume DIR rewrites it)")
     binary, drv = _binaries()
     try:  # selenium is a dev dependency (pip install -e '.[dev]'), needed only here and by the browser tests
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.action_chains import ActionChains
     except ImportError:
         raise DocsError("selenium is missing: pip install -e '.[dev]' (or pass --no-screenshots)") from None
     opts = webdriver.ChromeOptions()
@@ -60,6 +62,9 @@ def screenshot(html: Path, png: Path, *, fragment: str = "", settle_s: float = 0
                 break
             time.sleep(0.05)
         time.sleep(settle_s)  # the browser draws its list after load
+        if keys:
+            ActionChains(d).send_keys(keys).perform()
+            time.sleep(settle_s)
         data = d.get_screenshot_as_png()
     finally:
         d.quit()
