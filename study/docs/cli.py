@@ -36,7 +36,7 @@ def paths(repo: Path) -> dict[str, Path]:
 
 
 def numbers_text(numbers: dict) -> str:
-    return json.dumps(numbers, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(numbers, indent=1, ensure_ascii=False) + "\n"  # the run's key order: the page follows it
 
 
 def with_block(readme: str, block: str) -> str:
@@ -73,14 +73,14 @@ def check(repo: Path, run_dir: Path | None = None, out=sys.stdout) -> list[str]:
         problems.append("README.md's make-docs block differs from what the stored numbers render: run make docs RUN=DIR")
     if run_dir is not None:
         problems += [f"fresh demo {run_dir} vs {p['numbers'].relative_to(repo)}: {d}"
-                     for d in compare(extract(run_dir), stored)]
+                     for d in compare(json.loads(numbers_text(extract(run_dir))), stored)]
     return problems
 
 
 def write(repo: Path, run_dir: Path, *, screenshots: bool = True) -> list[Path]:
     """Write the numbers, the page, the README block and (unless not asked) the screenshots; return the paths."""
     p = paths(repo)
-    numbers = extract(run_dir)
+    numbers = json.loads(numbers_text(extract(run_dir)))  # rendered as the check will read it back
     page, block = render_results(numbers), render_readme_block(numbers)
     readme = with_block(p["readme"].read_text(encoding="utf-8"), block)
     p["numbers"].parent.mkdir(parents=True, exist_ok=True)
