@@ -74,11 +74,13 @@ def _clean(v: Any, run: str = "\0") -> Any:
 
 
 def _transfer(t: dict) -> dict:
-    """Leave-one-strategy-out accuracies per probe (the page's transfer row), not the per-fold detail."""
-    return {probe: [{"held_out": e.get("held_out"), "transfer": (e.get("transfer") or {}).get("accuracy"),
-                     "in_distribution": (e.get("in_distribution") or {}).get("accuracy")}
-                    for e in (v.get("leave_one_strategy_out") or [])]
-            for probe, v in t.items() if isinstance(v, dict)}
+    """Leave-one-strategy-out accuracies per probe (the page's transfer row), not the per-fold detail (a value
+    already reduced is kept: every reduction here is idempotent)."""
+    return {probe: v if isinstance(v, list) else
+            [{"held_out": e.get("held_out"), "transfer": (e.get("transfer") or {}).get("accuracy"),
+              "in_distribution": (e.get("in_distribution") or {}).get("accuracy")}
+             for e in (v.get("leave_one_strategy_out") or [])]
+            for probe, v in t.items() if isinstance(v, (dict, list))}
 
 
 def _settings(settings: list) -> list[dict]:
