@@ -52,8 +52,9 @@ SOURCES: dict[str, tuple[str, tuple[str, ...] | None]] = {
 DROP = {"paraphrase": ("examples", "settings", "summary_options", "shard"),
         "resample": ("settings", "summary_options", "shard")}
 
-#: sources a demo run must have (the default stages of ``python -m study``)
-REQUIRED = ("study", "behaviour", "labels", "gradient", "probes", "steering")
+#: sources a demo run must have (the default stages of ``python -m study``; the gradient needs 2 levels, so a
+#: one-level study has none and the page leaves out its difficulty test)
+REQUIRED = ("study", "behaviour", "labels", "probes", "steering")
 
 #: keys dropped at any depth: where the run was written, and when
 VOLATILE = frozenset({"run_dir", "output_dir", "path", "created", "updated", "started", "finished", "seconds",
