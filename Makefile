@@ -52,6 +52,27 @@ organisms: $(STAMP)
 validate: organisms
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m study.validate --output-dir runs/validate-$$(date +%Y%m%d-%H%M%S)
 
+# docs/results.md from a demo run (study/docs/): the run's numbers to docs/results/demo.json, the page and the README's
+# headline block rendered from them, and the screenshots docs/report.png and docs/browser.png (headless Chromium).
+# RUN=DIR renders an existing demo run (the causal tests are run on it first where missing); without RUN a fresh
+# demo is made into runs/docs-<time>. One torch thread, as the stored numbers were made. `make docs-check` makes a
+# fresh demo and fails when its numbers differ from docs/results/demo.json (tests/test_docs_results.py checks the
+# page against that file on every `make test`, without a demo).
+.PHONY: docs docs-check
+DOCS_STAGES := early_answer,filler,paraphrase,resample
+DOCS_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+docs: $(STAMP) chromium
+	d=$${RUN:-runs/docs-$$(date +%Y%m%d-%H%M%S)}; \
+	  { [ -f $$d/report.md ] || $(DOCS_ENV) $(PY) -m study --output-dir $$d --quiet; } && \
+	  $(DOCS_ENV) $(PY) -m study --resume $$d --stages $(DOCS_STAGES) --quiet && \
+	  $(PY) -m study.docs $$d
+
+docs-check: $(STAMP)
+	d=runs/docs-check-$$(date +%Y%m%d-%H%M%S); \
+	  $(DOCS_ENV) $(PY) -m study --output-dir $$d --quiet && \
+	  $(DOCS_ENV) $(PY) -m study --resume $$d --stages $(DOCS_STAGES) --quiet && \
+	  $(PY) -m study.docs --check $$d
+
 # ruff (style, import order) and mypy (types), configured in pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
