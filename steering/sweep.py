@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
     m.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
     m.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
+    from loadbearing.engine.vllm_engine import add_backend_arguments
+
+    add_backend_arguments(p, "hooks in vLLM's workers add the vectors / project out the bases per request "
+                             "(steering.vllm_generate)")
     o = p.add_argument_group("output")
     add_output(o, "dir", "output directory (default RUN_DIR/steering); must not exist unless --resume", dest="output")
     o.add_argument("--resume", action="store_true", help="continue an existing output directory, skipping finished generations")
@@ -209,19 +213,42 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
+def _backend(args: argparse.Namespace) -> tuple[dict, object]:
+    """``--backend vllm``: the generate functions of one :class:`steering.vllm_generate.VLLMSteering` (checked
+    before any model is loaded: vLLM importable, a supported version, no layer 0)."""
+    if args.backend != "vllm":
+        return {}, None
+    from loadbearing.engine.vllm_engine import backend_options, check_ready
+
+    opts = backend_options(args)
+    if 0 in (parse_list(args.layers, int, "layers") or []):
+        raise SweepError("--backend vllm does not steer layer 0 (the embedding output; vLLM's decoder blocks are "
+                         "hooked): choose --layers >= 1, or --backend hf for layer 0")
+    check_ready(hooks=True)
+    from steering.vllm_generate import VLLMSteering
+
+    vs = VLLMSteering(**opts)
+    return {"generate_fn": vs.add, "ablate_fn": vs.ablate}, vs
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.plan:
         return run_plan(args)
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
+        fns, engine = _backend(args)  # --backend vllm: checked here, the engine started at the first generation
         check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
-        if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
-            from steering.paper_design import check_fixed, run_paper_design
+        try:
+            if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
+                from steering.paper_design import check_fixed, run_paper_design
 
-            check_fixed(getattr(args, "given", set()))
-            summary = run_paper_design(config_from_args(args))
-        else:
-            summary = run_sweep(config_from_args(args))
+                check_fixed(getattr(args, "given", set()))
+                summary = run_paper_design(config_from_args(args), generate_fn=fns.get("generate_fn"))
+            else:
+                summary = run_sweep(config_from_args(args), **fns)
+        finally:
+            if engine is not None:
+                engine.shutdown()
     except OSError as e:  # an unwritable or full output location
         raise SweepError(f"{e.strerror or e} ({e.filename or ''}); choose another --output-dir") from None
     return 0 if summary.get("status") in ("ok", "insufficient_data") else 1

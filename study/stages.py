@@ -190,7 +190,16 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
     for name, value in (("device", c.device), ("progress", not c.quiet)):
         if hasattr(cfg, name):
             object.__setattr__(cfg, name, value)
-    return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print)
+    if c.backend != "vllm":
+        return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print)
+    from behavioural.run import vllm_options
+    from steering.vllm_generate import VLLMSteering
+
+    vs = VLLMSteering(**vllm_options(c))  # type: ignore[arg-type]  # the study config has RunConfig's vLLM fields
+    try:  # the same design and records, generated with hooks inside vLLM (steering.vllm_generate)
+        return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print, generate_fn=vs.add, ablate_fn=vs.ablate)
+    finally:
+        vs.shutdown()
 
 
 def _render_steering(out: Path, style: str) -> str | None:
