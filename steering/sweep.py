@@ -2,6 +2,7 @@
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output-dir RUN_DIR/steering-ablate
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --design paper [--max-cases 8] [--random-seeds 1]
 python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
+.venv-vllm/bin/python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --backend vllm [--tensor-parallel-size 2]
 
 Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
 (and, with ``--cases all``, of non-C ones, for side effects) from their exact ``input_text`` while adding the
@@ -36,6 +37,10 @@ minimum detectable effect and the cases a null would need, simulated (:mod:`stee
 ``sweep.png`` and a printed table. No C case to steer: ``status = "insufficient_data"`` (exit 0). Bad input
 exits 2 with a one-line error, before any model is loaded where it can be, and writes nothing.
 
+``--backend vllm`` runs the same grid, cases and records with the vectors added (or bases projected out) by hooks
+inside vLLM's workers, per request (:mod:`steering.vllm_generate`, docs/vllm-interventions.md); ``config.json``
+then records the engine under ``backend``.
+
 ``--plan`` (:mod:`steering.planner`) sizes a sweep before it runs: the held-out C cases a null at ``--sesoi``
 or an effect of ``--effect`` needs, from ``--pilot`` (a finished sweep) or ``--base-rate``; it prints one
 block, writes nothing and loads no model.
@@ -51,6 +56,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
 from loadbearing.commands import prog
@@ -213,7 +219,7 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace) -> tuple[dict, object]:
+def _backend(args: argparse.Namespace) -> tuple[dict, Any]:
     """``--backend vllm``: the generate functions of one :class:`steering.vllm_generate.VLLMSteering` (checked
     before any model is loaded: vLLM importable, a supported version, no layer 0)."""
     if args.backend != "vllm":

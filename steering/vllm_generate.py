@@ -152,7 +152,7 @@ class VLLMSteering:
         if b.shape[-1] != width:
             raise SteeringError(f"ablation bases have width {b.shape[-1]}; the model's d_model is {width} (use "
                                 "directions computed from this model's residual stream)")
-        salts = [_salt("ablate", layer_list, mode, r) for r in b]
+        salts: list[str | None] = [_salt("ablate", layer_list, mode, r) for r in b]
         return self._run(lm, texts, "ablate", layer_list, mode, b, salts, max_new_tokens, stop_at_answer, progress)
 
     def _run(self, lm: Any, texts: Sequence[str], op: str, layers: list[int], mode: str, rows: np.ndarray,

@@ -56,7 +56,7 @@ def _trace(smol, vs, rows_text, hf, vl, op, data, layer):
     return out
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_alpha_zero_is_no_hook_and_hooks_are_gone(smol, vs, texts):
     from loadbearing.engine.vllm_hooks import hook_count
 
@@ -68,7 +68,7 @@ def test_alpha_zero_is_no_hook_and_hooks_are_gone(smol, vs, texts):
     assert hook_count(vs.lazy.vg.llm) == 0
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_steered_tokens_match_hf_and_differences_are_fp_ties(smol, vs, texts):
     from steering.generate import generate_steered
     from steering.hooks import mean_resid_norm
@@ -90,7 +90,7 @@ def test_steered_tokens_match_hf_and_differences_are_fp_ties(smol, vs, texts):
     assert alone[0] == vl[3]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_ablation_projection_is_zero_and_matches_hf(smol, vs, texts):
     from steering.ablation import generate_ablated, stack_bases
 
@@ -105,7 +105,7 @@ def test_ablation_projection_is_zero_and_matches_hf(smol, vs, texts):
     assert all(d["index"] is None or (d["vllm_token_is_runner_up"] and d["margin"] < 0.05) for d in diffs), diffs
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_hooks_gone_after_an_exception_and_bad_settings(smol, vs, texts):
     from loadbearing.engine.vllm_hooks import hook_count
     from steering.errors import SteeringError
@@ -161,7 +161,7 @@ def _rows(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
     from steering.sweep import SweepConfig, run_sweep
 
@@ -181,7 +181,7 @@ def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
     assert "backend" not in json.loads((tmp_path / "hf" / "config.json").read_text())
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
 def test_forced_answers_and_rollouts_through_vllm(smol, vs, texts):
     from loadbearing.engine.generation import generate
     from loadbearing.engine.sampling import Sampling
@@ -197,3 +197,47 @@ def test_forced_answers_and_rollouts_through_vllm(smol, vs, texts):
     a = vs.generate(smol, [texts[0]] * 6, max_new_tokens=24, progress=False, sampling=s, sample_keys=keys)
     b = vs.generate(smol, [texts[0]] * 6, max_new_tokens=24, progress=False, sampling=s, sample_keys=keys)
     assert a == b and len({g.text for g in a}) > 1
+
+
+@pytest.fixture(scope="module")
+def vllm_run(smol, vs, tmp_path_factory):
+    """A small arith run whose behavioural stage itself ran through vLLM (baselines and continuations)."""
+    from behavioural.protocol import Settings
+    from behavioural.run import RunConfig, run_stage
+
+    run = tmp_path_factory.mktemp("vllm-causal") / "run"
+    s = Settings(model="smollm2-135m-instruct", dataset="arith", strategies=("arithmetic",), positions=("middle",),
+                 task="s2_o3", max_examples=8, max_new_tokens=48, batch_size=8, backend="vllm")
+    run_stage(RunConfig(settings=s, output_dir=run, progress=False), lm=smol, generate_fn=vs.generate, echo=None)
+    return run
+
+
+@pytest.mark.timeout(120, func_only=True)
+def test_causal_stages_through_vllm_write_the_hf_records(smol, vs, vllm_run):
+    import shutil
+
+    from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
+    from behavioural.causal.filler import FillerConfig, run_filler
+    from behavioural.causal.resample import ResampleConfig, run_resample
+
+    stages = [("early_answer", run_early_answer, EarlyAnswerConfig(vllm_run, max_answer_tokens=8, n_boot=50,
+                                                                     progress=False)),
+              ("filler", run_filler, FillerConfig(vllm_run, fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=8,
+                                                  n_boot=50, progress=False))]
+    for name, fn, cfg in stages:
+        fn(cfg, smol, echo=None)  # HF fast path
+        shutil.move(vllm_run / name, vllm_run / f"{name}-hf")
+        s = fn(cfg, smol, generate_fn=vs.generate, echo=None)  # forced answers through vLLM, prefix cache on
+        assert s["status"] == "ok"
+        hf, vl = _rows(vllm_run / f"{name}-hf" / "records.jsonl"), _rows(vllm_run / name / "records.jsonl")
+        same = sum(a == b for a, b in zip(hf, vl))
+        print(f"{name}: {same}/{len(hf)} records identical through vLLM")
+        assert len(hf) == len(vl) >= 4 and same >= 0.95 * len(hf)
+    rs = ResampleConfig(vllm_run, rollouts=3, max_questions=1, max_new_tokens=24, max_answer_tokens=6, n_boot=50,
+                        progress=False)
+    s = run_resample(rs, smol, generate_fn=vs.generate, echo=None)
+    rows = _rows(vllm_run / "resample" / "records.jsonl")
+    assert s["status"] == "ok" and rows and all(r["sampling"]["temperature"] == 0.6 for r in rows)
+    shutil.move(vllm_run / "resample", vllm_run / "resample-1")
+    run_resample(rs, smol, generate_fn=vs.generate, echo=None)  # seeded per rollout id: reproducible
+    assert _rows(vllm_run / "resample" / "records.jsonl") == rows

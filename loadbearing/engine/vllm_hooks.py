@@ -85,7 +85,8 @@ class HookSpec:
     check: bool = True  # ablate: record the projection left after the edit
 
     def to_wire(self) -> dict[str, Any]:
-        """The spec as plain data for ``collective_rpc`` (msgpack: numbers, strings, lists, float32 arrays)."""
+        """The spec as plain data for ``collective_rpc`` (msgpack: numbers, strings, lists; the table as float32
+        bytes and its shape, since an array inside a plain dict does not survive vLLM's msgpack round trip)."""
         if self.op not in OPS:
             raise VLLMHookError(f"unknown hook op {self.op!r}; choose one of {', '.join(OPS)}")
         if self.prompt_mode not in PROMPT_MODES:
@@ -95,7 +96,7 @@ class HookSpec:
         if table.ndim != want:
             raise VLLMHookError(f"a {self.op} table must have {want} dimensions, got shape {table.shape}")
         return {"op": self.op, "blocks": [int(b) for b in self.blocks], "prompt_mode": self.prompt_mode,
-                "table": table, "shape": list(table.shape), "call": int(self.call), "check": bool(self.check)}
+                "table": table.tobytes(), "shape": list(table.shape), "call": int(self.call), "check": bool(self.check)}
 
 
 def new_call_id() -> int:
@@ -131,7 +132,7 @@ class _HookState:
         self.prompt_mode = wire["prompt_mode"]
         self.call = wire["call"]
         self.check = wire["check"]
-        self.table = torch.as_tensor(np.asarray(wire["table"], dtype=np.float32).reshape(wire["shape"]))
+        self.table = torch.from_numpy(np.frombuffer(wire["table"], dtype=np.float32).reshape(wire["shape"]).copy())
         self._on: dict = {}
         self.idx: Any = None  # [s] token indices edited this pass
         self.rows: Any = None  # [s] their rows

@@ -70,10 +70,11 @@ def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int
     for i in first:
         sp_kw: dict[str, Any] = dict(max_tokens=max_new_tokens, stop_token_ids=stop, ignore_eos=False,
                                      skip_special_tokens=True, detokenize=False)
-        if seeds[i] is None:
+        seed = seeds[i]
+        if seed is None:
             sp_kw["temperature"] = 0.0
         else:
-            sp_kw.update(temperature=float(sampling.temperature), top_p=float(sampling.top_p), seed=int(seeds[i]))
+            sp_kw.update(temperature=float(sampling.temperature), top_p=float(sampling.top_p), seed=int(seed))
         tag = tags[i] if tags else None
         if tag is not None:
             sp_kw["extra_args"] = {EXTRA_KEY: [int(tag[0]), int(tag[1])]}
