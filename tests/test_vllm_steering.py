@@ -241,3 +241,36 @@ def test_causal_stages_through_vllm_write_the_hf_records(smol, vs, vllm_run):
     shutil.move(vllm_run / "resample", vllm_run / "resample-1")
     run_resample(rs, smol, generate_fn=vs.generate, echo=None)  # seeded per rollout id: reproducible
     assert _rows(vllm_run / "resample" / "records.jsonl") == rows
+
+
+@pytest.mark.timeout(120, func_only=True)
+def test_study_steering_stage_with_backend_vllm(smol, vs, texts, tmp_path, monkeypatch):
+    """The study's steering stage with --backend vllm builds a VLLMSteering from the study's vLLM options and
+    sweeps through it (here the module's engine stands in for the one it builds: one engine start per module)."""
+    import shutil
+
+    import steering.vllm_generate as vg_mod
+    from study.config import StudyConfig
+    from study.stages import _run_steering
+
+    built = []
+
+    class Shared:
+        def __init__(self, **opts):
+            built.append(opts)
+            self.add, self.ablate = vs.add, vs.ablate
+
+        def shutdown(self):
+            built.append("shutdown")
+
+    run, probes = _sweep_run(tmp_path, smol, texts)
+    shutil.move(probes, run / "probes")
+    monkeypatch.setattr(vg_mod, "VLLMSteering", Shared)
+    c = StudyConfig(output_dir=str(run), backend="vllm", tensor_parallel_size=1, steer_layers=str(LAYER), k="1",
+                    alphas="1", random_seeds=1, max_cases=2, steer_max_new_tokens=24, steer_operator="add,ablate",
+                    quiet=True)
+    s = _run_steering(run, c)
+    assert s["status"] == "ok" and built[0]["tensor_parallel_size"] == 1 and built[-1] == "shutdown"
+    cfg = json.loads((run / "steering" / "config.json").read_text())
+    assert cfg["backend"]["backend"] == "vllm" and cfg["backend"]["steered_tokens"] > 0
+    assert {r["operator"] for r in _rows(run / "steering" / "generations.jsonl")} == {"add", "ablate"}
