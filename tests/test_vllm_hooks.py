@@ -72,9 +72,12 @@ def _forward(worker, positions, x):
     return {k: v.clone() for k, v in worker.model_runner.model.seen.items()}
 
 
-def test_add_edits_only_tagged_requests_at_the_steered_positions():
+@pytest.mark.parametrize("host_positions", [False, True])
+def test_add_edits_only_tagged_requests_at_the_steered_positions(host_positions):
     # request a: prefill of its 4 prompt tokens (positions 0..3); b: untagged decode; c: tagged decode at 9
     worker, pos = _runner([("a", 4, [7, 1], 4, 0), ("b", 5, None, 1, 6), ("c", 3, [7, 2], 1, 9)])
+    if host_positions:  # the runner's num_computed_tokens_cpu (vLLM's own), else the positions tensor
+        worker.model_runner.input_batch.num_computed_tokens_cpu = np.array([0, 6, 9])
     x = torch.randn(6, D, generator=torch.Generator().manual_seed(1))
     plain = _forward(worker, pos, x)
     table = np.zeros((3, D), dtype=np.float32)

@@ -16,8 +16,10 @@ reports what the hooks did; ``lb_hooks_count`` counts the toolkit's hooks still 
 
 **Per request.** Each request carries ``SamplingParams.extra_args[EXTRA_KEY] = [call, row]``; a forward
 pre-hook on the model reads, for each pass, the model runner's batch (``input_batch.req_ids``, the requests'
-``sampling_params`` and prompt lengths) and ``query_start_loc`` (each request's token offsets in the flattened
-batch), and the ``positions`` the model is called with (each token's absolute position in its sequence). Token
+``sampling_params`` and prompt lengths), ``query_start_loc`` (each request's token offsets in the flattened
+batch) and ``num_computed_tokens_cpu`` (tokens each request had before this pass: its tokens' absolute
+positions, as the runner computes the ``positions`` it calls the model with; that tensor itself is the
+fallback). Token
 ``t`` of request ``r`` is edited when ``r`` has a row and ``positions[t] >= first`` with ``first`` the rule of
 :mod:`steering.positions` (``prompt_mode``: ``last`` -> prompt length - 1, ``none`` -> prompt length, ``all`` ->
 0), so chunked prefill, prefix-cache hits (which skip computed tokens) and decode steps all steer exactly the
@@ -175,7 +177,16 @@ class _HookState:
         self.passes += 1
         if not rows.any():
             return
-        pos = positions.reshape(-1)[:total].detach().to("cpu").numpy().astype(np.int64)  # [tokens]
+        computed = getattr(ib, "num_computed_tokens_cpu", None)
+        if computed is not None:  # the runner's own host copy: positions = computed + offset in the request (no sync)
+            counts = np.diff(qsl)
+            pos = np.repeat(np.asarray(computed[:n], dtype=np.int64), counts) + (
+                np.arange(total) - np.repeat(qsl[:-1], counts))
+            if positions.device.type == "cpu" and not np.array_equal(pos, positions.reshape(-1)[:total].numpy()):
+                raise VLLMHookError("the model runner's num_computed_tokens_cpu disagrees with the positions the model "
+                                    f"was called with (vLLM internals other than {SUPPORTED}'s); use --backend hf")
+        else:
+            pos = positions.reshape(-1)[:total].detach().to("cpu").numpy().astype(np.int64)  # [tokens]
         sel = np.nonzero((rows > 0) & (pos >= first))[0]
         if sel.size:
             self.idx = torch.from_numpy(sel).to(positions.device)
