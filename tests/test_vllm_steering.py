@@ -273,4 +273,4 @@ def test_study_steering_stage_with_backend_vllm(smol, vs, texts, tmp_path, monke
     assert s["status"] == "ok" and built[0]["tensor_parallel_size"] == 1 and built[-1] == "shutdown"
     cfg = json.loads((run / "steering" / "config.json").read_text())
     assert cfg["backend"]["backend"] == "vllm" and cfg["backend"]["steered_tokens"] > 0
-    assert {r["operator"] for r in _rows(run / "steering" / "generations.jsonl")} == {"add", "ablate"}
+    assert {r["operator"] for r in _rows(run / "steering" / "generations.jsonl")} == {"none", "add", "ablate"}
