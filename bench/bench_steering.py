@@ -197,7 +197,7 @@ def _vllm(args, lm, texts, V, A, layer, kw, out, steered, timed, toks) -> dict:
             out["v"] = vs.add(lm, texts, V, A, layers=[layer], **kw)
 
         def v_plain():
-            out["p"] = vs.generate(lm, texts, **kw)
+            out["p"] = vs.generate(lm, texts, dedupe=False, **kw)  # one request per row, as the steered call
 
         t_h, t_v = timed(steered, v_steered)
         tps_h, tps_v = toks("s") / t_h, toks("v") / t_v

@@ -146,7 +146,7 @@ class VLLMGenerate:
                              "steering.vllm_generate (an engine made with make_vllm_steering)")
         # distinct requests only (identical prompts have identical greedy outputs, or seeded draws per row key)
         return generate_rows(self, lm, texts, max_new_tokens=max_new_tokens, stop_at_answer=stop_at_answer,
-                             progress=progress, sampling=sampling, sample_keys=sample_keys)
+                             progress=progress, sampling=sampling, sample_keys=sample_keys, dedupe=dedupe)
 
     def shutdown(self) -> None:
         """Stop the engine's worker processes (also happens at interpreter exit)."""

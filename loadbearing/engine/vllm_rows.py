@@ -7,7 +7,8 @@
 
 * Prompts go in as token ids, tokenised as the HF path does (:func:`loadbearing.engine.generation.encode`).
 * Distinct requests only: rows with the same prompt ids, salt and seed have the same output (greedy, or the
-  same seeded draw), so one request serves them all; the rest are copies (input order kept).
+  same seeded draw), so one request serves them all; the rest are copies (input order kept). ``dedupe=False``
+  sends one request per row (benchmarks: the same work as a steered call).
 * ``tags[i]`` (``[call, row]`` or None) goes into ``SamplingParams.extra_args`` for the worker hooks
   (:mod:`loadbearing.engine.vllm_hooks`); ``salts[i]`` into the prompt's ``cache_salt``: the prefix cache never
   hands a steered request's KV blocks to a request steered otherwise (or not at all). A row whose edit is
@@ -30,7 +31,8 @@ from loadbearing.engine.generation import Generation, _newline_ids, encode, fini
 
 def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int, stop_at_answer: bool = True,
                   progress: bool = True, tags: Sequence[Any] | None = None, salts: Sequence[str | None] | None = None,
-                  sampling: Any = None, sample_keys: Sequence[str] | None = None) -> list[Generation]:
+                  sampling: Any = None, sample_keys: Sequence[str] | None = None,
+                  dedupe: bool = True) -> list[Generation]:
     """Generation records for ``texts`` through ``vg.llm`` (a :class:`loadbearing.engine.vllm_backend.VLLMGenerate`)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
@@ -60,7 +62,7 @@ def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int
     req_of: list[int] = []
     first: list[int] = []
     for i, e in enumerate(encoded):
-        key = (tuple(e), salts[i] if salts else None, seeds[i])
+        key = (tuple(e), salts[i] if salts else None, seeds[i], None if dedupe else i)
         if key not in slot:
             slot[key] = len(first)
             first.append(i)
