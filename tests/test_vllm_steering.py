@@ -1,6 +1,6 @@
 """Steering, ablation and the causal tests' generations inside the real vLLM engine (vllm tier: `make test-vllm`,
 i.e. `.venv-vllm/bin/python -m pytest -m vllm tests/test_vllm.py tests/test_vllm_steering.py`), on the embedded
-model, against the HF path's records. Each test <= 120 s (the engine starts once per module, in the first)."""
+model, against the HF path's records. Each test <= 120 s (the one engine starts lazily inside the first test)."""
 from __future__ import annotations
 
 import importlib.util
@@ -56,7 +56,7 @@ def _trace(smol, vs, rows_text, hf, vl, op, data, layer):
     return out
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_alpha_zero_is_no_hook_and_hooks_are_gone(smol, vs, texts):
     from loadbearing.engine.vllm_hooks import hook_count
 
@@ -68,7 +68,7 @@ def test_alpha_zero_is_no_hook_and_hooks_are_gone(smol, vs, texts):
     assert hook_count(vs.lazy.vg.llm) == 0
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_steered_tokens_match_hf_and_differences_are_fp_ties(smol, vs, texts):
     from steering.generate import generate_steered
     from steering.hooks import mean_resid_norm
@@ -90,7 +90,7 @@ def test_steered_tokens_match_hf_and_differences_are_fp_ties(smol, vs, texts):
     assert alone[0] == vl[3]
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_ablation_projection_is_zero_and_matches_hf(smol, vs, texts):
     from steering.ablation import generate_ablated, stack_bases
 
@@ -105,7 +105,7 @@ def test_ablation_projection_is_zero_and_matches_hf(smol, vs, texts):
     assert all(d["index"] is None or (d["vllm_token_is_runner_up"] and d["margin"] < 0.05) for d in diffs), diffs
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_hooks_gone_after_an_exception_and_bad_settings(smol, vs, texts):
     from loadbearing.engine.vllm_hooks import hook_count
     from steering.errors import SteeringError
@@ -161,7 +161,7 @@ def _rows(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
     from steering.sweep import SweepConfig, run_sweep
 
@@ -181,7 +181,7 @@ def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
     assert "backend" not in json.loads((tmp_path / "hf" / "config.json").read_text())
 
 
-@pytest.mark.timeout(120, func_only=True)  # the engine's start (once per module) not counted
+@pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_forced_answers_and_rollouts_through_vllm(smol, vs, texts):
     from loadbearing.engine.generation import generate
     from loadbearing.engine.sampling import Sampling
