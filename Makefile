@@ -110,7 +110,7 @@ $(VLLM_VENV)/.vllm-installed-stamp: pyproject.toml scripts/install_vllm.sh
 	PYTHON=$(PYTHON) FORCE=1 bash scripts/install_vllm.sh
 
 test-vllm: vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -m vllm --timeout 1800 tests/test_vllm.py
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm --timeout 1800 tests/test_vllm.py tests/test_vllm_steering.py
 
 clean-venv:
 	rm -rf $(VENV)

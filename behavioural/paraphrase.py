@@ -15,14 +15,14 @@ import argparse
 import sys
 
 from behavioural.causal.common import build_parser as _common_parser
-from behavioural.causal.common import cli_main, common_kwargs, parse_fractions
+from behavioural.causal.common import cli_main, common_kwargs, parse_fractions, run_with_backend
 from behavioural.causal.paraphrase import ParaphraseConfig, format_summary, is_complete, run_paraphrase
 
 __all__ = ["ParaphraseConfig", "build_parser", "format_summary", "is_complete", "main", "run_paraphrase"]
 
 
 def build_parser():
-    p = _common_parser("python -m behavioural.paraphrase", __doc__ or "")
+    p = _common_parser("python -m behavioural.paraphrase", __doc__ or "", backend=True)
     p.add_argument("--paraphraser", default=None, metavar="MODEL",
                    help="the paraphrasing model, required and other than the run's (Lanham et al.'s design): a name, "
                         "Hugging Face id, directory or .gguf")
@@ -45,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.line_position is not None:
             parser.error(f"--line-position {args.line_position} was replaced by --fractions (the fraction of the chain "
                          "paraphrased, Lanham et al.'s curve): e.g. --fractions 0.5,1")
-        run_paraphrase(ParaphraseConfig(paraphraser=args.paraphraser, fractions=parse_fractions(args.fractions),
+        run_with_backend(run_paraphrase, ParaphraseConfig(paraphraser=args.paraphraser, fractions=parse_fractions(args.fractions),
                                         allow_same_paraphraser=args.allow_same_paraphraser,
                                         max_new_tokens=args.max_new_tokens, paraphrase_tokens=args.paraphrase_tokens,
-                                        **common_kwargs(args)))
+                                        **common_kwargs(args)), args)
 
     return cli_main("paraphrase", body)
 

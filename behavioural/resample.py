@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 
 from behavioural.causal.common import build_parser as _common_parser
-from behavioural.causal.common import cli_main, common_kwargs
+from behavioural.causal.common import cli_main, common_kwargs, run_with_backend
 from behavioural.causal.resample import PAPER, ResampleConfig, format_summary, is_complete, run_resample
 from behavioural.causal.resample_matrix import parse_band
 from behavioural.causal.resample_similarity import DEFAULT_METHOD, THRESHOLD
@@ -25,7 +25,7 @@ __all__ = ["ResampleConfig", "build_parser", "format_summary", "is_complete", "m
 
 
 def build_parser():
-    p = _common_parser("python -m behavioural.resample", __doc__ or "")
+    p = _common_parser("python -m behavioural.resample", __doc__ or "", backend=True)
     g = p.add_argument_group("rollouts")
     g.add_argument("--rollouts", type=int, default=8, help=f"rollouts per prefix (default 8; the paper: {PAPER['rollouts']})")
     g.add_argument("--temperature", type=float, default=PAPER["temperature"], help="sampling temperature (default 0.6)")
@@ -50,11 +50,11 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     def body() -> None:
         args = build_parser().parse_args(argv)
-        run_resample(ResampleConfig(
+        run_with_backend(run_resample, ResampleConfig(
             rollouts=args.rollouts, temperature=args.temperature, top_p=args.top_p, sample_seed=args.sample_seed,
             max_questions=args.max_questions or None, max_new_tokens=args.max_new_tokens,
             max_answer_tokens=args.max_answer_tokens, forced=not args.no_forced, similarity=args.similarity,
-            threshold=args.threshold, accuracy_band=parse_band(args.accuracy_band), **common_kwargs(args)))
+            threshold=args.threshold, accuracy_band=parse_band(args.accuracy_band), **common_kwargs(args)), args)
 
     return cli_main("resample", body)
 

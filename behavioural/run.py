@@ -196,15 +196,20 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
                 from loadbearing.engine.generation import generate_plain
 
                 generate_fn = generate_plain
+            own_engine = None
             if s.backend == "vllm" and generate_fn is None:
                 from loadbearing.engine.vllm_backend import make_vllm_generate
 
-                generate_fn = make_vllm_generate(lm, **vllm_options(config))
+                generate_fn = own_engine = make_vllm_generate(lm, **vllm_options(config))
             log(f"run directory: {out_dir}  ({len(questions)} questions, strategies {', '.join(s.strategies)}, "
                 f"positions {', '.join(s.positions)}, model {s.model})")
             started = True
-            return run_protocol(lm, questions, s, out_dir, resume=config.resume, progress=config.progress,
-                                generate_fn=generate_fn, echo=echo)
+            try:
+                return run_protocol(lm, questions, s, out_dir, resume=config.resume, progress=config.progress,
+                                    generate_fn=generate_fn, echo=echo)
+            finally:  # the study's later stages start their own engines: free this one's memory first
+                if own_engine is not None:
+                    own_engine.shutdown()
     except BaseException:
         if created and not started:  # a refused new run leaves nothing behind
             shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,4 +1,5 @@
 """python bench/bench_steering.py [--tiny] [--cases 8] [--settings 8] [--batch 32] [--new-tokens 48] [--json OUT]
+.venv-vllm/bin/python bench/bench_steering.py --backend vllm [--cases 8] [--settings 8] [--json OUT]
 
 Steering benchmark on the embedded model (SmolLM2-135M-Instruct; ``--tiny``: a random 2-layer Llama over its
 tokenizer, seconds). The workload is a sweep's: ``--cases`` arith case inputs (chat prompt + a one-line
@@ -13,6 +14,11 @@ dose-matched, per-row vectors), greedy, stop at the answer line or ``--new-token
    unsteered path, as unsteered time / steered time;
 3. ``fast_over_hooked``: the steered fast path against the previous steering path (hooks around
    ``model.generate`` batches, :func:`loadbearing.engine.generation.generate_simple`), tokens/s over tokens/s.
+
+``--backend vllm`` (in the vLLM environment, ``make vllm``) measures instead, in one run and on the same rows:
+``vllm_over_hf``, steered vLLM (:class:`steering.vllm_generate.VLLMSteering`, per-request vectors in vLLM's
+workers) tokens/s over steered HF fast path tokens/s; and ``vllm_steered_over_unsteered``, steered over
+unsteered tokens/s on the same (eager) vLLM engine; with how many records are identical.
 
 Timings alternate (a, b, a, b...) after one warm-up so load drift hits both alike; medians over
 ``--repeats``. Prints each ratio and one JSON line; ``--json PATH`` also writes it to a file.
@@ -43,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-hooked", action="store_true", help="skip the (slow) hooked model.generate comparison")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results JSON here")
+    p.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+                   help="vllm: steered vLLM vs steered HF, and steered vs unsteered vLLM (default %(default)s)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM: memory fraction (default %(default)s)")
     return p
 
 
@@ -137,6 +146,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"model {lm.name}, layer {layer}, k={args.k}, {args.cases} cases x {args.settings} settings = {len(texts)} "
           f"rows, batch {args.batch}, <= {args.new_tokens} new tokens, {torch.get_num_threads()} threads", flush=True)
+    if args.backend == "vllm":
+        res = _vllm(args, lm, texts, V, A, layer, kw, out, steered, timed, toks)
+        res.update(model=lm.name, layer=layer, k=args.k, rows=len(texts), new_tokens=args.new_tokens,
+                   threads=torch.get_num_threads(), device=str(next(model.parameters()).device))
+        line = json.dumps(res)
+        print(line)
+        if args.json:
+            Path(args.json).write_text(line + "\n")
+        return 0
     t_u, t_s = timed(unsteered, steered)
     tps_u, tps_s = toks("u") / t_u, toks("s") / t_s
     ratio = tps_s / tps_u
@@ -167,6 +185,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(line + "\n")
     return 0
+
+
+def _vllm(args, lm, texts, V, A, layer, kw, out, steered, timed, toks) -> dict:
+    """Steered vLLM vs steered HF, and steered vs unsteered vLLM, on the same rows."""
+    from steering.vllm_generate import VLLMSteering
+
+    vs = VLLMSteering(gpu_memory_utilization=args.gpu_memory_utilization)
+    try:
+        def v_steered():
+            out["v"] = vs.add(lm, texts, V, A, layers=[layer], **kw)
+
+        def v_plain():
+            out["p"] = vs.generate(lm, texts, dedupe=False, **kw)  # one request per row, as the steered call
+
+        t_h, t_v = timed(steered, v_steered)
+        tps_h, tps_v = toks("s") / t_h, toks("v") / t_v
+        same = sum(a == b for a, b in zip(out["s"], out["v"]))
+        print(f"steered vLLM {tps_v:.1f} tok/s ({toks('v')} tokens, {t_v:.2f}s) / steered HF fast path {tps_h:.1f} tok/s "
+              f"({toks('s')} tokens, {t_h:.2f}s) = {tps_v / tps_h:.2f}x; {same}/{len(texts)} records identical", flush=True)
+        t_p, t_v2 = timed(v_plain, v_steered)
+        tps_p, tps_v2 = toks("p") / t_p, toks("v") / t_v2
+        print(f"steered vLLM {tps_v2:.1f} tok/s / unsteered vLLM (same eager engine) {tps_p:.1f} tok/s = "
+              f"{tps_v2 / tps_p:.3f}", flush=True)
+        return {"backend": "vllm", "vllm": vs.record(), "hf_steered_s": t_h, "hf_steered_tokens": toks("s"),
+                "hf_steered_tok_s": tps_h, "vllm_steered_s": t_v, "vllm_steered_tokens": toks("v"),
+                "vllm_steered_tok_s": tps_v, "vllm_over_hf": tps_v / tps_h, "identical_records": same,
+                "vllm_unsteered_s": t_p, "vllm_unsteered_tok_s": tps_p, "vllm_steered_over_unsteered": tps_v2 / tps_p,
+                "repeats": args.repeats}
+    finally:
+        vs.shutdown()
 
 
 if __name__ == "__main__":

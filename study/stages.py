@@ -12,9 +12,10 @@ reason). The checks and the skip record live in :mod:`study.checks`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,26 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
     for name, value in (("device", c.device), ("progress", not c.quiet)):
         if hasattr(cfg, name):
             object.__setattr__(cfg, name, value)
-    return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print)
+    with steering_backend(c) as fns:
+        return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print, **fns)
+
+
+@contextlib.contextmanager
+def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
+    """The sweep's generate functions for ``c.backend``: none (the HF fast path), or with ``--backend vllm`` one
+    :class:`steering.vllm_generate.VLLMSteering` (hooks inside vLLM's workers; the same design and records),
+    shut down after the stage."""
+    if c.backend != "vllm":
+        yield {}
+        return
+    from behavioural.run import vllm_options
+    from steering.vllm_generate import VLLMSteering
+
+    vs = VLLMSteering(**vllm_options(c))  # type: ignore[arg-type]  # the study config has RunConfig's vLLM fields
+    try:
+        yield {"generate_fn": vs.add, "ablate_fn": vs.ablate}
+    finally:
+        vs.shutdown()
 
 
 def _render_steering(out: Path, style: str) -> str | None:

@@ -34,6 +34,10 @@ CAUSAL = {
 }
 
 
+#: the causal tests whose generations (forced answers, rollouts) run through vLLM with ``--backend vllm``
+VLLM_CAUSAL = ("early_answer", "filler", "paraphrase", "resample")
+
+
 def _causal_run(name: str):
     mod, cfg, fn, _ = CAUSAL[name]
 
@@ -43,7 +47,17 @@ def _causal_run(name: str):
                                   "device": c.device, "seed": c.seed, "progress": not c.quiet}
         if name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
             kwargs["allow_same_paraphraser"] = True
-        return getattr(m, fn)(getattr(m, cfg)(**kwargs))
+        config = getattr(m, cfg)(**kwargs)
+        if c.backend != "vllm" or name not in VLLM_CAUSAL:  # the white-box tests are forward passes (HF)
+            return getattr(m, fn)(config)
+        from behavioural.run import vllm_options
+        from loadbearing.engine.vllm_engine import LazyVLLM
+
+        gen = LazyVLLM(**vllm_options(c))  # type: ignore[arg-type]  # forced answers / rollouts, prefix cache on
+        try:
+            return getattr(m, fn)(config, generate_fn=gen)
+        finally:
+            gen.shutdown()
 
     return run
 

@@ -39,7 +39,10 @@ def _run(out: Path, c: StudyConfig) -> Any:
                       max_cases=c.paper_steer_cases, per_question=c.per_question, random_seeds=RANDOM_SEEDS,
                       max_new_tokens=c.steer_max_new_tokens, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
                       device=c.device, progress=not c.quiet, resume=_dir(out).exists())
-    return run_paper_design(cfg, echo=(lambda *_: None) if c.quiet else print)
+    from study.stages import steering_backend
+
+    with steering_backend(c) as fns:  # --backend vllm: hooks inside vLLM (steering.vllm_generate)
+        return run_paper_design(cfg, echo=(lambda *_: None) if c.quiet else print, generate_fn=fns.get("generate_fn"))
 
 
 def _render(out: Path, style: str) -> str | None:

@@ -329,11 +329,16 @@ def with_note(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ CLI
-def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The options every causal test takes (a stage adds its own to the returned parser)."""
+def build_parser(prog: str, description: str, backend: bool = False) -> argparse.ArgumentParser:
+    """The options every causal test takes (a stage adds its own to the returned parser); ``backend``: also
+    ``--backend hf|vllm`` and the vLLM engine's options (the tests that generate; :func:`run_with_backend`)."""
     from loadbearing.cli import OneLineParser
 
     p = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if backend:
+        from loadbearing.engine.vllm_engine import add_backend_arguments
+
+        add_backend_arguments(p, "the forced answers and rollouts run through vLLM, prefix cache on")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory written by python -m behavioural.run")
     p.add_argument("--resume", action="store_true", help="continue an interrupted stage (rows already written are kept)")
     p.add_argument("--shard", default=None, metavar="I/N", help="only shard I of N of the questions (by question key); "
@@ -354,6 +359,22 @@ def parse_fractions(text: str, option: str = "--fractions") -> tuple[float, ...]
         return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"{option} {text!r}: give numbers in (0, 1], e.g. 0.25,0.5,0.75,1") from None
+
+
+def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict:
+    """``run(config)``, with ``--backend vllm`` through a :class:`loadbearing.engine.vllm_engine.LazyVLLM` (checked
+    before anything is loaded: vLLM importable; started at the first generation, shut down after)."""
+    if getattr(args, "backend", "hf") != "vllm":
+        return run(config)
+    from loadbearing.engine.vllm_engine import LazyVLLM, backend_options, check_ready
+
+    opts = backend_options(args)
+    check_ready(hooks=False)
+    gen = LazyVLLM(**opts)
+    try:
+        return run(config, generate_fn=gen)
+    finally:
+        gen.shutdown()
 
 
 def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:

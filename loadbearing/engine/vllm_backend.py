@@ -16,19 +16,22 @@
   completes the answer line gives exactly the tokens, text, token count and ``finish_reason`` the HF
   backend's early stop gives. (The cost: tokens vLLM wrote after a complete answer line are discarded;
   ``stats()`` reports how many.)
-* Outputs are matched to inputs by their prompt token ids and returned in input order (never by a string
-  sort of request ids, which puts "10" before "2").
+* One request per distinct prompt (:func:`loadbearing.engine.vllm_rows.generate_rows`); outputs come back
+  sorted by integer request id (vLLM's own sort, never a string sort that puts "10" before "2"), are checked
+  against their prompt ids and returned in input order. vLLM's prefix cache is on (its default): the forced
+  answers of the causal tests share their chat prompt and chain prefixes. ``sampling=`` (resampling's
+  rollouts) uses vLLM's sampler with one seed per row key: reproducible, not the HF sampler's draws.
+* Steering and ablation: :mod:`steering.vllm_generate` (hooks in vLLM's workers, :mod:`loadbearing.engine.vllm_hooks`).
 * vLLM is imported lazily; without it :class:`VLLMUnavailableError` (a ``ModelError``) names the install
   command. Its engine starts worker processes with ``spawn``: scripts that use it need the
   ``if __name__ == "__main__":`` guard.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from loadbearing.engine.generation import Generation, _newline_ids, _stop_ids, encode, finish
+from loadbearing.engine.generation import Generation, _stop_ids
 from loadbearing.engine.models import ModelError
 
 INSTALL_HINT = "make vllm  (or: bash scripts/install_vllm.sh), then run with .venv-vllm/bin/python"
@@ -125,6 +128,7 @@ class VLLMGenerate:
         self.discarded_tokens = 0  # generated after a complete answer line, cut by `finish`
         self.generated_tokens = 0  # everything vLLM generated (end-of-turn ids included)
         self.seconds = 0.0
+        self.last_token_ids: list[list[int]] = []  # the last call's generated ids per input row (vllm_rows)
 
     def stats(self) -> dict:
         return {"backend": "vllm", "vllm_version": self.version, "on_cpu": self.on_cpu,
@@ -133,48 +137,16 @@ class VLLMGenerate:
 
     def __call__(self, lm, texts: Sequence[str], *, max_new_tokens: int = 512, batch_size: int = 8,
                  stop_at_answer: bool = True, progress: bool = True, desc: str = "generate",
-                 batch_context=None, sort_by_length: bool = True, dedupe: bool = True) -> list[Generation]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
+                 batch_context=None, sort_by_length: bool = True, dedupe: bool = True, sampling=None,
+                 sample_keys=None) -> list[Generation]:
+        from loadbearing.engine.vllm_rows import generate_rows
 
         if batch_context is not None:
-            raise ValueError("the vLLM backend has no per-batch hooks (batch_context); steering runs on the HF backend")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if not texts:
-            return []
-        tok = lm.tokenizer
-        encoded = [encode(tok, t) for t in texts]
-        if any(not e for e in encoded):
-            raise ValueError("cannot generate from an empty input (no tokens)")
-        params = SamplingParams(
-            temperature=0.0,
-            max_tokens=max_new_tokens,
-            stop_token_ids=sorted(self.stop_ids),
-            ignore_eos=False,
-            skip_special_tokens=True,
-            detokenize=False,  # the text is decoded by `finish` with the project's tokenizer, like the HF path
-        )
-        t0 = time.perf_counter()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=e) for e in encoded], params, use_tqdm=progress)
-        self.seconds += time.perf_counter() - t0
-        # match by prompt token ids (identical prompts have identical greedy outputs), never by request-id order
-        by_prompt: dict[tuple[int, ...], Any] = {}
-        for o in outs:
-            by_prompt[tuple(o.prompt_token_ids)] = o
-        nl = _newline_ids(tok) if stop_at_answer else frozenset()
-        results = []
-        for e in encoded:
-            o = by_prompt.get(tuple(e))
-            if o is None:
-                raise RuntimeError("vLLM returned no output for one of the prompts (outputs do not match inputs)")
-            ids = list(o.outputs[0].token_ids)
-            g = finish(tok, ids, self.stop_ids, stop_at_answer, newline_ids=nl)
-            self.generated_tokens += len(ids)
-            assert g is not None  # finish() without max_new_tokens always returns a record
-            self.discarded_tokens += len(ids) - g.new_tokens - (1 if g.finish_reason == "eos" else 0)
-            results.append(g)
-        return results  # type: ignore[return-value]
+            raise ValueError("the vLLM backend has no per-batch hooks (batch_context); steer with "
+                             "steering.vllm_generate (an engine made with make_vllm_steering)")
+        # distinct requests only (identical prompts have identical greedy outputs, or seeded draws per row key)
+        return generate_rows(self, lm, texts, max_new_tokens=max_new_tokens, stop_at_answer=stop_at_answer,
+                             progress=progress, sampling=sampling, sample_keys=sample_keys, dedupe=dedupe)
 
     def shutdown(self) -> None:
         """Stop the engine's worker processes (also happens at interpreter exit)."""
