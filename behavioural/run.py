@@ -30,14 +30,13 @@ from behavioural.run_options import (
     DEFAULT_MODEL,
     build_parser,
     describe,
-    parse_positions,
     settings_for_resume,
     settings_from_args,
 )
 from behavioural.summary import format_summary
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
-           "format_summary", "is_complete", "main", "parse_positions", "run_stage", "settings_for_resume",
+           "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",
            "settings_from_args", "validate_settings", "vllm_options"]
 
 
