@@ -49,12 +49,12 @@ from activations.inputs import (
 from activations.memory import bound_heap
 from activations.store import StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
-from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_option, add_output, add_quiet, run_cli
+from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
 from loadbearing.runs import question_key_of
-from loadbearing.shards import Shard, ShardError, parse_shard
+from loadbearing.shards import Shard, parse_shard
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
@@ -101,18 +101,12 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 def check_device(device: str | None) -> None:
     """Refuse an unknown or unavailable device in one line, listing the available ones."""
-    try:
-        _check_device(device)
-    except UsageError as e:
-        raise CacheError(str(e)) from None
+    _check_device(device)  # an unavailable device is the CLI's own one-line UsageError
 
 
 def _shard(spec: str | None) -> Shard | None:
     """``--shard I/N`` (:mod:`loadbearing.shards`: the same partition by question key in every stage)."""
-    try:
-        return parse_shard(spec)
-    except ShardError as e:
-        raise CacheError(str(e)) from None
+    return parse_shard(spec)  # a bad --shard is the shards' own one-line ShardError
 
 
 def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
