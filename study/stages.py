@@ -63,7 +63,9 @@ LABELLING = "rule"  # the labelling's name with the rule labeller alone (the def
 
 
 def labellers(c: StudyConfig | None) -> tuple[str, ...]:
-    return tuple(s.strip() for s in (c.labeller if c else "rule").split(",") if s.strip())
+    from loadbearing.options import split_list
+
+    return tuple(split_list(c.labeller if c else "rule"))
 
 
 def labelling_name(c: StudyConfig | None) -> str:
