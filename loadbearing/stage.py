@@ -20,8 +20,8 @@ A stage is a config, a ``run`` and a ``report`` (docs/architecture.md, "The stag
 * ``report(result) -> Section`` is what the study's report shows: any object with ``render(style)``
   (:class:`Section`; :class:`SummarySection` adapts a stage's ``format_summary``).
 
-:meth:`Stage.build_parser` builds the argparse parser from the config's fields, :meth:`Stage.config_from_args`
-the config from parsed options (only the options given; the rest keep the config's defaults), and
+:meth:`Stage.build_parser` builds the argparse parser from the config's fields (their defaults are the
+parser's), :meth:`Stage.config_from_args` the config from parsed options, and
 :meth:`Stage.main` is the command's ``main(argv)``: a bad value ends in one ``error:`` line.
 """
 from __future__ import annotations
@@ -196,7 +196,7 @@ class Stage(Generic[C, R]):
             if meta.get("positional"):
                 where.add_argument(f.name, metavar=meta.get("metavar"), help=meta.get("help"))
                 continue
-            kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": _help(f, meta)}
+            kw: dict[str, Any] = {"dest": f.name, "default": f.default, "help": _help(f, meta)}
             if meta.get("negate"):
                 add_option(where, meta["negate"], action="store_const", const=False, **kw)
                 continue
@@ -214,7 +214,8 @@ class Stage(Generic[C, R]):
         return p
 
     def config_from_args(self, args: argparse.Namespace) -> C:
-        """The config of parsed options: the options given (``parse`` applied), the config's defaults for the rest."""
+        """The config of parsed options (``parse`` applied to typed text; an option left out has the config's default,
+        which the parser holds as it is)."""
         given = vars(args)
         kwargs: dict[str, Any] = {}
         for f in self.options():
