@@ -123,3 +123,26 @@ def test_an_old_flag_still_works_with_one_warning(tmp_path, capsys):
     assert TOY.main([str(tmp_path), "--output", str(out), "--repeats", "1"]) == 0
     assert toy_complete(out)
     assert "warning: --output is deprecated; use --output-dir" in capsys.readouterr().err
+
+
+CAUSAL_COMMANDS = ["behavioural.early_answer", "behavioural.filler", "behavioural.paraphrase", "behavioural.resample",
+                   "behavioural.receiver_heads", "behavioural.suppression"]
+
+
+@pytest.mark.parametrize("module", CAUSAL_COMMANDS)
+def test_each_causal_command_is_its_config(module):
+    """The causal tests' commands are built by the machinery: one flag per option field, and no option given is
+    the config's own default."""
+    import dataclasses
+    import importlib
+
+    cmd = importlib.import_module(module).COMMAND
+    parser = cmd.build_parser()
+    flags = {s for a in parser._actions for s in a.option_strings}
+    for f in cmd.options():
+        meta = f.metadata["option"]
+        if not meta.get("positional"):
+            assert (meta.get("negate") or meta.get("flag") or "--" + f.name.replace("_", "-")) in flags, f.name
+    assert cmd.config_from_args(parser.parse_args(["runs/x"])) == cmd.config("runs/x")
+    assert {f.name for f in dataclasses.fields(cmd.config)} >= {"run_dir", "resume", "quiet", "shard", "batch_size",
+                                                               "device", "seed", "n_boot"}
