@@ -44,19 +44,17 @@ from activations.inputs import (
     OUTCOME_POSITIONS,
     SAFE_POSITIONS,
     CacheError,
-    check_layers_spec,
-    parse_layers,
-    parse_positions,
     prepare_item,
 )
 from activations.memory import bound_heap
 from activations.store import StoreWriter, open_store, parts_dir
 from activations.store import is_complete as _store_complete
-from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_option, add_output, add_quiet, run_cli
+from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
+from loadbearing.options import check_layers, parse_layers, parse_token_positions
 from loadbearing.runs import question_key_of
-from loadbearing.shards import Shard, ShardError, parse_shard
+from loadbearing.shards import Shard, parse_shard
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
@@ -103,18 +101,12 @@ def is_complete(path: str | os.PathLike) -> bool:
 
 def check_device(device: str | None) -> None:
     """Refuse an unknown or unavailable device in one line, listing the available ones."""
-    try:
-        _check_device(device)
-    except UsageError as e:
-        raise CacheError(str(e)) from None
+    _check_device(device)  # an unavailable device is the CLI's own one-line UsageError
 
 
 def _shard(spec: str | None) -> Shard | None:
     """``--shard I/N`` (:mod:`loadbearing.shards`: the same partition by question key in every stage)."""
-    try:
-        return parse_shard(spec)
-    except ShardError as e:
-        raise CacheError(str(e)) from None
+    return parse_shard(spec)  # a bad --shard is the shards' own one-line ShardError
 
 
 def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
@@ -125,8 +117,10 @@ def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
         raise CacheError(f"--batch-size must be a whole number >= 1, got {config.batch_size!r}")
     if config.conditions not in CONDITIONS:
         raise CacheError(f"unknown --conditions {config.conditions!r}; choose {', '.join(CONDITIONS)}")
-    pos = parse_positions(config.positions, allow_outcome_tokens=config.allow_outcome_tokens)
-    check_layers_spec(config.layers)
+    pos = parse_token_positions(config.positions, safe=SAFE_POSITIONS, outcome=OUTCOME_POSITIONS,
+                                allow_outcome_tokens=config.allow_outcome_tokens, default=("prefix_last",),
+                                error=CacheError)
+    check_layers(config.layers, error=CacheError)
     shard = _shard(config.shard)
     check_device(config.device)
     return engine, pos, shard
@@ -210,7 +204,7 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
     except (RunDirError, ModelError) as e:
         raise CacheError(str(e)) from None
     layers_path, _ = decoder_layers(lm.model)
-    lay = parse_layers(config.layers, n_layers(lm.model))
+    lay = parse_layers(config.layers, n_layers=n_layers(lm.model), error=CacheError) or []
     d_model = model_width(lm.model)
     leaky = any(p in OUTCOME_POSITIONS for p in pos)
     settings = {

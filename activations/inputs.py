@@ -1,13 +1,14 @@
 """Inputs of the activation cache: which layers and positions, one continuation's tokens and spans, padding.
 
-    from activations.inputs import parse_layers, parse_positions, prepare_item, pad_right
+    from activations.inputs import prepare_item, pad_right
     items = [prepare_item(rec, tokenizer, ["prefix_last", "edit_mean"]) for rec in records]
     ids, mask = pad_right(items[:8], pad_id)          # [b, seq] right-padded, mask 1 on real tokens
 
 Positions (all before the outcome unless ``--allow-outcome-tokens``): ``prefix_last`` (the last input token),
 ``edit_mean`` / ``edit_last`` (mean over / last of the tokens of the edited line, found through the tokenizer's
 offset mapping), ``continuation_mean`` (mean over the continuation's tokens, which contain the outcome: leaky).
-Layer indices follow :mod:`loadbearing.engine.layers` (0 = embeddings, L = output of block L-1).
+Layer indices follow :mod:`loadbearing.engine.layers` (0 = embeddings, L = output of block L-1). ``--layers`` and
+``--token-positions`` are read by :mod:`loadbearing.options` (``parse_layers``, ``parse_token_positions``).
 """
 from __future__ import annotations
 
@@ -39,91 +40,6 @@ class Item:
     row: dict[str, Any]  # the store's row-table columns
     ids: list[int]  # tokens fed to the model
     spans: dict[str, tuple[int, int]]  # position -> [start, end) token offsets
-
-
-def _layer_tokens(spec: str) -> list[int]:
-    """The integers a ``--layers`` string names (syntax only; negative = from the end)."""
-    out: list[int] = []
-    for tok in [t.strip() for t in spec.split(",") if t.strip()]:
-        if "-" in tok[1:] and not tok.startswith("-"):
-            a, b = tok.split("-", 1)
-            try:
-                lo, hi = int(a), int(b)
-            except ValueError:
-                raise CacheError(f"unknown layer {tok!r}; give 'all', a list like '0,6,-1' or a range like "
-                                 "'10-20'") from None
-            if hi < lo:
-                raise CacheError(f"unknown layer range {tok!r}: it is empty; write it low-high, e.g. '10-20'")
-            out.extend(range(lo, hi + 1))
-        else:
-            try:
-                out.append(int(tok))
-            except ValueError:
-                raise CacheError(f"unknown layer {tok!r}; give 'all', a list like '0,6,-1' or a range like "
-                                 "'10-20'") from None
-    if not out:
-        raise CacheError("no layers given; give 'all', a list like '0,6,-1' or a range like '10-20'")
-    return out
-
-
-def check_layers_spec(spec: str | Sequence[int] | None) -> None:
-    """Validate a ``--layers`` value's syntax before any model is loaded (ranges are checked later)."""
-    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "all"):
-        return
-    if isinstance(spec, str):
-        _layer_tokens(spec)
-    else:
-        for x in spec:
-            if isinstance(x, bool) or not isinstance(x, int):
-                raise CacheError(f"unknown layer {x!r}; layers are integers")
-
-
-def parse_layers(spec: str | Sequence[int] | None, n_layers: int) -> list[int]:
-    """``"all"`` / ``None`` -> 0..n_layers; ``"0,5,-1"`` or ``"10-20"`` -> those HF hidden_states indices."""
-    valid = f"valid layers are 0..{n_layers} (0 = embeddings, {n_layers} = last block), 'all', or e.g. '0,6,-1' / '10-20'"
-    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "all"):
-        return list(range(n_layers + 1))
-    try:
-        parts: list = _layer_tokens(spec) if isinstance(spec, str) else list(spec)
-    except CacheError as e:
-        raise CacheError(f"{str(e).split(';')[0]}; {valid}") from None
-    out = []
-    for x in parts:
-        try:
-            i = int(x)
-        except (TypeError, ValueError):
-            raise CacheError(f"unknown layer {x!r}; {valid}") from None
-        j = i + n_layers + 1 if i < 0 else i
-        if not 0 <= j <= n_layers:
-            raise CacheError(f"unknown layer {x!r}; {valid}")
-        if j not in out:
-            out.append(j)
-    if not out:
-        raise CacheError(f"no layers given; {valid}")
-    return sorted(out)
-
-
-def parse_positions(spec: str | Sequence[str] | None, *, allow_outcome_tokens: bool = False) -> list[str]:
-    """``"prefix_last,edit_mean"`` -> the validated list; outcome positions need ``allow_outcome_tokens``."""
-    if spec is None:
-        return ["prefix_last"]
-    names = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else [str(p) for p in spec]
-    names = [p for p in names if p]
-    out = []
-    for p in names:
-        if p not in POSITIONS:
-            raise CacheError(f"unknown position {p!r}; choose from {', '.join(SAFE_POSITIONS)} "
-                             f"(or {', '.join(OUTCOME_POSITIONS)} with --allow-outcome-tokens)")
-        if p in OUTCOME_POSITIONS and not allow_outcome_tokens:
-            raise CacheError(
-                f"position {p!r} averages over the continuation, which contains the outcome the probes predict "
-                f"(label leakage); pass --allow-outcome-tokens to cache it anyway (the store is then marked leaky)"
-            )
-        if p not in out:
-            out.append(p)
-    if not out:
-        raise CacheError(f"no positions given; choose from {', '.join(SAFE_POSITIONS)}")
-    return out
 
 
 def _token_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -206,4 +122,4 @@ def pad_right(items: Sequence[Item], pad_id: int):
 
 
 __all__ = ["CacheError", "Item", "LAYER_SEMANTICS", "OUTCOME_POSITIONS", "POSITIONS", "SAFE_POSITIONS",
-           "check_layers_spec", "pad_right", "parse_layers", "parse_positions", "prepare_item"]
+           "pad_right", "prepare_item"]

@@ -23,18 +23,14 @@ import numpy as np
 
 from activations.assemble import Block, publish_h5
 from activations.reader import open_store
-from activations.schema import CHUNK_ROWS, StoreError, parts_dir
+from activations.schema import CHUNK_ROWS, parts_dir
 from loadbearing.cli import OneLineParser, add_output, run_cli
-from loadbearing.shards import ShardError, parse_shard
+from loadbearing.shards import MergeError, ShardError, parse_shard
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
                "source_continuations_sha256", "label_source", "decoder_layers_path", "dtype", "d_model", "leaky")
 MATCH_SETTINGS = ("layers", "positions", "engine", "dtype", "conditions", "labels", "allow_outcome_tokens", "padding",
                   "layer_semantics", "decoder_layers_path", "quantize", "model_dtype")
-
-
-class MergeError(StoreError):
-    """Shards that do not form one store; the message names the shard and the fix."""
 
 
 def _row_dicts(st: Any) -> list[dict]:

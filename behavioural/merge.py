@@ -25,16 +25,11 @@ from typing import Any
 
 from loadbearing import files as rundir
 from loadbearing import provenance as provenance_mod
-from loadbearing.errors import LoadBearingError
 from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
-from loadbearing.shards import Shard, ShardError, check_complementary
+from loadbearing.shards import MergeError, Shard, check_complementary
 
 #: settings that may differ between parts (they do not change results)
 NON_RESULT = {"shard", "batch_size", "backend"}
-
-
-class MergeError(LoadBearingError, ValueError):
-    """Parts that cannot be merged; the message names the part and the fix."""
 
 
 def _shard_info(run: Run) -> dict[str, Any]:
@@ -56,10 +51,7 @@ def check_parts(runs: Sequence[Run], *, allow_incomplete: bool = False) -> list[
     if not runs:
         raise MergeError("no parts given; pass the shard run directories")
     infos = [_shard_info(r) for r in runs]
-    try:
-        check_complementary([Shard(int(i["index"]), int(i["count"])) for i in infos], [str(r.path) for r in runs])
-    except ShardError as e:
-        raise MergeError(str(e)) from None
+    check_complementary([Shard(int(i["index"]), int(i["count"])) for i in infos], [str(r.path) for r in runs])
     ref = runs[0]
     for r, info in zip(runs, infos):
         if not allow_incomplete and not r.complete:

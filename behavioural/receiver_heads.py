@@ -8,13 +8,18 @@ score, the kurtosis across steps; the top heads by mean kurtosis and each step's
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from behavioural.causal.attention import RECEIVER, cli
+from behavioural.causal.attention import RECEIVER_STAGE
+
+#: the command: ``RECEIVER_STAGE`` with this docstring as its ``--help`` description; its options are AttentionConfig's
+COMMAND = dataclasses.replace(RECEIVER_STAGE, description=__doc__ or "")
+build_parser = COMMAND.build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli(RECEIVER, argv, __doc__ or "")
+    return COMMAND.main(argv)
 
 
 if __name__ == "__main__":

@@ -30,14 +30,13 @@ from behavioural.run_options import (
     DEFAULT_MODEL,
     build_parser,
     describe,
-    parse_positions,
     settings_for_resume,
     settings_from_args,
 )
 from behavioural.summary import format_summary
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
-           "format_summary", "is_complete", "main", "parse_positions", "run_stage", "settings_for_resume",
+           "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",
            "settings_from_args", "validate_settings", "vllm_options"]
 
 
@@ -82,12 +81,9 @@ def validate_settings(s) -> None:
     check_number(s.max_examples, "--max-examples", minimum=1)
     check_number(s.n_per_level, "--n-per-level", minimum=1)
     if s.shard is not None:
-        from loadbearing.shards import ShardError, parse_shard
+        from loadbearing.shards import parse_shard
 
-        try:
-            parse_shard(s.shard)
-        except ShardError as e:
-            raise UsageError(str(e)) from None
+        parse_shard(s.shard)  # a bad --shard is the shards' own one-line ShardError
     if s.input_file is not None:
         p = Path(s.input_file)
         if not p.is_file():

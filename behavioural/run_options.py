@@ -90,26 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_positions(spec: str) -> tuple[str, ...]:
-    """``"early,late"`` -> ``("early", "late")``; an unknown or empty list is refused."""
-    from behavioural.strategies import StrategyError
-
-    positions = tuple(s.strip() for s in str(spec).split(",") if s.strip())
-    bad = [p for p in positions if p not in ("early", "middle", "late")]
-    if bad or not positions:
-        raise StrategyError(f"unknown position(s) {bad or spec!r}; use a comma list of early,middle,late")
-    return positions
-
-
 def settings_from_args(args: argparse.Namespace):
     """The :class:`~behavioural.protocol.Settings` of parsed options."""
     from behavioural.protocol import Settings
-    from behavioural.strategies import parse_strategies
+    from behavioural.strategies import StrategyError, parse_strategies
+    from loadbearing.options import parse_line_positions
 
     dataset_kind = args.dataset if not args.input_file else "custom"
     return Settings(
         model=args.model, dataset=args.dataset, strategies=tuple(parse_strategies(args.strategy, dataset_kind)),
-        positions=parse_positions(args.positions), task=args.task, seed=args.seed,
+        positions=parse_line_positions(args.positions, error=StrategyError), task=args.task, seed=args.seed,
         max_examples=None if args.all else args.max_examples, max_new_tokens=args.max_new_tokens,
         min_lines=args.min_lines, few_shot=args.few_shot, model_revision=args.model_revision,
         dataset_revision=args.dataset_revision, quantize=args.quantize, dtype=args.dtype,

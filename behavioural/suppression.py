@@ -7,13 +7,18 @@ of step i's next-token distributions against the unmasked pass.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from behavioural.causal.attention import SUPPRESSION, cli
+from behavioural.causal.attention import SUPPRESSION_STAGE
+
+#: the command: ``SUPPRESSION_STAGE`` with this docstring as its ``--help`` description; its options are AttentionConfig's
+COMMAND = dataclasses.replace(SUPPRESSION_STAGE, description=__doc__ or "")
+build_parser = COMMAND.build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli(SUPPRESSION, argv, __doc__ or "")
+    return COMMAND.main(argv)
 
 
 if __name__ == "__main__":

@@ -129,10 +129,10 @@ def overhead(lm, run_dir: Path, args, positions) -> dict:
 
     from activations.cache import CacheConfig, cache_activations
     from activations.engines import make_engine, run_batch
-    from activations.inputs import parse_layers
     from loadbearing.engine.layers import n_layers
+    from loadbearing.options import parse_layers
 
-    layers = parse_layers("all", n_layers(lm.model))
+    layers = parse_layers("all", n_layers=n_layers(lm.model)) or []
     batches = _batches(lm, run_dir, positions, args.batch_size)
     pad = lm.tokenizer.pad_token_id
     padded = [_padded(b, pad) for b in batches]

@@ -182,22 +182,6 @@ def check_number(value: float | int | None, option: str, *, minimum: float | Non
         raise UsageError(f"{option} must be <= {maximum:g}, got {value:g}")
 
 
-def parse_float_list(spec: str, option: str, *, minimum: float | None = None) -> tuple[float, ...]:
-    """A comma list of finite numbers (NaN, inf and an empty list are refused)."""
-    parts = [s.strip() for s in str(spec).split(",") if s.strip()]
-    if not parts:
-        raise UsageError(f"{option} is empty; give a comma list of numbers")
-    out = []
-    for s in parts:
-        try:
-            v = float(s)
-        except ValueError:
-            raise UsageError(f"{option}: {s!r} is not a number; give a comma list of numbers") from None
-        check_number(v, option, minimum=minimum)
-        out.append(v)
-    return tuple(out)
-
-
 def explicit_options(parser, argv: list[str] | None) -> set[str]:
     """The ``dest`` names of the options given on the command line (not left at their defaults)."""
     p = copy.deepcopy(parser)

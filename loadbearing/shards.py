@@ -23,6 +23,11 @@ class ShardError(LoadBearingError, ValueError):
     """A bad ``--shard`` value; the message names the fix."""
 
 
+class MergeError(ShardError):
+    """Shards (run directories or activation stores) that do not form one whole; the message names the part and
+    the fix. The one merge error: ``python -m behavioural.merge`` and ``python -m activations.merge`` raise it."""
+
+
 @dataclass(frozen=True)
 class Shard:
     index: int  # 0-based
@@ -62,15 +67,15 @@ def select(items: Sequence[Any], shard: Shard | None, key: Any) -> list[Any]:
 
 
 def check_complementary(shards: Iterable[Shard | None], names: Sequence[str]) -> int:
-    """Refuse parts that are not exactly shards 0..N-1 of one N; returns N."""
+    """Refuse parts that are not exactly shards 0..N-1 of one N (:class:`MergeError`); returns N."""
     got = list(shards)
     if any(s is None for s in got):
         bad = [n for n, s in zip(names, got) if s is None]
-        raise ShardError(f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a shard (no --shard in the manifest); "
+        raise MergeError(f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a shard (no --shard in the manifest); "
                          "merge only the parts of one sharded run")
     counts = {s.count for s in got if s is not None}
     if len(counts) != 1:
-        raise ShardError(f"the parts come from different shard counts {sorted(counts)}; merge the parts of one run")
+        raise MergeError(f"the parts come from different shard counts {sorted(counts)}; merge the parts of one run")
     n = counts.pop()
     idx = sorted(s.index for s in got if s is not None)
     missing = sorted(set(range(n)) - set(idx))
@@ -78,8 +83,8 @@ def check_complementary(shards: Iterable[Shard | None], names: Sequence[str]) ->
     if missing or dup:
         what = (f"missing shard(s) {', '.join(f'{i}/{n}' for i in missing)}" if missing else "") + \
             ("; " if missing and dup else "") + (f"shard(s) given twice: {', '.join(f'{i}/{n}' for i in dup)}" if dup else "")
-        raise ShardError(f"cannot merge: {what}; pass each of the {n} parts exactly once")
+        raise MergeError(f"cannot merge: {what}; pass each of the {n} parts exactly once")
     return n
 
 
-__all__ = ["Shard", "ShardError", "parse_shard", "shard_of", "select", "check_complementary"]
+__all__ = ["MergeError", "Shard", "ShardError", "parse_shard", "shard_of", "select", "check_complementary"]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.options import parse_layers
 from loadbearing.runs import question_key_of
 
 TARGETS = ("propagation", "three_class", "bypass")
@@ -72,31 +73,6 @@ class ProbeData:
                 for i, c in enumerate(self.class_names)}
 
 
-def parse_layers(spec: str | None, available: list[int]) -> list[int]:
-    """``all`` / ``None`` -> every stored layer; else ``"0,4,8"`` or ranges ``"4-8"``; unknown -> error."""
-    if spec is None or str(spec).strip().lower() == "all":
-        return list(available)
-    out: list[int] = []
-    for part in str(spec).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part[1:]:
-                a, b = part.split("-", 1) if not part.startswith("-") else (part, "")
-                out.extend(range(int(a), int(b) + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise ProbeError(f"--layers {spec!r}: cannot parse {part!r}; use 'all', '0,4,8' or '4-8'") from None
-    missing = [x for x in out if x not in available]
-    if missing:
-        raise ProbeError(f"unknown layer(s) {missing} in --layers {spec!r}; this store has layers {available}")
-    if not out:
-        raise ProbeError(f"--layers {spec!r} selects no layer; this store has layers {available}")
-    return list(dict.fromkeys(out))
-
-
 def load_probe_data(store, *, target: str = "propagation", conditions: str = "perturbed", layers=None,
                     position: str = "prefix_last") -> ProbeData:
     """Select and encode the labelled rows of an open store (see the module docstring)."""
@@ -106,8 +82,7 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
         raise ProbeError(f"unknown --conditions {conditions!r}; choose 'perturbed' or 'all'")
     if position not in store.positions:
         raise ProbeError(f"unknown --token-position {position!r}; this store has positions {store.positions}")
-    layer_list = parse_layers(layers, store.layers) if not isinstance(layers, (list, tuple)) else \
-        parse_layers(",".join(str(x) for x in layers), store.layers)
+    layer_list = parse_layers(layers, available=store.layers, error=ProbeError) or []
     rows = store.rows
     src = store.attrs.get("label_source") or "unknown"
     if store.n_rows == 0:

@@ -151,22 +151,7 @@ class SweepConfig:
         return self
 
 
-def parse_list(s: str | None, typ: type, name: str) -> list | None:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; None stays None; a bad item or an empty list is a :class:`SweepError`."""
-    if s is None:
-        return None
-    try:
-        out = [typ(x) for x in str(s).split(",") if x.strip()]
-    except ValueError:
-        raise SweepError(f"--{name} must be a comma-separated list of {typ.__name__}s, got {s!r}") from None
-    if not out:
-        raise SweepError(f"--{name} is empty")
-    if typ is float and not all(math.isfinite(x) for x in out):
-        raise SweepError(f"--{name} must be finite numbers, got {s!r}")
-    return out
-
-
-__all__ = ["SweepConfig", "SweepError", "parse_list", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS",
+__all__ = ["SweepConfig", "SweepError", "SCHEMA_VERSION", "DEFAULT_KS", "DEFAULT_ALPHAS",
            "DEFAULT_PER_QUESTION", "DEFAULT_RANDOM_SEEDS", "CONTROLS",
            "OPERATORS", "ALPHA_UNITS",
            "CASE_KINDS", "POSITIONS", "DOSES", "DEFAULT_SESOI", "CONFIG_FILE", "GENERATIONS", "SUMMARY", "PLOT"]

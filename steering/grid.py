@@ -9,8 +9,8 @@ with no alpha (``L5|k4|ablate|probe``, ``L5|k4|ablate|random0``, ...), after eve
 basis is :func:`setting_basis`.
 
 Directions are read through their one home, :func:`probes.directions.read_directions`, as a
-:class:`probes.directions.Directions`; :func:`load_directions` adds the sweep's own checks (no all-zero
-direction, positive residual norms) and turns the reader's errors into :class:`~steering.config.SweepError`.
+:class:`probes.directions.Directions`; :func:`sweep_directions` adds the sweep's own checks (no all-zero
+direction, positive residual norms; a :class:`~steering.config.SweepError`), and lets the reader's own errors through.
 """
 from __future__ import annotations
 
@@ -20,19 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.data import ProbeError
 from probes.directions import Directions, read_directions
 from steering.config import SweepError
 from steering.vectors import combine_directions
 
 
-def load_directions(path: str | Path) -> Directions:
-    """Read ``directions.h5`` (a probes output directory or the file) through the probes reader and check
-    what the sweep needs; every problem is a one-line :class:`SweepError`."""
-    try:
-        dirs = read_directions(path)
-    except ProbeError as e:
-        raise SweepError(str(e).splitlines()[0]) from None
+def sweep_directions(path: str | Path) -> Directions:
+    """Read ``directions.h5`` (a probes output directory or the file) through the probes reader
+    (:func:`probes.directions.read_directions`; an unreadable file is its one-line :class:`ProbeError`) and check
+    what the sweep needs beyond it (a :class:`SweepError`). Not :func:`probes.directions.load_directions`, which
+    returns one layer's basis as an array."""
+    dirs = read_directions(path)
     for L, b in dirs.bases.items():
         if np.any(np.linalg.norm(b, axis=1) == 0):
             raise SweepError(f"{dirs.path}: layer {L}'s basis has an all-zero direction; re-run python -m probes.train")
@@ -122,4 +120,4 @@ def setting_basis(s: Setting, dirs: Directions) -> np.ndarray:
     return orthonormal_rows(dirs.named_basis(s.directions, s.layer, s.k))
 
 
-__all__ = ["Setting", "load_directions", "make_grid", "random_basis", "setting_basis", "setting_vector"]
+__all__ = ["Setting", "make_grid", "random_basis", "setting_basis", "setting_vector", "sweep_directions"]

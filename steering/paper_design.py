@@ -153,7 +153,7 @@ def run_paper_design(config: SweepConfig, lm: Any = None, *, echo: Callable[[str
     ``layers`` of one layer is kept) and write ``design.json`` and ``table7.csv``/``.md``; returns the summary."""
     from loadbearing.files import read_json, write_json
     from loadbearing.runs import Run
-    from steering.grid import load_directions
+    from steering.grid import sweep_directions
     from steering.runner import run_sweep
     from steering.table7 import write_table7
 
@@ -164,7 +164,7 @@ def run_paper_design(config: SweepConfig, lm: Any = None, *, echo: Callable[[str
     if config.out_dir.exists() and not config.resume:
         raise SweepError(f"output directory {str(config.out_dir)!r} already exists; pass --resume to continue it or "
                          "choose another --output-dir")
-    dirs = load_directions(config.directions)
+    dirs = sweep_directions(config.directions)
     missing = [b for b in design.bases if not dirs.extra_bases.get(b)]
     if missing:
         raise SweepError(f"{dirs.path} holds no {' or '.join(missing)} basis (it was written before the paper's bases "

@@ -31,6 +31,7 @@ from typing import Any
 
 from loadbearing.cli import OneLineParser, add_output, add_quiet, check_device, check_number, run_cli
 from loadbearing.files import publish_dir, write_json
+from loadbearing.options import parse_layers
 from loadbearing.runs import Run
 from steering.patching.errors import PatchingError
 
@@ -85,23 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_layers(spec: str, n_hidden: int | None = None) -> list[int] | None:
-    """``"all"`` -> every hidden-state layer 0..n (None until ``n_hidden`` is known); else the sorted comma list."""
-    s = str(spec).strip()
-    if s == "all":
-        return None if n_hidden is None else list(range(n_hidden + 1))
-    try:
-        layers = sorted({int(x) for x in s.split(",") if x.strip()})
-    except ValueError:
-        raise PatchingError(f"--layers {spec!r}: give a comma list of integers such as 0,4,8, or 'all'") from None
-    if not layers:
-        raise PatchingError("--layers is empty; give a comma list of integers such as 0,4,8, or 'all'")
-    if n_hidden is not None and (layers[0] < 0 or layers[-1] > n_hidden):
-        raise PatchingError(f"--layers {spec!r} is out of range: this model has hidden-state layers 0..{n_hidden} "
-                            f"(0 = embeddings); choose layers in that range or 'all'")
-    return layers
-
-
 def output_dir(config: PatchConfig) -> Path:
     return Path(config.output) if config.output else Path(config.run_dir) / OUTPUT_DIR
 
@@ -113,7 +97,7 @@ def _check(config: PatchConfig) -> None:
     check_number(config.min_gap, "--min-gap", minimum=0)
     check_number(config.n_boot, "--n-boot", minimum=1)
     check_device(config.device)
-    parse_layers(config.layers)
+    parse_layers(config.layers, error=PatchingError)
     out = output_dir(config)
     if out.exists() and not config.force:
         raise PatchingError(f"output {str(out)!r} already exists; pass --force to replace it, or choose --output-dir DIR")
@@ -144,7 +128,7 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
         lm = run.load_model(device=config.device)
     verified = run.check_model(lm)
     n_hidden = n_layers(lm.model)
-    layers = parse_layers(config.layers, n_hidden)
+    layers = parse_layers(config.layers, n_layers=n_hidden, error=PatchingError)
     assert layers is not None
     questions = run.questions()
     rng = np.random.default_rng(config.seed)

@@ -25,7 +25,7 @@ from steering.analysis import format_summary
 from steering.cases import case_dict, select_cases
 from steering.config import CONFIG_FILE, GENERATIONS, SCHEMA_VERSION, SUMMARY, SweepConfig, SweepError
 from steering.controls import RANDOM_KINDS, control_basis, control_vector, covariance_rows, direction_seed, scope_id
-from steering.grid import Setting, load_directions, make_grid, setting_basis, setting_vector
+from steering.grid import Setting, make_grid, setting_basis, setting_vector, sweep_directions
 from steering.plan import (
     check_directions_model,
     check_resume,
@@ -243,7 +243,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     out_dir = config.out_dir
     old = _previous_config(config)
     _check_model_name(config, run)
-    dirs = load_directions(config.directions)
+    dirs = sweep_directions(config.directions)
     check_directions_model(dirs, run)
     layers, ks, alphas = grid_axes(config, dirs)
 

@@ -61,6 +61,7 @@ from typing import Any
 from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
 from loadbearing.commands import prog
 from loadbearing.files import check_jsonl_tail
+from loadbearing.options import parse_layers, parse_list
 from steering.analysis import format_summary, format_table
 from steering.config import (
     CASE_KINDS,
@@ -73,7 +74,6 @@ from steering.config import (
     POSITIONS,
     SweepConfig,
     SweepError,
-    parse_list,
 )
 from steering.planner import format_plan, pilot_design, plan, stated_design
 from steering.runner import run_sweep, score
@@ -175,9 +175,11 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         raise SweepError("give RUN_DIR and --directions PROBES_DIR to run a sweep (or --plan to size one)")
     return SweepConfig(
         run_dir=args.run_dir, directions=args.directions, output=args.output, model=args.model,
-        layers=parse_list(args.layers, int, "layers"), ks=parse_list(args.k, int, "k"),
-        alphas=parse_list(args.alphas, float, "alphas") or [], controls=parse_list(args.controls, str, "controls") or [],
-        operators=[o.strip() for o in parse_list(args.operator, str, "operator") or []],
+        layers=parse_layers(args.layers, allow_all=False, error=SweepError),
+        ks=parse_list(args.k, "--k", kind=int, error=SweepError),
+        alphas=parse_list(args.alphas, "--alphas", kind=float, error=SweepError) or [],
+        controls=parse_list(args.controls, "--controls", error=SweepError) or [],
+        operators=parse_list(args.operator, "--operator", error=SweepError) or [],
         random_seeds=args.random_seeds, random_scope=args.random_scope, cases=args.cases, max_cases=args.max_cases,
         per_question=args.per_question,
         n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
@@ -196,13 +198,14 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     if args.pilot is not None:
         design = pilot_design(args.pilot, args.effect)
     elif args.base_rate is not None:
-        n_settings = (len(parse_list(args.k, int, "k") or DEFAULT_KS) * len(parse_list(args.alphas, float, "alphas") or [])
-                      * len(parse_list(args.layers, int, "layers") or [0]))
+        n_settings = (len(parse_list(args.k, "--k", kind=int, error=SweepError) or DEFAULT_KS)
+                      * len(parse_list(args.alphas, "--alphas", kind=float, error=SweepError) or [])
+                      * len(parse_layers(args.layers, allow_all=False, error=SweepError) or [0]))
         if args.random_seeds < 1:
             raise SweepError(f"--random-seeds must be >= 1, got {args.random_seeds}")
         rng = None
         if args.base_range is not None:
-            vals = parse_list(args.base_range, float, "base-range") or []
+            vals = parse_list(args.base_range, "--base-range", kind=float, error=SweepError) or []
             if len(vals) != 2 or not 0 <= vals[0] <= args.base_rate <= vals[1] <= 1:
                 raise SweepError(f"--base-range {args.base_range!r} must be two fractions LO,HI with LO <= --base-rate "
                                  f"({args.base_rate:g}) <= HI, e.g. --base-range 0.01,0.05")

@@ -109,7 +109,8 @@ class StudyConfig:
 
     def validate(self) -> None:
         """Refuse settings that cannot run (offline: loads nothing). :func:`study.plan.check` goes further."""
-        from loadbearing.cli import check_fraction, check_number, parse_float_list
+        from loadbearing.cli import check_fraction, check_number
+        from loadbearing.options import parse_float_list, parse_layers, split_list
 
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
                      "per_question", "steer_max_new_tokens", "tensor_parallel_size", "pipeline_parallel_size",
@@ -129,31 +130,26 @@ class StudyConfig:
             raise StudyError(f"--k {self.k!r}: numbers of directions must be whole numbers >= 1")
         from steering.config import OPERATORS
 
-        ops = [o.strip() for o in str(self.steer_operator).split(",") if o.strip()]
+        ops = split_list(self.steer_operator)
         bad = [o for o in ops if o not in OPERATORS]
         if bad or not ops or len(set(ops)) != len(ops):
             raise StudyError(f"--steer-operator {self.steer_operator!r}: give a comma list of distinct operators from "
                              f"{', '.join(OPERATORS)} (e.g. add,ablate)")
-        if self.steer_layers is not None:
-            try:
-                [int(x) for x in self.steer_layers.split(",") if x.strip()]
-            except ValueError:
-                raise StudyError(f"--steer-layers {self.steer_layers!r}: give a comma list of layer indices") from None
+        parse_layers(self.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
 
 
     def _check_probe_settings(self) -> None:
-        from activations.inputs import check_layers_spec
         from loadbearing.errors import LoadBearingError
+        from loadbearing.options import check_layers
         from probes.config import parse_probes
 
-        for option, check, value in (("--activation-layers", check_layers_spec, self.activation_layers),
-                                     ("--probe", parse_probes, self.probe)):
-            try:
-                check(value)
-            except LoadBearingError as e:  # the message names the one option at fault
-                msg = str(e).splitlines()[0]
-                raise StudyError(msg if msg.startswith(option) or f"unknown {option}" in msg[:40]
-                                 else f"{option} {value!r}: {msg}") from None
+        check_layers(self.activation_layers, "--activation-layers", error=StudyError)
+        try:
+            parse_probes(self.probe)
+        except LoadBearingError as e:  # the message names the one option at fault
+            msg = str(e).splitlines()[0]
+            raise StudyError(msg if msg.startswith("--probe") or "unknown --probe" in msg[:40]
+                             else f"--probe {self.probe!r}: {msg}") from None
 
 
 def read_stored(out: Path) -> dict[str, Any] | None:

@@ -170,8 +170,8 @@ def _count_questions(c: StudyConfig) -> tuple[int, str]:
 
 def check(c: StudyConfig) -> list[str]:
     """Validate everything offline (loads no model); returns what was checked and what could not be."""
-    from behavioural.run import parse_positions
     from behavioural.strategies import StrategyError, parse_strategies
+    from loadbearing.options import LINE_POSITIONS, parse_line_positions, split_list
 
     c.validate()
     _check_options(c)
@@ -186,12 +186,9 @@ def check(c: StudyConfig) -> list[str]:
     except StrategyError as e:
         given = [x.strip() for x in str(c.strategy).split(",") if x.strip() and x.strip() not in STRATEGIES]
         raise StudyError(f"--strategy {c.strategy!r}{did_you_mean(given, [*STRATEGIES, 'all'])}: {e}") from None
-    try:
-        parse_positions(c.positions)
-    except StrategyError as e:
-        given = [x.strip() for x in str(c.positions).split(",") if x.strip() not in ("early", "middle", "late")]
-        raise StudyError(f"--line-positions {c.positions!r}{did_you_mean(given, ('early', 'middle', 'late'))}: "
-                         f"{e}") from None
+    given = [x for x in split_list(c.positions) if x not in LINE_POSITIONS]
+    parse_line_positions(c.positions, f"--line-positions {c.positions!r}{did_you_mean(given, LINE_POSITIONS)}",
+                         error=StudyError)
     notes += _check_labellers(c)
     selected = select_stages(c.stages)
     from study.stages import REGISTRY
@@ -205,11 +202,11 @@ def check(c: StudyConfig) -> list[str]:
 
 
 def _sizes(c: StudyConfig) -> tuple[int, int, int]:
-    from behavioural.run import parse_positions
     from behavioural.strategies import parse_strategies
+    from loadbearing.options import parse_line_positions
 
     n, _ = count_questions(c)
-    return n, len(parse_strategies(c.strategy, c.dataset)), len(parse_positions(c.positions))
+    return n, len(parse_strategies(c.strategy, c.dataset)), len(parse_line_positions(c.positions, error=StudyError))
 
 
 def behaviour_bound(c: StudyConfig) -> str:
@@ -236,12 +233,12 @@ def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int, list[str]]
     then per setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many
     covariance-matched random ones for every k > 1 (the sweep adds those when it can read the store); the
     ``add`` settings once per alpha, the ``ablate`` ones once (no alpha)."""
-    from loadbearing.cli import parse_float_list
+    from loadbearing.options import parse_float_list, parse_layers, split_list
 
     ks = parse_float_list(c.k, "--k")
     n_k, n_a, n_cov = len(ks), len(parse_float_list(c.alphas, "--alphas")), sum(1 for k in ks if k > 1)
-    n_l = len([x for x in c.steer_layers.split(",") if x.strip()]) if c.steer_layers else 1
-    ops = [o.strip() for o in c.steer_operator.split(",") if o.strip()]
+    n_l = len(parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError) or [0])
+    ops = split_list(c.steer_operator)
     family = n_k * (1 + c.random_seeds) + n_cov * c.random_seeds  # per layer (and alpha): probe + random controls
     per = 1 + n_l * family * (n_a * ("add" in ops) + ("ablate" in ops))
     return per, n_l, n_k, n_a, n_cov, ops

@@ -169,7 +169,7 @@ def check_device(c: StudyConfig, count: int | None = None) -> tuple[list[str], s
 # ------------------------------------------------------------------------------------------ ranges
 def check_ranges(c: StudyConfig, n_perturbed: int) -> list[str]:
     """Warnings for values that parse but defeat the study."""
-    from loadbearing.cli import parse_float_list
+    from loadbearing.options import parse_float_list
 
     out = []
     big = [a for a in parse_float_list(c.alphas, "--alphas") if abs(a) >= ALPHA_NOISE]
@@ -218,6 +218,7 @@ def _duration(s: float) -> str:
 
 def estimate(c: StudyConfig) -> dict[str, float | int | str | None]:
     """Upper bounds: generations, new tokens, activation-store bytes; the time at :data:`THROUGHPUT`."""
+    from loadbearing.options import parse_layers
     from study.plan import _sizes, _steer_per_case, generation_bound, select_stages
 
     n, s, p = _sizes(c)
@@ -230,7 +231,7 @@ def estimate(c: StudyConfig) -> dict[str, float | int | str | None]:
     if dims and c.activation_layers == "all":
         layers = dims[0] + 1  # the embeddings and every decoder block
     elif dims:
-        layers = len([x for x in str(c.activation_layers).split(",") if x.strip()])
+        layers = len(parse_layers(c.activation_layers, "--activation-layers", error=StudyError) or ())
     else:
         layers = 0
     store = rows * layers * dims[1] * 4 if dims else None

@@ -14,45 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from study.config import StudyConfig
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    title: str
-    output: Callable[[Path], Path]
-    is_complete: Callable[[Path], bool]
-    run: Callable[[Path, StudyConfig], Any]
-    render: Callable[[Path, str], str | None]  # (study dir, style) -> the stage's own summary, or None if absent
-    needs: tuple[str, ...] = ()
-    #: (study dir, config) -> why there is too little data to run this stage (one line), or None
-    check: Callable[[Path, StudyConfig], str | None] | None = None
-    #: upper bound on the model generations the stage makes, from the config alone (None: makes none)
-    bound: Callable[[StudyConfig], str | None] | None = None
-    #: run when ``--stages`` is not given (the optional causal tests and patching run only when named)
-    default: bool = True
-
-
-def _mod(name: str):
-    return importlib.import_module(name)
+from study import stages_extra, stages_paper
+from study.config import StudyConfig, StudyError
+from study.stage_entry import Stage
 
 
 # ------------------------------------------------------------------------------------------ behaviour
 def _behaviour_settings(c: StudyConfig):
     from behavioural.protocol import Settings
-    from behavioural.run import parse_positions
-    from behavioural.strategies import parse_strategies
+    from behavioural.strategies import StrategyError, parse_strategies
+    from loadbearing.options import parse_line_positions
 
     assert c.max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
-                    positions=parse_positions(c.positions), task=c.task, seed=c.seed, max_examples=c.max_examples,
+                    positions=parse_line_positions(c.positions, error=StrategyError), task=c.task, seed=c.seed,
+                    max_examples=c.max_examples,
                     max_new_tokens=c.max_new_tokens, few_shot=c.few_shot, dtype=c.dtype, quantize=c.quantize,
                     data_dir=c.data_dir, batch_size=c.batch_size, backend=c.backend,
                     n_per_level=c.n_per_level if c.dataset == "arith" else None)
@@ -84,7 +64,9 @@ LABELLING = "rule"  # the labelling's name with the rule labeller alone (the def
 
 
 def labellers(c: StudyConfig | None) -> tuple[str, ...]:
-    return tuple(s.strip() for s in (c.labeller if c else "rule").split(",") if s.strip())
+    from loadbearing.options import split_list
+
+    return tuple(split_list(c.labeller if c else "rule"))
 
 
 def labelling_name(c: StudyConfig | None) -> str:
@@ -135,10 +117,11 @@ def _run_activations(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_activations(out: Path, style: str) -> str | None:
-    cache = _mod("activations.cache")
-    if not cache.is_complete(_store(out)):
+    from activations.cache import format_summary, is_complete, summarize
+
+    if not is_complete(_store(out)):
         return None
-    return cache.format_summary(cache.summarize(_store(out)), style=style)
+    return format_summary(summarize(_store(out)), style=style)
 
 
 # ------------------------------------------------------------------------------------------ probes
@@ -176,21 +159,18 @@ def _steer_dir(out: Path) -> Path:
 
 
 def _run_steering(out: Path, c: StudyConfig) -> Any:
-    from loadbearing.cli import parse_float_list
+    from loadbearing.options import parse_float_list, parse_layers, split_list
     from steering.sweep import SweepConfig, run_sweep
 
-    layers = [int(x) for x in c.steer_layers.split(",") if x.strip()] if c.steer_layers else None
+    layers = parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     cfg = SweepConfig(run_dir=str(out), directions=str(_probes_dir(out)), output=str(_steer_dir(out)), layers=layers,
                       ks=[int(v) for v in parse_float_list(c.k, "--k")], alphas=list(parse_float_list(c.alphas, "--alphas")),
                       random_seeds=c.random_seeds, random_scope=c.random_scope, max_cases=c.max_cases,
                       max_new_tokens=c.steer_max_new_tokens,
                       per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
-                      operators=[o.strip() for o in c.steer_operator.split(",") if o.strip()],
-                      resume=_steer_dir(out).exists())
-    for name, value in (("device", c.device), ("progress", not c.quiet)):
-        if hasattr(cfg, name):
-            object.__setattr__(cfg, name, value)
+                      operators=split_list(c.steer_operator), resume=_steer_dir(out).exists(), device=c.device,
+                      progress=not c.quiet)
     with steering_backend(c) as fns:
         return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print, **fns)
 
@@ -214,13 +194,13 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
 
 
 def _render_steering(out: Path, style: str) -> str | None:
-    sweep = _mod("steering.sweep")
-    d = _steer_dir(out)
-    if not sweep.is_complete(d):
-        return None
     from loadbearing.files import read_json
+    from steering.sweep import format_summary
 
-    return sweep.format_summary(read_json(d / "summary.json"), style=style)
+    d = _steer_dir(out)
+    if not _steering_complete(d):
+        return None
+    return format_summary(read_json(d / "summary.json"), style=style)
 
 
 # ------------------------------------------------------------------------------------------ gradient
@@ -283,8 +263,30 @@ def _render_browser(out: Path, style: str) -> str | None:
             "j/k keys, permalinks." if style == "md" else f"Open {_browse_file(out)} in a browser to read every trace.")
 
 
-def _lazy(mod: str, fn: str) -> Callable[[Path], bool]:
-    return lambda p: bool(getattr(_mod(mod), fn)(p))
+# The stages' modules are imported when a stage is asked, not when the study is: they pull in h5py, SciPy and
+# scikit-learn, which `python -m study --help` and the dry run need not load.
+def _behaviour_complete(p: Path) -> bool:
+    from behavioural.run import is_complete
+
+    return bool(is_complete(p))
+
+
+def _labels_complete(p: Path) -> bool:
+    from behavioural.labels.stage import is_complete
+
+    return bool(is_complete(p))
+
+
+def _activations_complete(p: Path) -> bool:
+    from activations.cache import is_complete
+
+    return bool(is_complete(p))
+
+
+def _steering_complete(p: Path) -> bool:
+    from steering.sweep import is_complete
+
+    return bool(is_complete(p))
 
 
 def _behaviour_bound(c: StudyConfig) -> str:
@@ -304,8 +306,16 @@ def _labels_bound(c: StudyConfig) -> str | None:
     return f"<= {len(judges)} x the perturbed continuations (judge calls)" if judges else None
 
 
-def _check(fn: str) -> Callable[[Path, StudyConfig], str | None]:
-    return lambda out, c: getattr(_mod("study.checks"), fn)(out, c)
+def _labels_check(out: Path, c: StudyConfig) -> str | None:
+    from study.checks import labels_check
+
+    return labels_check(out, c)
+
+
+def _probes_check(out: Path, c: StudyConfig) -> str | None:
+    from study.checks import probes_check
+
+    return probes_check(out, c)
 
 
 REGISTRY: dict[str, Stage] = {}
@@ -345,22 +355,23 @@ def register(stage: Stage, *, after: str | None = None) -> Stage:
 STAGES: tuple[Stage, ...] = ()
 for _st in (
     Stage("behaviour", "Behaviour: does the edit reach the answer?", lambda o: o,
-          _lazy("behavioural.run", "is_complete"), _run_behaviour, _render_behaviour, bound=_behaviour_bound),
-    Stage("labels", "Labels (A/B/C)", _labels_dir, _lazy("behavioural.labels.stage", "is_complete"), _run_labels,
-          _render_labels, needs=("behaviour",), check=_check("labels_check"), bound=_labels_bound),
+          _behaviour_complete, _run_behaviour, _render_behaviour, bound=_behaviour_bound),
+    Stage("labels", "Labels (A/B/C)", _labels_dir, _labels_complete, _run_labels,
+          _render_labels, needs=("behaviour",), check=_labels_check, bound=_labels_bound),
     Stage("gradient", "Difficulty gradient across levels", _gradient_dir, _gradient_complete, _run_gradient,
           _render_gradient, needs=("behaviour",)),
-    Stage("activations", "Activations", _store, _lazy("activations.cache", "is_complete"), _run_activations,
+    Stage("activations", "Activations", _store, _activations_complete, _run_activations,
           _render_activations, needs=("labels",), bound=lambda c: "none (one forward pass per perturbed continuation)"),
     Stage("probes", "Probes: can the hidden state predict propagation?", _probes_dir, _probes_complete, _run_probes,
-          _render_probes, needs=("activations",), check=_check("probes_check")),
+          _render_probes, needs=("activations",), check=_probes_check),
     Stage("steering", "Steering: do the probe directions change the outcome?", _steer_dir,
-          _lazy("steering.sweep", "is_complete"), _run_steering, _render_steering, needs=("probes",),
+          _steering_complete, _run_steering, _render_steering, needs=("probes",),
           bound=_steering_bound),
     Stage("browser", "Trace browser", _browse_file, lambda p: p.is_file(), _run_browser, _render_browser,
           needs=("behaviour",)),
 ):
     register(_st)
 
-# the optional stages (other causal tests, patching) register themselves after the default ones
-importlib.import_module("study.stages_extra")
+# the optional stages (the other causal tests, patching, then the paper-design sweep) after the default ones
+for _st in (*stages_extra.STAGES, *stages_paper.STAGES):
+    register(_st)

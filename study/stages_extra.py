@@ -9,72 +9,53 @@ own ``summary.md`` in the report.
 """
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
+from behavioural.causal import attention, early_answer, filler, paraphrase, resample
+from loadbearing.stage import Stage as StageType
 from study.config import StudyConfig
-from study.stages import Stage, register
+from study.stage_entry import Stage
 
-#: name -> (module, config class, run function, title)
-CAUSAL = {
-    "early_answer": ("behavioural.causal.early_answer", "EarlyAnswerConfig", "run_early_answer",
-                     "Early answering: does cutting the chain change the answer?"),
-    "filler": ("behavioural.causal.filler", "FillerConfig", "run_filler",
-               "Filler tokens: does the chain's content matter, or only its length?"),
-    "paraphrase": ("behavioural.causal.paraphrase", "ParaphraseConfig", "run_paraphrase",
-                   "Paraphrase: does the chain's wording matter?"),
-    "resample": ("behavioural.causal.resample", "ResampleConfig", "run_resample",
-                 "Resampling importance: which steps anchor the answer (on-policy)?"),
-    "receiver_heads": ("behavioural.causal.attention", "AttentionConfig", "run_receiver_heads",
-                       "Receiver heads: which steps do the model's broadcasting heads attend to (white-box)?"),
-    "suppression": ("behavioural.causal.attention", "AttentionConfig", "run_suppression",
-                    "Attention suppression: which steps does masking change the later steps' predictions for?"),
-}
+#: the causal tests' stage objects, by their --stages names
+CAUSAL: dict[str, StageType] = {st.name: st for st in (
+    early_answer.STAGE, filler.STAGE, paraphrase.STAGE, resample.STAGE, attention.RECEIVER_STAGE,
+    attention.SUPPRESSION_STAGE)}
 
 
 #: the causal tests whose generations (forced answers, rollouts) run through vLLM with ``--backend vllm``
 VLLM_CAUSAL = ("early_answer", "filler", "paraphrase", "resample")
 
 
-def _causal_run(name: str):
-    mod, cfg, fn, _ = CAUSAL[name]
-
+def _causal_run(st: StageType):
     def run(out: Path, c: StudyConfig) -> Any:
-        m = importlib.import_module(mod)
         kwargs: dict[str, Any] = {"run_dir": str(out), "resume": True, "batch_size": c.batch_size,
-                                  "device": c.device, "seed": c.seed, "progress": not c.quiet}
-        if name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
+                                  "device": c.device, "seed": c.seed, "quiet": c.quiet}
+        if st.name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
             kwargs["allow_same_paraphraser"] = True
-        config = getattr(m, cfg)(**kwargs)
-        if c.backend != "vllm" or name not in VLLM_CAUSAL:  # the white-box tests are forward passes (HF)
-            return getattr(m, fn)(config)
+        config = st.config(**kwargs)
+        if c.backend != "vllm" or st.name not in VLLM_CAUSAL:  # the white-box tests are forward passes (HF)
+            return st.run(config)
         from behavioural.run import vllm_options
         from loadbearing.engine.vllm_engine import LazyVLLM
 
         gen = LazyVLLM(**vllm_options(c))  # type: ignore[arg-type]  # forced answers / rollouts, prefix cache on
         try:
-            return getattr(m, fn)(config, generate_fn=gen)
+            return st.run(config, generate_fn=gen)  # type: ignore[call-arg]  # the generating tests take generate_fn
         finally:
             gen.shutdown()
 
     return run
 
 
-def _causal_complete(name: str):
-    from behavioural.causal.common import is_stage_complete
-
-    return lambda p: bool(is_stage_complete(p, name))
-
-
-def _causal_render(name: str):
+def _causal_render(st: StageType):
     def render(out: Path, style: str) -> str | None:
-        p = out / name / "summary.json"
+        p = out / st.name / "summary.json"
         if not p.is_file():
             return None
-        mod = importlib.import_module(CAUSAL[name][0])
-        return str(mod.format_summary(json.loads(p.read_text(encoding="utf-8")), style="md" if style == "md" else "text"))
+        summary = json.loads(p.read_text(encoding="utf-8"))
+        return st.report(summary).render("md" if style == "md" else "text")
 
     return render
 
@@ -109,14 +90,11 @@ BOUNDS = {
 }
 
 
-def _register() -> None:
-    for name, (_, _, _, title) in CAUSAL.items():
-        register(Stage(name, title, (lambda n: lambda o: o / n)(name), _causal_complete(name), _causal_run(name),
-                       _causal_render(name), needs=("behaviour",), bound=BOUNDS[name], default=False))
-    register(Stage("patch", "Activation patching: where is the error carried?", _patch_dir,
-                   lambda p: (p / "patching.json").is_file(), _run_patch, _render_patch, needs=("behaviour",),
-                   bound=BOUNDS["patch"], default=False))
-
-
-_register()
-importlib.import_module("study.stages_paper")  # the paper-design steering sweep (paper_steering), after these
+#: the optional stages, in run order (registered by :mod:`study.stages` after the default ones)
+STAGES: tuple[Stage, ...] = (
+    *(Stage(name, st.title, (lambda n: lambda o: o / n)(name), st.is_complete, _causal_run(st), _causal_render(st),
+            needs=("behaviour",), bound=BOUNDS[name], default=False) for name, st in CAUSAL.items()),
+    Stage("patch", "Activation patching: where is the error carried?", _patch_dir,
+          lambda p: (p / "patching.json").is_file(), _run_patch, _render_patch, needs=("behaviour",),
+          bound=BOUNDS["patch"], default=False),
+)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from study.config import StudyConfig
-from study.stages import Stage, register
+from study.stage_entry import Stage
 
 #: random generations per case and setting in the paper-design sweep (the paper drew one random direction)
 RANDOM_SEEDS = 1
@@ -71,7 +71,8 @@ def bound(c: StudyConfig) -> str:
             f"{c.steer_max_new_tokens} new tokens (descriptive: the paper's Table 7)")
 
 
-register(Stage("paper_steering", "Steering in the paper's design (its Table 7 layout)", _dir, _complete, _run, _render,
-               needs=("probes",), bound=bound, default=False))
+#: the paper-design sweep (registered by :mod:`study.stages` after the other optional stages)
+STAGES = (Stage("paper_steering", "Steering in the paper's design (its Table 7 layout)", _dir, _complete, _run, _render,
+                needs=("probes",), bound=bound, default=False),)
 
-__all__ = ["RANDOM_SEEDS", "bound", "per_case"]
+__all__ = ["RANDOM_SEEDS", "STAGES", "bound", "per_case"]

@@ -190,7 +190,7 @@ def test_bad_input_errors(run, lm, tmp_path, tokenizer, capsys):
     with pytest.raises(CacheError, match="no continuations"):
         _cache(empty, lm, tmp_path / "e.h5")
     assert main([str(empty), "--quiet"]) == 2 and "no continuations" in capsys.readouterr().err
-    with pytest.raises(CacheError, match=r"unknown layer 9; valid layers are 0\.\.3"):
+    with pytest.raises(CacheError, match=r"unknown layer 9, out of range; valid layers are 0\.\.3"):
         _cache(run[0], lm, tmp_path / "b.h5", layers="0,9")
     with pytest.raises(CacheError, match="unknown position 'answer'"):
         _cache(run[0], lm, tmp_path / "b.h5", positions="answer")

@@ -170,7 +170,7 @@ def _scripted_lm(run: Path, tokenizer, **kw) -> LoadedModel:
 
 
 def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run_copy, tokenizer):
-    s = run_receiver_heads(AttentionConfig(run_copy, max_questions=None, progress=False), _scripted_lm(run_copy, tokenizer),
+    s = run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), _scripted_lm(run_copy, tokenizer),
                            echo=None)
     assert s["n_sampled_questions"] == len(eligible_chains(Run(run_copy))) >= 2
     assert s["proximity_ignore"] == 1 and len(s["top_heads"]) == 4  # 2 layers x 2 heads, all kept (k = 20)
@@ -190,7 +190,7 @@ def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run
 
 
 def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer):
-    s = run_suppression(AttentionConfig(run_copy, max_questions=None, progress=False), _scripted_lm(run_copy, tokenizer),
+    s = run_suppression(AttentionConfig(run_copy, max_questions=None, quiet=True), _scripted_lm(run_copy, tokenizer),
                         echo=None)
     floor = np.log(1e-9)
     for q in s["questions"]:
@@ -235,7 +235,7 @@ def test_a_real_tiny_llama_is_read_eagerly_and_masked_causally(run_copy, tiny_lm
     att = out.attentions[0][0].numpy()  # [heads, seq, seq]
     assert np.allclose(att.sum(axis=-1), 1, atol=1e-5) and np.allclose(np.triu(att[0], 1), 0)
     lm = LoadedModel(model=model, tokenizer=tokenizer, name="scripted", model_id="scripted", weights_hash="0" * 64)
-    s = run_suppression(AttentionConfig(run_copy, max_questions=2, progress=False), lm, echo=None)
+    s = run_suppression(AttentionConfig(run_copy, max_questions=2, quiet=True), lm, echo=None)
     for q in s["questions"]:
         m = np.array(q["matrix"], dtype=float)
         n = m.shape[0]
@@ -270,8 +270,8 @@ def test_agreement_between_receiver_heads_suppression_and_propagation(run_copy, 
     from study.report_causal import causal_section
 
     lm = _scripted_lm(run_copy, tokenizer)
-    run_receiver_heads(AttentionConfig(run_copy, max_questions=None, progress=False), lm, echo=None)
-    run_suppression(AttentionConfig(run_copy, max_questions=None, progress=False), lm, echo=None)
+    run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), lm, echo=None)
+    run_suppression(AttentionConfig(run_copy, max_questions=None, quiet=True), lm, echo=None)
     t = step_agreement(run_copy, n_boot=100)
     assert t is not None and t["measures"] == ["propagation", "receiver", "suppression"]
     pair = next(p for p in t["pairs"] if (p["a"], p["b"]) == ("receiver", "suppression"))

@@ -171,10 +171,10 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
         return out
 
     lm = fake_lm(tokenizer)
-    run_early_answer(EarlyAnswerConfig(root, n_boot=50, progress=False), lm, generate_fn=forced, echo=None)
-    run_paraphrase(ParaphraseConfig(root, n_boot=50, progress=False, allow_same_paraphraser=True), lm,
+    run_early_answer(EarlyAnswerConfig(root, n_boot=50, quiet=True), lm, generate_fn=forced, echo=None)
+    run_paraphrase(ParaphraseConfig(root, n_boot=50, quiet=True, allow_same_paraphraser=True), lm,
                    generate_fn=paraphrase, echo=None)
-    rs = run_resample(ResampleConfig(root, rollouts=4, max_questions=4, n_boot=50, progress=False), lm,
+    rs = run_resample(ResampleConfig(root, rollouts=4, max_questions=4, n_boot=50, quiet=True), lm,
                       generate_fn=sample, echo=None)
     add_new_stage_outputs(root, tokenizer, forced)
     sampled = {q["question_id"] for q in rs["questions"]}
@@ -200,11 +200,11 @@ def add_new_stage_outputs(root: Path, tokenizer, forced) -> None:
     from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
     from behavioural.causal.filler import FillerConfig, run_filler
 
-    run_filler(FillerConfig(root, fillers=("dots",), n_boot=50, progress=False), fake_lm(tokenizer),
+    run_filler(FillerConfig(root, fillers=("dots",), n_boot=50, quiet=True), fake_lm(tokenizer),
                generate_fn=forced, echo=None)
     lm = _scripted_lm(root, tokenizer)
-    run_receiver_heads(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
-    run_suppression(AttentionConfig(root, max_questions=None, progress=False), lm, echo=None)
+    run_receiver_heads(AttentionConfig(root, max_questions=None, quiet=True), lm, echo=None)
+    run_suppression(AttentionConfig(root, max_questions=None, quiet=True), lm, echo=None)
 
 
 @pytest.fixture(scope="module")

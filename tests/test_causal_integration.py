@@ -39,7 +39,7 @@ def _threads():
 
 @pytest.mark.timeout(120)
 def test_early_answering_on_the_embedded_model(small_run, smol):
-    s = run_early_answer(EarlyAnswerConfig(small_run, max_answer_tokens=8, n_boot=200, progress=False), smol, echo=None)
+    s = run_early_answer(EarlyAnswerConfig(small_run, max_answer_tokens=8, n_boot=200, quiet=True), smol, echo=None)
     assert s["status"] == "ok" and s["n_questions"] >= 1
     rows = [json.loads(x) for x in (small_run / "early_answer" / "records.jsonl").read_text().splitlines()]
     assert len(rows) == s["n_rows"] == sum(q["n_lines"] + 1 for q in s["questions"])
@@ -51,7 +51,7 @@ def test_early_answering_on_the_embedded_model(small_run, smol):
 @pytest.mark.timeout(120)
 def test_filler_on_the_embedded_model(small_run, smol):
     s = run_filler(FillerConfig(small_run, fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=8, n_boot=200,
-                                progress=False), smol, echo=None)
+                                quiet=True), smol, echo=None)
     assert s["status"] == "ok" and s["token_count_matched"] == s["n_filler_rows"]
     assert [p["fraction"] for p in s["sweep"]["dots"]] == [0.0, 0.5, 1.0]
     assert s["accuracy"]["full"]["n"] >= 1
@@ -60,7 +60,7 @@ def test_filler_on_the_embedded_model(small_run, smol):
 @pytest.mark.timeout(120)
 def test_paraphrase_on_the_embedded_model(small_run, smol):
     s = run_paraphrase(ParaphraseConfig(small_run, fractions=(0.5, 1.0), max_new_tokens=24, paraphrase_tokens=40,
-                                        n_boot=200, progress=False, allow_same_paraphraser=True), smol, echo=None)
+                                        n_boot=200, quiet=True, allow_same_paraphraser=True), smol, echo=None)
     # two fractions per chain; at 1 the reference is the baseline (the run has no control after the last line)
     assert s["status"] == "ok" and sum(s["reference_sources"].values()) == 2 * s["n_questions"]
     assert s["reference_sources"].get("baseline", 0) >= s["n_questions"] and len(s["curve"]) == 2
@@ -73,7 +73,7 @@ def test_receiver_heads_and_suppression_on_the_embedded_model(small_run, smol):
     from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
 
     before = smol.model.config._attn_implementation
-    cfg = AttentionConfig(small_run, max_questions=1, progress=False)
+    cfg = AttentionConfig(small_run, max_questions=1, quiet=True)
     r = run_receiver_heads(cfg, smol, echo=None)
     assert smol.model.config._attn_implementation == before  # read eagerly, restored after
     assert r["n_sampled_questions"] == 1 and len(r["top_heads"]) == 20

@@ -126,7 +126,7 @@ def test_filler_text_matches_the_token_count(tokenizer):
 # ------------------------------------------------------------------------------------------------ early answering
 def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
     gen = Scripted(run_copy, _knows_after_k)
-    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=200, progress=False), fake_lm(tokenizer), generate_fn=gen,
+    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=200, quiet=True), fake_lm(tokenizer), generate_fn=gen,
                          echo=None)
     elig = [b for b in Run(run_copy).baselines() if b.eligible]
     assert gen.calls == sum(len(b.lines) + 1 for b in elig) == s["n_rows"]
@@ -165,7 +165,7 @@ def test_early_answering_step_curve_and_known_aoc(tokenizer, run_copy):
 
 def test_early_answering_over_sentences_cuts_at_sentence_ends(tokenizer, run_copy):
     gen = Scripted(run_copy, _knows_after_k)
-    s = run_early_answer(EarlyAnswerConfig(run_copy, steps="sentences", n_boot=0, progress=False), fake_lm(tokenizer),
+    s = run_early_answer(EarlyAnswerConfig(run_copy, steps="sentences", n_boot=0, quiet=True), fake_lm(tokenizer),
                          generate_fn=gen, echo=None)
     rows = [json.loads(x) for x in (run_copy / "early_answer" / "records.jsonl").read_text().splitlines()]
     assert {r["steps"] for r in rows} == {"sentences"} and s["steps"]["unit"] == "sentences"
@@ -176,7 +176,7 @@ def test_early_answering_over_sentences_cuts_at_sentence_ends(tokenizer, run_cop
 
 
 def test_early_answering_resume_skips_rows_and_a_complete_stage_writes_nothing(tokenizer, run_copy, capsys):
-    cfg = EarlyAnswerConfig(run_copy, n_boot=50, progress=False)
+    cfg = EarlyAnswerConfig(run_copy, n_boot=50, quiet=True)
     full = Scripted(run_copy, _knows_after_k)
     s1 = run_early_answer(cfg, fake_lm(tokenizer), generate_fn=full, echo=None)
     out = run_copy / "early_answer"
@@ -187,13 +187,13 @@ def test_early_answering_resume_skips_rows_and_a_complete_stage_writes_nothing(t
     (out / "manifest.json").write_text(json.dumps(m | {"status": "running"}))
     (out / "summary.json").unlink()
     again = Scripted(run_copy, _knows_after_k)
-    s2 = run_early_answer(cfg.__class__(run_copy, n_boot=50, progress=False, resume=True), fake_lm(tokenizer),
+    s2 = run_early_answer(cfg.__class__(run_copy, n_boot=50, quiet=True, resume=True), fake_lm(tokenizer),
                           generate_fn=again, echo=None)
     assert again.calls == full.calls - 5 and s2["aoc"] == s1["aoc"]
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
     third = Scripted(run_copy, _knows_after_k)
     msgs: list[str] = []
-    run_early_answer(EarlyAnswerConfig(run_copy, resume=True, progress=False), fake_lm(tokenizer), generate_fn=third,
+    run_early_answer(EarlyAnswerConfig(run_copy, resume=True, quiet=True), fake_lm(tokenizer), generate_fn=third,
                      echo=msgs.append)
     assert third.calls == 0 and msgs == [f"{out} is already complete; nothing to do"]
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
@@ -208,12 +208,12 @@ def test_shards_then_an_unsharded_run_merges_them(tokenizer, run_copy):
     calls = 0
     for i in range(2):
         g = Scripted(run_copy, _knows_after_k)
-        run_early_answer(EarlyAnswerConfig(run_copy, shard=f"{i}/2", n_boot=50, progress=False), fake_lm(tokenizer),
+        run_early_answer(EarlyAnswerConfig(run_copy, shard=f"{i}/2", n_boot=50, quiet=True), fake_lm(tokenizer),
                          generate_fn=g, echo=None)
         calls += g.calls
         assert (run_copy / "early_answer" / f"shard-{i}-of-2" / "summary.json").is_file()
     merged = Scripted(run_copy, _knows_after_k)
-    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s = run_early_answer(EarlyAnswerConfig(run_copy, n_boot=50, quiet=True), fake_lm(tokenizer),
                          generate_fn=merged, echo=None)
     assert merged.calls == 0 and s["n_rows"] == calls
 
@@ -221,7 +221,7 @@ def test_shards_then_an_unsharded_run_merges_them(tokenizer, run_copy):
 # ------------------------------------------------------------------------------------------------ filler
 def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(tokenizer, run_copy):
     gen = Scripted(run_copy, lambda lines, gold: gold)
-    s = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer), generate_fn=gen, echo=None)
+    s = run_filler(FillerConfig(run_copy, n_boot=50, quiet=True), fake_lm(tokenizer), generate_fn=gen, echo=None)
     n = s["n_questions"]
     for c in ("none", "dots", "dashes", "full"):
         assert s["accuracy"][c]["k"] == s["accuracy"][c]["n"] == n
@@ -238,7 +238,7 @@ def test_filler_on_a_model_that_ignores_the_chain_leaves_the_answer_unchanged(to
     import shutil
 
     shutil.rmtree(run_copy / "filler")
-    s2 = run_filler(FillerConfig(run_copy, n_boot=50, progress=False), fake_lm(tokenizer),
+    s2 = run_filler(FillerConfig(run_copy, n_boot=50, quiet=True), fake_lm(tokenizer),
                     generate_fn=Scripted(run_copy, _knows_after_k), echo=None)
     assert [s2["accuracy"][c]["k"] for c in ("none", "dots", "dashes", "full")] == [0, 0, 0, n]
     assert [p["accuracy"]["k"] for p in s2["sweep"]["dots"]] == [0] * 5 and s2["full_accuracy"]["k"] == n
@@ -261,7 +261,7 @@ def _with_paraphraser(rewrite):
 
 
 def _para(run, **kw):
-    return ParaphraseConfig(run, n_boot=50, progress=False, allow_same_paraphraser=True, **kw)
+    return ParaphraseConfig(run, n_boot=50, quiet=True, allow_same_paraphraser=True, **kw)
 
 
 def test_paraphrase_keeps_the_answer_when_the_rewrite_keeps_the_numbers(tokenizer, run_copy):

@@ -128,6 +128,7 @@ def test_sesoi_in_points_is_refused_by_the_sweep_and_the_study(tmp_path, capsys)
 
 
 def test_sweep_and_study_share_their_steering_defaults():
+    from loadbearing.options import parse_list
     from steering.config import (
         DEFAULT_ALPHAS,
         DEFAULT_KS,
@@ -135,7 +136,6 @@ def test_sweep_and_study_share_their_steering_defaults():
         DEFAULT_RANDOM_SEEDS,
         DEFAULT_SESOI,
         SweepConfig,
-        parse_list,
     )
     from steering.sweep import build_parser as sweep_parser
     from study.config import StudyConfig
@@ -146,7 +146,7 @@ def test_sweep_and_study_share_their_steering_defaults():
     cfg = SweepConfig(run_dir="r", directions="d")
     assert [int(k) for k in study.k.split(",")] == list(DEFAULT_KS) == [1, 4]
     assert sweep.k is None  # None -> DEFAULT_KS within the stored basis (steering.plan)
-    assert parse_list(sweep.alphas, float, "alphas") == parse_list(study.alphas, float, "alphas") \
+    assert parse_list(sweep.alphas, "--alphas", kind=float) == parse_list(study.alphas, "--alphas", kind=float) \
         == cfg.alphas == list(DEFAULT_ALPHAS)
     assert sweep.per_question == study.per_question == cfg.per_question == DEFAULT_PER_QUESTION == 1
     assert sweep.random_seeds == study.random_seeds == cfg.random_seeds == DEFAULT_RANDOM_SEEDS == 2

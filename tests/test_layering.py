@@ -150,3 +150,18 @@ def test_final_answer_line_pattern_has_one_home():
             if pat.search(line) and "verdict" not in line:  # a judge's reply lead is not a final-answer line
                 found.append(f"{rel}:{i}: {line.strip()[:90]}")
     assert not found, "final-answer line patterns outside loadbearing.answers:\n" + "\n".join(found)
+
+
+def test_option_parsers_have_one_home():
+    """A kind of command-line value (layers, token or line positions, a list, fractions) is read by one parser, in
+    loadbearing/options.py: a second ``parse_layers`` would give ``--layers`` a second grammar."""
+    pat = re.compile(r"def (parse_(?:layers|[a-z_]*positions|[a-z_]*list|fractions)|check_layers\w*)\(")
+    found = []
+    for path in _modules():
+        rel = path.relative_to(REPO).as_posix()
+        if rel == "loadbearing/options.py":
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pat.search(line):
+                found.append(f"{rel}:{i}: {line.strip()[:90]}")
+    assert not found, "option parsers outside loadbearing/options.py:\n" + "\n".join(found)

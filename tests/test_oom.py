@@ -230,7 +230,7 @@ def test_causal_stage_out_of_memory_writes_the_rows_of_batch_n(tokenizer, tmp_pa
     for b, gen in ((N, answer), (8, oom_generate(answer))):
         run = tmp_path / f"run{b}"
         shutil.copytree(tmp_path / "run", run)
-        run_early_answer(EarlyAnswerConfig(run, batch_size=b, n_boot=20, progress=False), fake_lm(tokenizer),
+        run_early_answer(EarlyAnswerConfig(run, batch_size=b, n_boot=20, quiet=True), fake_lm(tokenizer),
                          generate_fn=gen, echo=None)
         rows[b] = _records(run / "early_answer" / "records.jsonl")
         manifest = json.loads((run / "early_answer" / "manifest.json").read_text())

@@ -150,7 +150,7 @@ def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
         assert summary["eligible"] >= 8, (kind, summary["eligible"])  # enough eligible chains for a rate
         prop[kind] = summary["overall"]["propagation"]["rate"]
         assert summary["overall"]["control_error"]["rate"] <= 0.1
-        aoc[kind] = run_early_answer(EarlyAnswerConfig(run_dir=tmp_path / kind, progress=False))["aoc"]["aoc"]
+        aoc[kind] = run_early_answer(EarlyAnswerConfig(run_dir=tmp_path / kind, quiet=True))["aoc"]["aoc"]
     assert prop["load-bearing"] - prop["decorative"] >= 0.8, prop
     assert aoc["load-bearing"] - aoc["decorative"] >= 0.5, aoc
 

@@ -298,7 +298,7 @@ def test_cli_help_and_docstring():
 def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
     """--steer-holdout: CV scores use every question, the directions only the fit half, and directions.h5
     records the split that the steering stage reads (so steered questions were never fitted on)."""
-    from steering.grid import load_directions as steering_directions
+    from steering.grid import sweep_directions as steering_directions
 
     rng = np.random.default_rng(7)
     q, per, nl, d = 40, 4, 2, 12

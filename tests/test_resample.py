@@ -84,7 +84,7 @@ class Sampler:
 
 
 def _config(run, **kw: Any) -> ResampleConfig:
-    base: dict[str, Any] = {"run_dir": str(run), "rollouts": N, "max_questions": None, "n_boot": 200, "progress": False}
+    base: dict[str, Any] = {"run_dir": str(run), "rollouts": N, "max_questions": None, "n_boot": 200, "quiet": True}
     return ResampleConfig(**(base | kw))
 
 
@@ -251,7 +251,7 @@ def test_resample_on_the_embedded_model(tmp_path, smol):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     assert r.returncode == 0, r.stderr[-2000:]
     cfg = ResampleConfig(run_dir=str(run), rollouts=3, max_questions=2, max_new_tokens=48, n_boot=100,
-                         batch_size=16, progress=False)
+                         batch_size=16, quiet=True)
     s = run_resample(cfg, smol, echo=None)
     assert 1 <= s["n_sampled_questions"] <= 2 and s["n_scored"] > 0
     rows = [json.loads(x) for x in (run / "resample" / "records.jsonl").read_text().splitlines()]

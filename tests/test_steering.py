@@ -540,6 +540,7 @@ def test_second_writer_is_refused(tokenizer, tmp_path):
 
 
 def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
+    from probes import ProbeError
     from steering.sweep import SweepError, run_sweep
 
     lm = _planted_lm(tokenizer)
@@ -553,7 +554,7 @@ def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
         run_sweep(_cfg(run, ok, layers=[7], **kw), lm=lm)
     with pytest.raises(SweepError, match="k must be between 1 and 1"):
         run_sweep(_cfg(run, ok, layers=[2], **dict(kw, ks=[2])), lm=lm)
-    with pytest.raises(SweepError, match="no probe directions at"):
+    with pytest.raises(ProbeError, match="no probe directions at"):  # the directions reader's own error
         run_sweep(_cfg(run, tmp_path / "nowhere", layers=[2], **kw), lm=lm)
     assert not (run / "steering").exists()
 

@@ -24,37 +24,47 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from behavioural.causal import receiver as rc
-from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, eligible_chains, is_stage_complete
+from behavioural.causal.common import (
+    CausalConfig,
+    CausalError,
+    CausalStage,
+    Chain,
+    Engine,
+    Job,
+    command,
+    count_or_all,
+    drive,
+    eligible_chains,
+    is_stage_complete,
+)
 from loadbearing.runs import Run
+from loadbearing.stage import option
 
 RECEIVER, SUPPRESSION = "receiver_heads", "suppression"
 VERSION = "1"
 
 
-@dataclass(frozen=True)
-class AttentionConfig:
-    run_dir: str | Path
+@dataclass(frozen=True, kw_only=True)
+class AttentionConfig(CausalConfig):
     #: a seeded sample of at most this many eligible chains (None: all)
-    max_questions: int | None = 8
+    max_questions: int | None = option(8, parse=count_or_all, metavar="N",
+                                       help="a seeded sample of at most this many eligible chains (default 8; 0 = all)")
     sample_seed: int = 44
     #: receiver heads: rows at least this many steps below a step count toward its vertical score
-    proximity_ignore: int = rc.PROXIMITY_IGNORE
-    top_k: int = rc.TOP_K
+    proximity_ignore: int = option(rc.PROXIMITY_IGNORE,
+                                   help=f"receiver heads: rows at least this many steps later count (default "
+                                        f"{rc.PROXIMITY_IGNORE}; thought-anchors' {rc.PAPER_PROXIMITY_IGNORE} suits "
+                                        "chains of dozens of sentences)")
+    top_k: int = option(rc.TOP_K, help="receiver heads kept")
     temperature: float = rc.TEMPERATURE
-    shard: str | None = None
-    resume: bool = field(default=False, compare=False)
-    batch_size: int = field(default=1, compare=False)
-    device: str | None = field(default=None, compare=False)
-    n_boot: int = field(default=2000, compare=False)
-    seed: int = field(default=0, compare=False)
-    progress: bool = field(default=True, compare=False)
+    batch_size: int = option(1, help="chains per forward pass", compare=False)
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -296,8 +306,9 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     return fmt(summary, style)
 
 
-RECEIVER_STAGE = Stage(RECEIVER, VERSION, plan, receiver_execute, receiver_summarise, receiver_format)
-SUPPRESSION_STAGE = Stage(SUPPRESSION, VERSION, plan, suppression_execute, suppression_summarise, suppression_format)
+RECEIVER_DRIVER = CausalStage(RECEIVER, VERSION, plan, receiver_execute, receiver_summarise, receiver_format)
+SUPPRESSION_DRIVER = CausalStage(SUPPRESSION, VERSION, plan, suppression_execute, suppression_summarise,
+                                 suppression_format)
 
 
 def check_config(config: AttentionConfig) -> None:
@@ -313,13 +324,13 @@ def check_config(config: AttentionConfig) -> None:
 def run_receiver_heads(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
     """Run (or resume) the receiver-head stage on ``config.run_dir``; returns its summary."""
     check_config(config)
-    return drive(RECEIVER_STAGE, config, lm=lm, echo=echo)
+    return drive(RECEIVER_DRIVER, config, lm=lm, echo=echo)
 
 
 def run_suppression(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
     """Run (or resume) the attention-suppression stage on ``config.run_dir``; returns its summary."""
     check_config(config)
-    return drive(SUPPRESSION_STAGE, config, lm=lm, echo=echo)
+    return drive(SUPPRESSION_DRIVER, config, lm=lm, echo=echo)
 
 
 def is_complete(path: str | Path, name: str = RECEIVER) -> bool:
@@ -327,21 +338,9 @@ def is_complete(path: str | Path, name: str = RECEIVER) -> bool:
     return is_stage_complete(path, name)
 
 
-def cli(name: str, argv: list[str] | None, doc: str) -> int:
-    """``main`` of ``python -m behavioural.receiver_heads`` / ``behavioural.suppression``."""
-    from behavioural.causal.common import build_parser, cli_main, common_kwargs
-
-    def body() -> None:
-        p = build_parser(f"python -m behavioural.{name}", doc)
-        p.add_argument("--max-questions", type=int, default=8, help="a seeded sample of at most this many eligible "
-                       "chains (default 8; 0 = all)")
-        p.add_argument("--proximity-ignore", type=int, default=rc.PROXIMITY_IGNORE,
-                       help=f"receiver heads: rows at least this many steps later count (default {rc.PROXIMITY_IGNORE}; "
-                            f"thought-anchors' {rc.PAPER_PROXIMITY_IGNORE} suits chains of dozens of sentences)")
-        p.add_argument("--top-k", type=int, default=rc.TOP_K, help="receiver heads kept (default 20)")
-        a = p.parse_args(argv)
-        cfg = AttentionConfig(max_questions=a.max_questions or None, proximity_ignore=a.proximity_ignore,
-                              top_k=a.top_k, **common_kwargs(a))
-        (run_receiver_heads if name == RECEIVER else run_suppression)(cfg)
-
-    return cli_main(name, body)
+#: the two stages (their commands, ``python -m behavioural.receiver_heads`` / ``behavioural.suppression``, are built
+#: from :class:`AttentionConfig`)
+RECEIVER_STAGE = command(RECEIVER, AttentionConfig, run_receiver_heads, receiver_format,
+                         "Receiver heads: which steps do the model's broadcasting heads attend to (white-box)?")
+SUPPRESSION_STAGE = command(SUPPRESSION, AttentionConfig, run_suppression, suppression_format,
+                            "Attention suppression: which steps does masking change the later steps' predictions for?")

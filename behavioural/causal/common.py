@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from loadbearing import provenance
 from loadbearing.answers import PARSER_VERSION, score
@@ -28,6 +28,7 @@ from loadbearing.files import JsonlWriter, RunDirError, atomic_write_text, read_
 from loadbearing.questions.prompts import Trace, assistant_prefix, split_trace
 from loadbearing.records import Baseline
 from loadbearing.runs import MANIFEST, SUMMARY, Run, question_key_of
+from loadbearing.stage import RunDirOptions, Stage, SummarySection, option, result_settings
 
 #: the answer-line label every dataset's format instruction asks for ("End with a line 'Answer: X'")
 ANSWER_PREFIX = "Answer:"
@@ -37,6 +38,19 @@ SUMMARY_MD = "summary.md"
 
 class CausalError(LoadBearingError, RuntimeError):
     """A causal test cannot run on this input; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CausalConfig(RunDirOptions):
+    """What every causal test's config holds: the run directory, the shared options its command offers (resume,
+    quiet, shard, device, batch size, seed) and the bootstrap's resamples. A test's config derives it and adds
+    its own options (:func:`loadbearing.stage.option`)."""
+
+    CLI_SHARED: ClassVar[tuple[str, ...]] = ("resume", "quiet", "shard", "device", "batch_size", "seed")
+
+    resume: bool = option(False, help="continue an interrupted stage (rows already written are kept)", compare=False)
+    seed: int = option(0, help="seed of the bootstrap", compare=False)
+    n_boot: int = option(2000, help="question-bootstrap resamples for intervals", compare=False)
 
 
 # ------------------------------------------------------------------------------------------------ chains
@@ -141,7 +155,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Stage:
+class CausalStage:
     """A causal test as the driver sees it."""
 
     name: str  # the directory under the run, and the command: python -m behavioural.<name>
@@ -158,16 +172,6 @@ class Stage:
     @property
     def kind(self) -> str:
         return f"behavioural.{self.name}"
-
-
-def result_settings(config: Any) -> dict[str, Any]:
-    """The settings that change a stage's records (the config's fields with ``compare=True``, not the run dir)."""
-    out = {}
-    for f in dataclasses.fields(config):
-        if f.compare and f.name != "run_dir":
-            v = getattr(config, f.name)
-            out[f.name] = list(v) if isinstance(v, tuple) else v
-    return out
 
 
 def stage_dir(run_dir: str | Path, name: str, shard: str | None = None) -> Path:
@@ -188,15 +192,12 @@ def stage_complete(out: Path, kind: str) -> bool:
 
 def check_common(config: Any) -> None:
     """Refuse bad common options before anything is read or written."""
-    from loadbearing.cli import UsageError, check_device, check_number
-    from loadbearing.shards import ShardError, parse_shard
+    from loadbearing.cli import check_device, check_number
+    from loadbearing.shards import parse_shard
 
     check_number(config.batch_size, "--batch-size", minimum=1)
     check_number(config.n_boot, "--n-boot", minimum=0)
-    try:
-        parse_shard(config.shard)
-    except ShardError as e:
-        raise UsageError(str(e)) from None
+    parse_shard(config.shard)  # a bad --shard is the shards' own one-line ShardError
     check_device(config.device)
 
 
@@ -204,7 +205,7 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _shard_rows(out: Path, stage: Stage, settings: dict) -> list[dict]:
+def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict]:
     """Rows of this stage's shard directories written with the same settings (an unsharded run merges them)."""
     rows: list[dict] = []
     for d in sorted(out.glob("shard-*-of-*")):
@@ -218,7 +219,7 @@ def _shard_rows(out: Path, stage: Stage, settings: dict) -> list[dict]:
     return rows
 
 
-def drive(stage: Stage, config: Any, *, lm: Any = None, generate_fn: Callable[..., list] | None = None,
+def drive(stage: CausalStage, config: Any, *, lm: Any = None, generate_fn: Callable[..., list] | None = None,
           echo: Callable[[str], Any] | None = print) -> dict:
     """Run (or resume) ``stage`` on ``config.run_dir``; returns its summary. Refusals write nothing."""
     from loadbearing.locks import output_lock
@@ -280,7 +281,7 @@ def drive(stage: Stage, config: Any, *, lm: Any = None, generate_fn: Callable[..
     return summary
 
 
-def _execute(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, engine: Engine,
+def _execute(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, engine: Engine,
              say: Callable[[str], Any]) -> dict:
     jobs = stage.plan(config, chains, run)
     wanted = {j.id for j in jobs}
@@ -303,12 +304,12 @@ def _execute(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path
     return _finish(stage, config, run, chains, out, settings, [done[j.id] for j in jobs], say)
 
 
-def _summary_options(stage: Stage, config: Any) -> dict[str, Any]:
+def _summary_options(stage: CausalStage, config: Any) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k in stage.summary_options
             for v in [getattr(config, k)]}
 
 
-def _finish(stage: Stage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, rows: list[dict],
+def _finish(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, rows: list[dict],
             say: Callable[[str], Any]) -> dict:
     summary = stage.summarise(config, rows, chains, run)
     summary.update(stage=stage.name, version=stage.version, run_dir=str(run.path), shard=config.shard,
@@ -328,37 +329,36 @@ def with_note(text: str) -> str:
     return text + "\n" + FEW_CLUSTERS_NOTE if FEW_CLUSTERS_MARK in text else text
 
 
-# ------------------------------------------------------------------------------------------------ CLI
-def build_parser(prog: str, description: str, backend: bool = False) -> argparse.ArgumentParser:
-    """The options every causal test takes (a stage adds its own to the returned parser); ``backend``: also
-    ``--backend hf|vllm`` and the vLLM engine's options (the tests that generate; :func:`run_with_backend`)."""
-    from loadbearing.cli import OneLineParser
-
-    p = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+# ------------------------------------------------------------------------------------------------ the command
+def command(name: str, config: type, run: Callable[..., dict], format_summary: Callable[[dict, str], str],
+            title: str, *, backend: bool = False) -> Stage:
+    """A causal test as a :class:`loadbearing.stage.Stage`: ``python -m behavioural.<name>``'s parser is built from
+    ``config``'s fields, ``run`` is the test's library call, and its report section is its own summary.
+    ``backend``: the test generates (forced answers, rollouts), so its command also takes ``--backend hf|vllm``
+    and the vLLM engine's options (:func:`run_with_backend`)."""
+    engine = None
     if backend:
-        from loadbearing.engine.vllm_engine import add_backend_arguments
+        def engine(p: argparse.ArgumentParser) -> None:
+            from loadbearing.engine.vllm_engine import add_backend_arguments  # deferred: vLLM's options only here
 
-        add_backend_arguments(p, "the forced answers and rollouts run through vLLM, prefix cache on")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory written by python -m behavioural.run")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted stage (rows already written are kept)")
-    p.add_argument("--shard", default=None, metavar="I/N", help="only shard I of N of the questions (by question key); "
-                   "an unsharded run afterwards merges the shards")
-    p.add_argument("--batch-size", type=int, default=16, help="generations decoded at once (default 16)")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the model loader's)")
-    p.add_argument("--n-boot", type=int, default=2000, help="question-bootstrap resamples for intervals (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    return p
+            add_backend_arguments(p, "the forced answers and rollouts run through vLLM, prefix cache on")
+
+    return Stage(name, config, run=run, is_complete=lambda p: is_stage_complete(p, name),
+                 report=lambda summary: SummarySection(title, summary, format_summary), title=title,
+                 command=f"behavioural.{name}", errors=(CausalError,), engine_options=engine,
+                 execute=(lambda cfg, args: run_with_backend(run, cfg, args)) if backend else None)
 
 
-def parse_fractions(text: str, option: str = "--fractions") -> tuple[float, ...]:
-    """``"0.25,0.5,0.75,1"`` -> a tuple of floats; refuses text that is not a comma list of numbers."""
-    from loadbearing.cli import UsageError
+def count_or_all(text: str) -> int | None:
+    """``--max-questions N``: a sample of at most N eligible chains; 0 is all of them (None)."""
+    from loadbearing.cli import UsageError, check_number
 
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        n = int(text)
     except ValueError:
-        raise UsageError(f"{option} {text!r}: give numbers in (0, 1], e.g. 0.25,0.5,0.75,1") from None
+        raise UsageError(f"--max-questions {text!r} is not a whole number; give N >= 1, or 0 for all") from None
+    check_number(n, "--max-questions", minimum=0)
+    return n or None
 
 
 def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict:
@@ -366,7 +366,7 @@ def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Names
     before anything is loaded: vLLM importable; started at the first generation, shut down after)."""
     if getattr(args, "backend", "hf") != "vllm":
         return run(config)
-    from loadbearing.engine.vllm_engine import LazyVLLM, backend_options, check_ready
+    from loadbearing.engine.vllm_engine import LazyVLLM, backend_options, check_ready  # deferred: vLLM is optional
 
     opts = backend_options(args)
     check_ready(hooks=False)
@@ -375,23 +375,6 @@ def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Names
         return run(config, generate_fn=gen)
     finally:
         gen.shutdown()
-
-
-def common_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {"run_dir": args.run_dir, "resume": args.resume, "shard": args.shard, "batch_size": args.batch_size,
-            "device": args.device, "n_boot": args.n_boot, "seed": args.seed, "progress": not args.quiet}
-
-
-def cli_main(name: str, body: Callable[[], Any]) -> int:
-    """``main`` of a stage's command: one ``error:`` line on bad input, a resume hint when interrupted."""
-    from loadbearing.cli import run_cli
-
-    def wrapped() -> int:
-        body()
-        return 0
-
-    return run_cli(wrapped, errors=(CausalError,),
-                   interrupted_hint=f"continue with: python -m behavioural.{name} RUN_DIR --resume")
 
 
 def is_stage_complete(path: str | Path, stage_name: str) -> bool:

@@ -16,17 +16,19 @@ the adding-mistakes AOC from the run's own edits (``adding_mistakes``) and each 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from behavioural.causal import aoc as aoc_mod
 from behavioural.causal import steps as steps_mod
 from behavioural.causal.common import (
+    CausalConfig,
+    CausalStage,
     Chain,
     Engine,
     Job,
-    Stage,
+    command,
     drive,
     forced_input,
     is_stage_complete,
@@ -34,6 +36,7 @@ from behavioural.causal.common import (
     with_note,
 )
 from loadbearing.runs import Run
+from loadbearing.stage import option
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
 from loadbearing.tables import render_table
 
@@ -42,20 +45,14 @@ VERSION = "1"
 GROUPS = ("dataset", "task", "difficulty")
 
 
-@dataclass(frozen=True)
-class EarlyAnswerConfig:
-    run_dir: str | Path
+@dataclass(frozen=True, kw_only=True)
+class EarlyAnswerConfig(CausalConfig):
     #: tokens generated after "Answer:" (the first line is the answer)
-    max_answer_tokens: int = 16
+    max_answer_tokens: int = option(16, help="tokens generated after 'Answer:'")
     #: what a cut counts: "lines" (the run's reasoning lines) or "sentences" (cot-transparency's steps)
-    steps: str = "lines"
-    shard: str | None = None
-    resume: bool = field(default=False, compare=False)
-    batch_size: int = field(default=16, compare=False)
-    device: str | None = field(default=None, compare=False)
-    n_boot: int = field(default=2000, compare=False)
-    seed: int = field(default=0, compare=False)
-    progress: bool = field(default=True, compare=False)
+    steps: str = option("lines", choices=("lines", "sentences"),
+                        help="what a cut counts: the run's reasoning lines (default) or sentences (cot-transparency's "
+                             "get_cot_steps, with a regex splitter standing in for nltk punkt)")
 
 
 def chain_steps(chain: Chain, unit: str) -> steps_mod.Steps:
@@ -288,7 +285,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     return with_note("\n\n".join(out) if style != "text" else "\n".join(out))
 
 
-STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary)
+DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 
 def run_early_answer(config: EarlyAnswerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
@@ -296,9 +293,14 @@ def run_early_answer(config: EarlyAnswerConfig, lm: Any = None, *, generate_fn: 
     from loadbearing.cli import check_number
 
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
-    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+    return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 
 
 def is_complete(path: str | Path) -> bool:
     """True when ``path`` (the run directory or its ``early_answer/``) holds a finished early-answering stage."""
     return is_stage_complete(path, NAME)
+
+
+#: the stage (its command, ``python -m behavioural.early_answer``, is built from :class:`EarlyAnswerConfig`)
+STAGE = command(NAME, EarlyAnswerConfig, run_early_answer, format_summary,
+                "Early answering: does cutting the chain change the answer?", backend=True)

@@ -16,22 +16,27 @@ The summary's ``sweep`` is the accuracy curve per filler (x = 0 is ``none``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from behavioural.causal.common import (
+    CausalConfig,
+    CausalError,
+    CausalStage,
     Chain,
     Engine,
     Job,
-    Stage,
+    command,
     drive,
     forced_input,
     is_stage_complete,
     score_forced,
     with_note,
 )
+from loadbearing.options import parse_fractions, split_list
 from loadbearing.runs import Run
+from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
 from loadbearing.tables import render_table
 
@@ -43,20 +48,23 @@ FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 FILLERS = {"dots": "...", "dashes": "-", "underscores": "_"}
 
 
-@dataclass(frozen=True)
-class FillerConfig:
-    run_dir: str | Path
-    fillers: tuple[str, ...] = ("dots", "dashes")
+def _fillers(text: str) -> tuple[str, ...]:
+    return tuple(split_list(text))
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    return parse_fractions(text, error=CausalError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FillerConfig(CausalConfig):
+    fillers: tuple[str, ...] = option(("dots", "dashes"), parse=_fillers, metavar="LIST",
+                                      help=f"comma list of {', '.join(FILLERS)}")
     #: filler lengths as fractions of the chain's token count (1.0: matched to the chain)
-    fractions: tuple[float, ...] = FRACTIONS
-    max_answer_tokens: int = 16
-    shard: str | None = None
-    resume: bool = field(default=False, compare=False)
-    batch_size: int = field(default=16, compare=False)
-    device: str | None = field(default=None, compare=False)
-    n_boot: int = field(default=2000, compare=False)
-    seed: int = field(default=0, compare=False)
-    progress: bool = field(default=True, compare=False)
+    fractions: tuple[float, ...] = option(FRACTIONS, parse=_fractions, metavar="LIST",
+                                          help="filler lengths as fractions of each chain's token count, 1 included "
+                                               "(default 0.25,0.5,0.75,1; 0 is the no-chain condition, always run)")
+    max_answer_tokens: int = option(16, help="tokens generated after 'Answer:'")
 
 
 def n_tokens(tokenizer: Any, text: str) -> int:
@@ -201,7 +209,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     return with_note(head + ("\n" if style == "text" else "\n\n") + table)
 
 
-STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary)
+DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 
 def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
@@ -215,9 +223,14 @@ def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None,
     if not config.fractions or any(not 0 < x <= 1 for x in config.fractions) or 1.0 not in config.fractions:
         raise UsageError(f"--fractions {','.join(f'{x:g}' for x in config.fractions)!r}: give fractions in (0, 1] of "
                          "the chain's token count, including 1 (the matched length), e.g. 0.25,0.5,0.75,1")
-    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+    return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 
 
 def is_complete(path: str | Path) -> bool:
     """True when ``path`` (the run directory or its ``filler/``) holds a finished filler stage."""
     return is_stage_complete(path, NAME)
+
+
+#: the stage (its command, ``python -m behavioural.filler``, is built from :class:`FillerConfig`)
+STAGE = command(NAME, FillerConfig, run_filler, format_summary,
+                "Filler tokens: does the chain's content matter, or only its length?", backend=True)

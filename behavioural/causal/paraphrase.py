@@ -25,14 +25,27 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, is_stage_complete, with_note
+from behavioural.causal.common import (
+    CausalConfig,
+    CausalError,
+    CausalStage,
+    Chain,
+    Engine,
+    Job,
+    command,
+    drive,
+    is_stage_complete,
+    with_note,
+)
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
+from loadbearing.options import parse_fractions
 from loadbearing.questions.prompts import render_chat
 from loadbearing.runs import Run
+from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate
 from loadbearing.tables import render_table
 
@@ -46,26 +59,27 @@ INSTRUCTION = ("Paraphrase the reasoning steps below in different words. Keep ev
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-@dataclass(frozen=True)
-class ParaphraseConfig:
-    run_dir: str | Path
+def _fractions(text: str) -> tuple[float, ...]:
+    return parse_fractions(text, error=CausalError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParaphraseConfig(CausalConfig):
     #: the paraphrasing model (required to differ from the run's model unless allow_same_paraphraser)
-    paraphraser: str | None = None
+    paraphraser: str | None = option(None, metavar="MODEL", help="the paraphrasing model, required and other than the "
+                                     "run's (Lanham et al.'s design): a name, Hugging Face id, directory or .gguf")
     #: fractions of the chain paraphrased (the first round(f * n) lines, at least one)
-    fractions: tuple[float, ...] = FRACTIONS
+    fractions: tuple[float, ...] = option(FRACTIONS, parse=_fractions, metavar="LIST",
+                                          help="fractions of the chain paraphrased (default 0.25,0.5,0.75,1: Lanham "
+                                               "et al.'s curve)")
     #: let the run's own model paraphrase (None or the run's model as --paraphraser)
-    allow_same_paraphraser: bool = False
+    allow_same_paraphraser: bool = option(False, help="let the run's own model paraphrase (no --paraphraser needed; "
+                                          "the summary says so)")
     #: tokens of the continuation (None: the run's --max-new-tokens)
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = option(None, type=int, help="continuation tokens (default: the run's)")
     #: tokens of the paraphrase (None: twice the prefix's tokens + 16)
-    paraphrase_tokens: int | None = None
-    shard: str | None = None
-    resume: bool = field(default=False, compare=False)
-    batch_size: int = field(default=16, compare=False)
-    device: str | None = field(default=None, compare=False)
-    n_boot: int = field(default=2000, compare=False)
-    seed: int = field(default=0, compare=False)
-    progress: bool = field(default=True, compare=False)
+    paraphrase_tokens: int | None = option(None, type=int,
+                                           help="paraphrase tokens (default: twice the prefix's tokens + 16)")
 
 
 def numbers(text: str) -> list[str]:
@@ -274,7 +288,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     return with_note(head + ("\n" if style == "text" else "\n\n") + render_table(["measure", "rate"], rows, style))
 
 
-STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
+DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
 
 
 def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
@@ -286,9 +300,14 @@ def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any
                          "(0, 1], e.g. 0.25,0.5,0.75,1 (Lanham et al.'s)")
     check_number(config.max_new_tokens, "--max-new-tokens", minimum=1)
     check_number(config.paraphrase_tokens, "--paraphrase-tokens", minimum=1)
-    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+    return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 
 
 def is_complete(path: str | Path) -> bool:
     """True when ``path`` (the run directory or its ``paraphrase/``) holds a finished paraphrase stage."""
     return is_stage_complete(path, NAME)
+
+
+#: the stage (its command, ``python -m behavioural.paraphrase``, is built from :class:`ParaphraseConfig`)
+STAGE = command(NAME, ParaphraseConfig, run_paraphrase, format_summary, "Paraphrase: does the chain's wording matter?",
+                backend=True)

@@ -24,27 +24,32 @@ rollout, with its row seed and the sampling settings), ``summary.json``, ``summa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from behavioural.causal.common import (
+    CausalConfig,
     CausalError,
+    CausalStage,
     Chain,
     Engine,
     Job,
-    Stage,
+    command,
+    count_or_all,
     drive,
     eligible_chains,
     forced_input,
     is_stage_complete,
     score_forced,
 )
+from behavioural.causal.resample_matrix import parse_band
 from behavioural.causal.resample_similarity import DEFAULT_METHOD, THRESHOLD, load_similarity
 from behavioural.causal.resample_summary import format_summary, summarise
 from loadbearing.answers import score
 from loadbearing.engine.sampling import Sampling, row_seed
 from loadbearing.runs import Run
+from loadbearing.stage import option
 
 NAME = "resample"
 VERSION = "1"
@@ -55,33 +60,33 @@ PAPER = {"rollouts": 100, "temperature": 0.6, "top_p": 0.95, "seed": 44, "simila
                    "analyze_rollouts.py (-st 0.8, -sm all-MiniLM-L6-v2)"}
 
 
-@dataclass(frozen=True)
-class ResampleConfig:
-    run_dir: str | Path
+@dataclass(frozen=True, kw_only=True)
+class ResampleConfig(CausalConfig):
     #: rollouts per prefix (the paper: 100)
-    rollouts: int = 8
-    temperature: float = 0.6
-    top_p: float = 0.95
+    rollouts: int = option(8, group="rollouts", help=f"rollouts per prefix (default 8; the paper: {PAPER['rollouts']})")
+    temperature: float = option(0.6, group="rollouts", help="sampling temperature")
+    top_p: float = option(0.95, group="rollouts", help="nucleus mass")
     #: seeds every rollout's stream (with its id) and the question sample
-    sample_seed: int = 44
+    sample_seed: int = option(44, group="rollouts", help="seeds each rollout's stream (with its id) and the question "
+                              "sample")
     #: a seeded sample of at most this many eligible chains (None: all)
-    max_questions: int | None = 8
-    max_new_tokens: int = 256
-    max_answer_tokens: int = 16
+    max_questions: int | None = option(8, group="rollouts", parse=count_or_all, metavar="N",
+                                       help="a seeded sample of at most this many eligible chains (default 8; 0 = all)")
+    max_new_tokens: int = option(256, group="rollouts", help="tokens per rollout")
+    max_answer_tokens: int = option(16, group="rollouts", help="tokens after a forced 'Answer:'")
     #: the forced-answer variant (answers sampled right after the prefix)
-    forced: bool = True
-    similarity: str = DEFAULT_METHOD
-    threshold: float = THRESHOLD
+    forced: bool = option(True, group="rollouts", negate="--no-forced", help="skip the forced-answer variant")
+    similarity: str = option(DEFAULT_METHOD, group="semantic filter",
+                             help="tfidf (the lexical fallback, default) or st:MODEL (a cached sentence-transformers "
+                                  "model, e.g. st:all-MiniLM-L6-v2 as in the paper)")
+    threshold: float = option(THRESHOLD, group="semantic filter",
+                              help="a new step differs when similarity < this")
     #: keep only questions whose resample accuracy lies in [lo, hi] in the pooled numbers (thought-anchors: 0.25-0.75);
     #: it changes no rollout, so a stage can be re-summarised with another band (--resume)
-    accuracy_band: tuple[float, float] | None = field(default=None, compare=False)
-    shard: str | None = None
-    resume: bool = field(default=False, compare=False)
-    batch_size: int = field(default=16, compare=False)
-    device: str | None = field(default=None, compare=False)
-    n_boot: int = field(default=2000, compare=False)
-    seed: int = field(default=0, compare=False)
-    progress: bool = field(default=True, compare=False)
+    accuracy_band: tuple[float, float] | None = option(
+        None, compare=False, group="semantic filter", parse=parse_band, metavar="LO,HI",
+        help="pool only questions whose resample accuracy (rollouts from the question alone) is in [LO, HI] "
+             "(thought-anchors keeps 0.25,0.75; default: all)")
 
     @property
     def sampling(self) -> Sampling:
@@ -163,7 +168,8 @@ def prepare(config: ResampleConfig, run: Run) -> dict[str, Any]:
                                                                "paper": PAPER}}
 
 
-STAGE = Stage(NAME, VERSION, plan, execute, summarise, format_summary, prepare, summary_options=("accuracy_band",))
+DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, prepare,
+                     summary_options=("accuracy_band",))
 
 
 def check_config(config: ResampleConfig) -> None:
@@ -192,7 +198,7 @@ def check_config(config: ResampleConfig) -> None:
 def run_resample(config: ResampleConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
     """Run (or resume) resampling importance on ``config.run_dir``; returns the summary (module docstring)."""
     check_config(config)
-    return drive(STAGE, config, lm=lm, generate_fn=generate_fn, echo=echo)
+    return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 
 
 def is_complete(path: str | Path) -> bool:
@@ -200,5 +206,9 @@ def is_complete(path: str | Path) -> bool:
     return is_stage_complete(path, NAME)
 
 
+#: the stage (its command, ``python -m behavioural.resample``, is built from :class:`ResampleConfig`)
+STAGE = command(NAME, ResampleConfig, run_resample, format_summary,
+                "Resampling importance: which steps anchor the answer (on-policy)?", backend=True)
+
 __all__ = ["ResampleConfig", "run_resample", "is_complete", "format_summary", "summarise", "plan", "execute",
-           "CausalError", "PAPER", "STAGE"]
+           "CausalError", "PAPER", "DRIVER", "STAGE"]

@@ -1,0 +1,253 @@
+"""The stage type: a frozen config, a ``run``, a completeness check and a report section; its CLI is generated.
+
+    @dataclass(frozen=True, kw_only=True)
+    class ToyConfig(RunDirOptions):
+        repeats: int = option(3, help="how many lines to write")
+
+    TOY = Stage("toy", ToyConfig, run=run_toy, is_complete=toy_complete, report=toy_section,
+                command="toy", description="Write a toy file.")
+    sys.exit(TOY.main())          # toy RUN_DIR --repeats 2 --resume --quiet
+
+A stage is a config, a ``run`` and a ``report`` (docs/architecture.md, "The stage type"):
+
+* the **config** is a frozen, keyword-only dataclass deriving :class:`Options` (the options every stage shares: output dir,
+  resume, quiet, shard, device, dtype, batch size, seed) or :class:`RunDirOptions` (those and the run directory
+  the stage reads, the first positional argument). Each field declared with :func:`option` is a command-line
+  option: its flag is the field's name (``max_answer_tokens`` -> ``--max-answer-tokens``), its help and its
+  value grammar (``parse``, one of :mod:`loadbearing.options`) live in the field's metadata;
+* ``run(config) -> Result`` does the work (writes the stage's directory, resumes when ``config.resume``);
+* ``is_complete(dir) -> bool`` says whether a directory holds a finished output;
+* ``report(result) -> Section`` is what the study's report shows: any object with ``render(style)``
+  (:class:`Section`; :class:`SummarySection` adapts a stage's ``format_summary``).
+
+:meth:`Stage.build_parser` builds the argparse parser from the config's fields (their defaults are the
+parser's), :meth:`Stage.config_from_args` the config from parsed options, and
+:meth:`Stage.main` is the command's ``main(argv)``: a bad value ends in one ``error:`` line.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+#: the options every stage shares (fields of :class:`Options`), in the order ``--help`` lists them
+SHARED = ("output_dir", "resume", "quiet", "shard", "device", "dtype", "batch_size", "seed")
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def option(default: Any = _MISSING, *, help: str, flag: str | None = None, deprecated: Sequence[str] = (),
+           metavar: str | None = None, choices: Sequence[str] | None = None, type: Callable[[str], Any] | None = None,
+           parse: Callable[[str], Any] | None = None, negate: str | None = None, group: str | None = None,
+           cli: bool = True, compare: bool = True, default_text: str | None = None) -> Any:
+    """A config field that is also a command-line option (keyword-only in the config's constructor).
+
+    ``flag`` defaults to ``--<name-with-dashes>``; ``deprecated`` old flags still parse with one warning
+    (:func:`loadbearing.cli.add_option`). A bool field is an on/off switch (``negate="--no-x"``: a switch that
+    turns a True default off). ``type`` converts the typed text in argparse (``int``, ``float``); ``parse``
+    converts it after parsing and may raise the stage's own error (a list, layers, fractions). ``compare=False``
+    marks an option that does not change the stage's records (it stays out of the recorded settings).
+    ``default_text`` is how ``--help`` shows the default (else the default itself; a help text that already
+    says its default is left alone).
+    """
+    meta = {"cli": cli, "help": help, "flag": flag, "deprecated": tuple(deprecated), "metavar": metavar,
+            "choices": choices, "type": type, "parse": parse, "negate": negate, "group": group,
+            "default_text": default_text}
+    return field(default=default, compare=compare, kw_only=True, metadata={"option": meta})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """The options every stage shares. A config derives it and lists, in :attr:`CLI_SHARED`, which of them its
+    command offers (the others keep their defaults); a stage overrides a default by declaring the field again."""
+
+    #: the shared options this config's command offers (a subset of :data:`SHARED`)
+    CLI_SHARED: ClassVar[tuple[str, ...]] = SHARED
+
+    output_dir: str | None = option(None, help="output directory", metavar="DIR", deprecated=("--output",),
+                                    compare=False)
+    resume: bool = option(False, help="continue an interrupted stage (work already written is kept)", compare=False)
+    quiet: bool = option(False, help="no progress bars", compare=False)
+    shard: str | None = option(None, help="only shard I of N of the questions (by question key); an unsharded run "
+                               "afterwards merges the shards", metavar="I/N")
+    device: str | None = option(None, help="cpu, cuda, cuda:N or auto (default: the model loader's)", compare=False)
+    dtype: str | None = option(None, help="model dtype (default: the model loader's)", compare=False)
+    batch_size: int = option(16, help="generations decoded at once", compare=False)
+    seed: int = option(0, help="random seed", compare=False)
+
+    @property
+    def progress(self) -> bool:
+        """Progress bars on (the negation of ``quiet``, the one stored name)."""
+        return not self.quiet
+
+
+@dataclass(frozen=True)
+class RunDirOptions(Options):
+    """:class:`Options` and the run directory the stage reads (positional: ``Config("runs/demo", ...)``)."""
+
+    run_dir: str | Path = field(metadata={"option": {"cli": True, "positional": True, "metavar": "RUN_DIR",
+                                                     "help": "a finished run directory written by python -m "
+                                                             "behavioural.run"}})
+
+
+def result_settings(config: Any) -> dict[str, Any]:
+    """The settings that change a stage's records: the config's fields with ``compare=True`` (not the run dir),
+    the stage's own first and the shared ones after them, tuples as lists (as they are written to JSON)."""
+    fs = [f for f in dataclasses.fields(config) if f.compare and f.name != "run_dir"]
+    out = {}
+    for f in sorted(fs, key=lambda f: f.name in SHARED):
+        v = getattr(config, f.name)
+        out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ report
+class Section(Protocol):
+    """What a stage's ``report`` returns: an object the report renders (``style`` is ``"md"`` or ``"text"``)."""
+
+    @property
+    def title(self) -> str: ...
+
+    def render(self, style: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class SummarySection:
+    """A :class:`Section` made of a stage's summary and its ``format_summary(summary, style)``."""
+
+    title: str
+    summary: Any
+    format: Callable[[Any, str], str]
+
+    def render(self, style: str) -> str:
+        return str(self.format(self.summary, style))
+
+
+# ------------------------------------------------------------------------------------------------ the stage
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata["option"].get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _default_text(f: dataclasses.Field, meta: dict[str, Any]) -> str | None:
+    if meta.get("default_text") is not None:
+        return str(meta["default_text"])
+    d = f.default
+    if d is _MISSING or d is None or isinstance(d, bool) or d == "":
+        return None
+    if isinstance(d, (tuple, list)):
+        return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in d)
+    return f"{d:g}" if isinstance(d, float) else str(d)
+
+
+def _help(f: dataclasses.Field, meta: dict[str, Any]) -> str:
+    from loadbearing.cli import SAYS_DEFAULT
+
+    text = str(meta.get("help") or "")
+    shown = _default_text(f, meta)
+    if shown is None or SAYS_DEFAULT.search(text) or meta.get("negate"):
+        return text.replace("%", "%%")
+    return f"{text} (default {shown})".replace("%", "%%")
+
+
+@dataclass(frozen=True)
+class Stage(Generic[C, R]):
+    """A stage: its name, its config type, ``run``, ``is_complete`` and ``report`` (see the module docstring)."""
+
+    name: str
+    config: type[C]
+    run: Callable[[C], R]
+    is_complete: Callable[[Path], bool]
+    report: Callable[[R], Section]
+    #: one line saying what the stage asks (the report's section heading)
+    title: str = ""
+    #: the ``python -m`` module of its command (for ``usage:`` and the interrupted hint)
+    command: str = ""
+    description: str = ""
+    #: the stage's own error types, reported as one ``error:`` line (the toolkit's root error always is)
+    errors: tuple[type[BaseException], ...] = ()
+    #: adds what the config's fields cannot say to the parser (a retired option's one-line pointer)
+    extend: Callable[[argparse.ArgumentParser], None] | None = None
+    #: options that choose how the stage runs rather than what it computes (``--backend`` and the engine's), added
+    #: to the parser before ``extend``; they are not config fields, so they stay out of the recorded settings
+    engine_options: Callable[[argparse.ArgumentParser], None] | None = None
+    #: ``execute(config, args)`` runs the stage with those options (default: ``run(config)``)
+    execute: Callable[[C, argparse.Namespace], R] | None = None
+
+    def options(self) -> list[dataclasses.Field]:
+        """The config's fields that are command-line options, the positional ones first."""
+        offered = getattr(self.config, "CLI_SHARED", SHARED)
+        fs = [f for f in dataclasses.fields(self.config)  # type: ignore[arg-type]
+              if f.metadata.get("option", {}).get("cli") and (f.name not in SHARED or f.name in offered)]
+        return sorted(fs, key=lambda f: (not f.metadata["option"].get("positional"), f.name in SHARED))
+
+    def build_parser(self) -> argparse.ArgumentParser:
+        """The command's parser, one option per config field (:func:`option`); defaults are the config's."""
+        from loadbearing.cli import OneLineParser, add_option
+        from loadbearing.commands import prog
+
+        p = OneLineParser(prog=prog(self.command or self.name), description=self.description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+        groups: dict[str, Any] = {}
+        for f in self.options():
+            meta = f.metadata["option"]
+            where = p if not meta.get("group") else groups.setdefault(meta["group"], p.add_argument_group(meta["group"]))
+            if meta.get("positional"):
+                where.add_argument(f.name, metavar=meta.get("metavar"), help=meta.get("help"))
+                continue
+            kw: dict[str, Any] = {"dest": f.name, "default": f.default, "help": _help(f, meta)}
+            if meta.get("negate"):
+                add_option(where, meta["negate"], action="store_const", const=False, **kw)
+                continue
+            if f.type in (bool, "bool"):
+                kw["action"] = "store_true"
+            else:
+                kw.update(metavar=meta.get("metavar"), choices=meta.get("choices"))
+                if meta.get("type") is not None:
+                    kw["type"] = meta["type"]
+                elif meta.get("parse") is None and isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
+                    kw["type"] = type(f.default)
+            add_option(where, _flag(f), deprecated=meta.get("deprecated", ()), **kw)
+        if self.engine_options is not None:
+            self.engine_options(p)
+        if self.extend is not None:
+            self.extend(p)
+        return p
+
+    def config_from_args(self, args: argparse.Namespace) -> C:
+        """The config of parsed options (``parse`` applied to typed text; an option left out has the config's default,
+        which the parser holds as it is)."""
+        given = vars(args)
+        kwargs: dict[str, Any] = {}
+        for f in self.options():
+            if f.name not in given:
+                continue
+            v = given[f.name]
+            parse = f.metadata["option"].get("parse")
+            kwargs[f.name] = parse(v) if parse is not None and isinstance(v, str) else v
+        return self.config(**kwargs)
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """``main(argv)`` of the stage's command: parse, build the config, run; bad input is one ``error:`` line."""
+        from loadbearing.cli import run_cli
+
+        def body() -> int:
+            args = self.build_parser().parse_args(argv)
+            config = self.config_from_args(args)
+            if self.execute is not None:
+                self.execute(config, args)
+            else:
+                self.run(config)
+            return 0
+
+        hint = f"continue with: python -m {self.command or self.name} RUN_DIR --resume"
+        return run_cli(body, errors=self.errors, interrupted_hint=hint)
+
+
+__all__ = ["Options", "RunDirOptions", "SHARED", "Section", "Stage", "SummarySection", "option", "result_settings"]
