@@ -55,6 +55,7 @@ from activations.store import is_complete as _store_complete
 from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
+from loadbearing.report import Block, Paragraph, blocks_markdown, table
 from loadbearing.runs import question_key_of
 from loadbearing.shards import Shard, ShardError, parse_shard
 
@@ -308,16 +309,23 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
                 "labels": {str(k): int(v) for k, v in rows["label"].fillna("unscored").value_counts().items()}}
 
 
+def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
+    """The store's summary as report blocks: one table row (and a warning when it holds outcome tokens)."""
+    lay = summary["layers"]
+    layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
+    labels = ", ".join(f"{k} {v}" for k, v in sorted(summary["labels"].items()))
+    t = table(("rows", "questions", "layers", "positions", "engine", "dtype", "labels"),
+              [(summary["n_rows"], summary["n_questions"], layers, ", ".join(summary["positions"]), summary["engine"],
+                summary["dtype"], labels)])
+    return (t, Paragraph("**LEAKY**: the store holds outcome tokens.")) if summary["leaky"] else (t,)
+
+
 def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     """One paragraph (``text``) or a small table (``md``) describing a store."""
     lay = summary["layers"]
     layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
-    labels = ", ".join(f"{k} {v}" for k, v in sorted(summary["labels"].items()))
     if style == "md":
-        return ("| rows | questions | layers | positions | engine | dtype | labels |\n|---|---|---|---|---|---|---|\n"
-                f"| {summary['n_rows']} | {summary['n_questions']} | {layers} | {', '.join(summary['positions'])} | "
-                f"{summary['engine']} | {summary['dtype']} | {labels} |"
-                + ("\n\n**LEAKY**: the store holds outcome tokens." if summary["leaky"] else ""))
+        return blocks_markdown(summary_blocks(summary))
     return (f"wrote {summary['path']}: {summary['n_rows']} rows ({summary['n_questions']} questions), layers {layers}, "
             f"positions {', '.join(summary['positions'])}, engine {summary['engine']}, dtype {summary['dtype']}"
             + (", LEAKY (outcome tokens)" if summary["leaky"] else ""))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 from behavioural.labels.agreement import kappa, variant_agreement
 from behavioural.labels.judge import JudgeLabeller
 from behavioural.labels.records import FINAL_RULE, GROUP_KEYS, LABELS, SCHEMA_VERSION
+from loadbearing.report import Block, Paragraph, Row, Table, blocks_markdown, facet_filter, label_cell_filters
 from loadbearing.stats import clustered_rate, format_rate, rate
-from loadbearing.tables import render_table
 
 __all__ = ["format_summary", "summarize"]
 
@@ -88,29 +89,43 @@ def _r(r: dict | None) -> str:
     return format_rate(r) if r else "n/a"  # a markdown table cell escapes its own "|"
 
 
+def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
+    """The labelling's summary as report blocks: the counts per condition and per group (each row linking to its
+    samples in the trace browser, each non-zero A/B/C count to that label's), the labellers' agreement."""
+    head = ("condition", "n", "A", "B", "C", "null", "propagation (C / parseable)", "B among correct")
+    rows = []
+    for c in ("perturbed", "control"):
+        s = summary[c]
+        k = s["counts"]
+        cells = tuple(str(x) for x in (c, s["n"], k["A"], k["B"], k["C"], k["null"], _r(s["propagation"]),
+                                      _r(s["B_among_correct_labelled"])))
+        f = facet_filter(c)
+        rows.append(Row(cells, filter=f, cell_filters=label_cell_filters(f, head, cells)))
+    blocks: list[Block] = [Paragraph(f"Labelling `{summary.get('labelling')}` (final labeller: `{summary['final_labeller']}`)."),
+                           Table(head, tuple(rows))]
+    by = summary["perturbed"].get("by", {})
+    if by:
+        bhead = ("perturbed, by", "n", "A", "B", "C", "null")
+        brows = []
+        for g in GROUP_KEYS:
+            for v, b in by.get(g, {}).items():
+                cells = tuple(str(x) for x in (f"{g}={v}", b["n"], b["counts"]["A"], b["counts"]["B"], b["counts"]["C"],
+                                               b["counts"]["null"]))
+                f = facet_filter(**{g: v})
+                brows.append(Row(cells, filter=f, cell_filters=label_cell_filters(f, bhead, cells)))
+        blocks.append(Table(bhead, tuple(brows)))
+    for p in summary.get("labeller_agreement", []):
+        kv = p["kappa"]
+        blocks.append(Paragraph(f"{p['a']} vs {p['b']} on A/B: n={p['n']}, kappa {'n/a' if kv is None else f'{kv:.2f}'}."))
+    return tuple(blocks)
+
+
 def format_summary(summary: dict, style: str = "text") -> str:
     """A labelling's summary as text (``style="text"``) or markdown (``style="md"``)."""
     if style not in ("text", "md"):
         raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
     if style == "md":
-        head = ["condition", "n", "A", "B", "C", "null", "propagation (C / parseable)", "B among correct"]
-        rows = []
-        for c in ("perturbed", "control"):
-            s = summary[c]
-            k = s["counts"]
-            rows.append([c, s["n"], k["A"], k["B"], k["C"], k["null"], _r(s["propagation"]),
-                         _r(s["B_among_correct_labelled"])])
-        lines = [f"Labelling `{summary.get('labelling')}` (final labeller: `{summary['final_labeller']}`).", "",
-                 render_table(head, rows)]
-        by = summary["perturbed"].get("by", {})
-        if by:
-            rows = [[f"{g}={v}", b["n"], b["counts"]["A"], b["counts"]["B"], b["counts"]["C"], b["counts"]["null"]]
-                    for g in GROUP_KEYS for v, b in by.get(g, {}).items()]
-            lines += ["", render_table(["perturbed, by", "n", "A", "B", "C", "null"], rows)]
-        for p in summary.get("labeller_agreement", []):
-            kv = p["kappa"]
-            lines += ["", f"{p['a']} vs {p['b']} on A/B: n={p['n']}, kappa {'n/a' if kv is None else f'{kv:.2f}'}."]
-        return "\n".join(lines)
+        return blocks_markdown(summary_blocks(summary))
     lines = [f"labelling {summary.get('labelling')} (final labeller: {summary['final_labeller']})"]
     for c in ("perturbed", "control"):
         s = summary[c]
