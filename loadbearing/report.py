@@ -329,6 +329,7 @@ def fold_long_tables(blocks: Sequence[Block], pointer: str, *, min_rows: int = 1
     return tuple(out)
 
 
-__all__ = ["FACETS", "LABEL_COLUMNS", "facet_filter", "label_cell_filters", "Block", "Bullets", "Code", "Figure", "Filter", "Heading", "Item", "Paragraph", "Preformatted", "Row",
-           "Section", "Table", "Tight", "VerdictLine", "block_markdown", "block_text", "blocks_markdown", "blocks_text",
-           "fold_long_tables", "plain", "render_markdown", "render_text", "table"]
+__all__ = ["Block", "Bullets", "Code", "FACETS", "Figure", "Filter", "Heading", "Item", "LABEL_COLUMNS", "Paragraph",
+           "Preformatted", "Row", "Section", "Table", "Tight", "VerdictLine", "block_markdown", "block_text",
+           "blocks_markdown", "blocks_text", "facet_filter", "fold_long_tables", "label_cell_filters", "plain",
+           "render_markdown", "render_text", "table"]

@@ -124,7 +124,7 @@ def block_html(b: Block, *, link: Link | None = None, base: str | os.PathLike[st
     if isinstance(b, Tight):
         return block_html(b.block, link=link, base=base, level=level)
     if isinstance(b, Paragraph):
-        return f"<p>{inline(b.md)}</p>"
+        return f"<p>{inline(b.md)}</p>" if b.md.strip() else ""
     if isinstance(b, Bullets):
         items = "".join(f"<li>{inline(i.text)}" + (f"<ul>{''.join(f'<li>{inline(s)}</li>' for s in i.sub)}</ul>"
                                                    if i.sub else "") + "</li>" for i in b.entries())
@@ -176,11 +176,12 @@ p.pointer{color:#666;font-size:12px}"""
 
 
 def render_page(sections: Iterable[Section], *, title: str, link: Link | None = None, browse: str | None = None,
-                base: str | os.PathLike[str] | None = None) -> str:
+                base: str | os.PathLike[str] | None = None, level: int = 2) -> str:
     """The report page: the title, the first ``box`` section framed right under it, a line pointing to the trace
-    browser (``browse``: its href, None: no line), a table of contents, then the other sections in order."""
+    browser (``browse``: its href, None: no line), a table of contents, then the other sections in order;
+    ``level``: added to the blocks' heading levels (section titles are ``<h2>``)."""
     secs = list(sections)
-    kw = {"link": link, "base": base}
+    kw = {"link": link, "base": base, "level": level}
     parts = [f"<h1>{html.escape(title)}</h1>"]
     lead = next((k for k, s in enumerate(secs) if s.box), None)
     if lead is not None:

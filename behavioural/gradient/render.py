@@ -45,6 +45,8 @@ class _Out:
 
     def heading(self, title: str, level: int = 2) -> None:
         if self.style == "md":
+            if self.blocks and isinstance(self.blocks[-1], Heading):
+                self.blocks.append(Tight(Paragraph("")))  # an empty part: gradient.md keeps its blank line
             self.blocks.append(Heading(title, level))
             self._gap = True
         else:

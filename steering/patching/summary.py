@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.report import Block, Figure, Heading, Paragraph, blocks_markdown, table
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
-from loadbearing.tables import render_table
 from steering.patching.align import GROUPS
 
 
@@ -101,35 +101,44 @@ def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, tit
     plt.close(fig)
 
 
-def markdown(summary: dict[str, Any], layers: list[int], settings: dict[str, Any]) -> str:
-    """The report section: how it was measured, the map as a table, the controls."""
+TITLE = "Activation patching: where is the error carried?"
+
+
+def section_blocks(summary: dict[str, Any], layers: list[int], settings: dict[str, Any], *,
+                   figure: str = "patching.png") -> tuple[Block, ...]:
+    """The report section: how it was measured, the map as a table, the controls, the heat map (``figure``: its
+    path relative to where the section is shown)."""
     pos = {(c["layer"], c["group"]): c for c in summary["cells"]}
     rows = [[lay] + [_fmt(pos[(lay, g)]) for g in GROUPS] for lay in layers]
-    lines = [
-        "## Activation patching: where is the error carried?", "",
-        f"Command: `{settings['command']}`", "",
-        f"{summary['n_cases']} C cases ({summary['n_questions']} questions, one case per question); "
-        f"{summary['n_excluded']} excluded from the means (clean and edited runs within {settings['min_gap']} nats). "
-        f"Engine: {settings['engine']}. Cell: mean restored fraction of log P(correct) - log P(propagated) "
-        f"after `{settings['answer_prefix']}` (0 = edited run, 1 = clean run) with a percentile bootstrap interval "
-        "over questions: descriptive, not a calibrated 95% CI (coverage 0.83-0.90 at 5-16 questions, "
-        "bench/calib_intervals.py; none where every resample agrees).", "",
-        render_table(["layer", *GROUPS], rows, style="md"), "",
-        "Controls (the same statistic):", "",
+    blocks: list[Block] = [
+        Paragraph(f"Command: `{settings['command']}`"),
+        Paragraph(f"{summary['n_cases']} C cases ({summary['n_questions']} questions, one case per question); "
+                  f"{summary['n_excluded']} excluded from the means (clean and edited runs within {settings['min_gap']} "
+                  f"nats). Engine: {settings['engine']}. Cell: mean restored fraction of log P(correct) - log "
+                  f"P(propagated) after `{settings['answer_prefix']}` (0 = edited run, 1 = clean run) with a percentile "
+                  "bootstrap interval over questions: descriptive, not a calibrated 95% CI (coverage 0.83-0.90 at 5-16 "
+                  "questions, bench/calib_intervals.py; none where every resample agrees)."),
+        table(["layer", *GROUPS], rows),
+        Paragraph("Controls (the same statistic):"),
+        table(["random-layer control", "mean [bootstrap, descriptive]", "n"],
+              [[c["group"], _fmt(c), c["n_cases"]] for c in summary["controls"]["random_layer"]]),
     ]
-    rl = summary["controls"]["random_layer"]
-    lines += [render_table(["random-layer control", "mean [bootstrap, descriptive]", "n"],
-                           [[c["group"], _fmt(c), c["n_cases"]] for c in rl], style="md"), ""]
     rp = summary["controls"]["random_position"]
     if rp:
-        lines += [render_table(["random-position control", "layer", "mean [bootstrap, descriptive]", "n"],
-                               [[c["group"], c["layer"], _fmt(c), c["n_cases"]] for c in rp], style="md"), ""]
+        blocks.append(table(["random-position control", "layer", "mean [bootstrap, descriptive]", "n"],
+                            [[c["group"], c["layer"], _fmt(c), c["n_cases"]] for c in rp]))
     if summary.get("flips"):
-        lines += ["Greedy answer flips to correct with the patch held (parseable cases; interval over questions):", "",
-                  render_table(["layer", *GROUPS], [[lay] + [format_rate(c["rate"], style="md") for c in summary["flips"]
-                                                             if c["layer"] == lay] for lay in layers], style="md"), ""]
-    lines.append("![patching heat map](patching.png)")
-    return "\n".join(lines) + "\n"
+        blocks += [Paragraph("Greedy answer flips to correct with the patch held (parseable cases; interval over "
+                             "questions):"),
+                   table(["layer", *GROUPS], [[lay] + [format_rate(c["rate"], style="md") for c in summary["flips"]
+                                                       if c["layer"] == lay] for lay in layers])]
+    blocks.append(Figure(figure, "patching heat map"))
+    return tuple(blocks)
 
 
-__all__ = ["heatmap", "markdown", "summarise"]
+def markdown(summary: dict[str, Any], layers: list[int], settings: dict[str, Any]) -> str:
+    """``patching.md``: the section's title and blocks."""
+    return blocks_markdown((Heading(TITLE, 2), *section_blocks(summary, layers, settings))) + "\n"
+
+
+__all__ = ["TITLE", "heatmap", "markdown", "section_blocks", "summarise"]
