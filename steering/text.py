@@ -197,7 +197,9 @@ def grid_table(summary: dict[str, Any]) -> Table:
 def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
     """The sweep's summary as report blocks: cases and split, the controls' note, the grid, the verdict(s)."""
     head, note = _head(summary)
-    blocks: list[Block] = [Paragraph(head + ".")] + ([Paragraph(note)] if note else [])
+    blocks: list[Block] = [Paragraph(head + ".")]
+    if note:
+        blocks.append(Paragraph(note))
     if summary.get("settings"):
         blocks.append(grid_table(summary))
     verdicts = summary.get("verdicts") or {}

@@ -10,6 +10,7 @@ difference and the baseline per level.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loadbearing.report import Block, Bullets, Filter, Paragraph, Row, Table, blocks_markdown, blocks_text, facet_filter
@@ -22,12 +23,12 @@ MIN_ROWS = 5
 GROUP_CONVENTION = "per generation"
 
 
-def _cov(r: dict | None) -> str:
+def _cov(r: Mapping[str, Any] | None) -> str:
     v = Rate.from_dict(r).value if r else None
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
-def _facts(s: dict[str, Any]) -> list[str]:
+def _facts(s: Mapping[str, Any]) -> list[str]:
     g = s.get("generations") or {}
     facts = [f"questions {s['questions']} ({s.get('distinct_questions', s['questions'])} distinct); baseline accuracy "
              f"{format_rate(s['baseline_accuracy'])} (unparseable counts as wrong)"
@@ -65,13 +66,14 @@ def _group_filter(key: str | None, value: str | None = None) -> Filter | None:
         return None  # a group the browser has no facet for: no link
 
 
-def behaviour_blocks(s: dict[str, Any]) -> tuple[Block, ...]:
-    """The section's blocks: the facts, the counting note, the group table (each row linking to its samples in
-    the trace browser), the baseline per level, the stage's message."""
+def behaviour_blocks(s: Mapping[str, Any]) -> tuple[Block, ...]:
+    """The section's blocks from a :class:`behavioural.results.BehaviourSummary`: the facts, the counting note,
+    the group table (each row linking to its samples in the trace browser), the baseline per level, the stage's
+    message."""
     rows = [("overall", None, None, s["overall"])] + [(f"{k}={g}", k, g, r) for k, groups in (s.get("by") or {}).items()
                                                      for g, r in groups.items()]
 
-    def flag(r: dict[str, Any]) -> str:
+    def flag(r: Mapping[str, Any]) -> str:
         n = (r.get("propagation") or {}).get("n", 0)
         return f"too few cases (n={n})" if n < MIN_ROWS else ""
 
@@ -100,7 +102,7 @@ def behaviour_blocks(s: dict[str, Any]) -> tuple[Block, ...]:
     return tuple(out)
 
 
-def behaviour_section(s: dict[str, Any], style: str = "md") -> str:
+def behaviour_section(s: Mapping[str, Any], style: str = "md") -> str:
     """The section as markdown (``md``) or plain text (``text``)."""
     blocks = behaviour_blocks(s)
     return blocks_markdown(blocks) if style == "md" else blocks_text(blocks)

@@ -374,3 +374,30 @@ def test_small_study_report_first_screen_in_chromium(tmp_path, fake_models):
     finally:
         d.quit()
     assert all("questions" in ln["text"] or "not run" in ln["text"] for ln in lines)
+
+
+# ------------------------------------------------------------------------------------------ the figure writer
+def test_the_figure_writer_is_atomic_and_closes_the_figure(tmp_path, monkeypatch):
+    import loadbearing.files
+    from loadbearing.figures import figure_bytes, pyplot, save_figure
+
+    plt = pyplot()
+    assert plt.get_backend().lower() == "agg"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    same = figure_bytes(fig, dpi=50, metadata={"Software": None})
+    assert same == figure_bytes(fig, dpi=50, metadata={"Software": None}) and same.startswith(b"\x89PNG")
+    out = save_figure(fig, tmp_path / "f.png", dpi=50)
+    assert out.read_bytes().startswith(b"\x89PNG") and not plt.fignum_exists(fig.number)
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]  # no temp file left beside it
+
+    fig2, _ = plt.subplots()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(loadbearing.files.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save_figure(fig2, tmp_path / "f.png", dpi=50)
+    assert (tmp_path / "f.png").read_bytes() == out.read_bytes()  # the old figure is still whole
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]

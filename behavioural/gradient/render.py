@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loadbearing.figures import pyplot, save_figure
 from loadbearing.report import Block, Heading, Paragraph, Table, Tight, blocks_markdown, table
 from loadbearing.stats import format_rate
 from loadbearing.tables import render_table
@@ -28,9 +29,9 @@ class _Out:
     a line right under another is one paragraph's next line, as in ``gradient.md``)."""
 
     def __init__(self, style: str) -> None:
-        self.style, self.lines, self.blocks, self._gap = style, [], [], True
-        self.lines: list[str]
-        self.blocks: list[Block]
+        self.style, self._gap = style, True
+        self.lines: list[str] = []
+        self.blocks: list[Block] = []
 
     def _add(self, b: Paragraph | Table, gap: bool = False) -> None:
         self.blocks.append(b if gap or self._gap else Tight(b))
@@ -238,11 +239,9 @@ def _lay_out(s: dict[str, Any], out: _Out) -> None:
 
 def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """gradient.png: propagation vs baseline accuracy per (model, task-or-level), both-way bars, fitted curves."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    plt = pyplot()
 
     use_acc = s["axis"] == "accuracy"
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
@@ -293,6 +292,5 @@ def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
                 transform=ax.transAxes)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_figure(fig, path, dpi=130)
     return {"path": Path(path).name, "points": plotted, "x": "baseline_accuracy" if use_acc else "difficulty_level"}

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.figures import pyplot, save_figure
 from loadbearing.report import Block, Figure, Heading, Paragraph, blocks_markdown, table
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
 from steering.patching.align import GROUPS
@@ -69,10 +70,7 @@ def _fmt(c: dict[str, Any]) -> str:
 def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, title: str = "") -> None:
     """Layers (rows) x groups (columns): mean restored fraction, each cell annotated with its mean and its
     descriptive bootstrap interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     grid = np.full((len(layers), len(GROUPS)), np.nan)
     text = [["" for _ in GROUPS] for _ in layers]
@@ -97,8 +95,7 @@ def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, tit
     ax.set_title(title or f"activation patching ({summary['n_cases']} cases, {summary['n_questions']} questions)",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 TITLE = "Activation patching: where is the error carried?"
