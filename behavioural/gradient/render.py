@@ -1,11 +1,12 @@
 """Text / markdown tables and the figure of a gradient summary (see :mod:`behavioural.gradient`)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from loadbearing.figures import pyplot, save_figure
-from loadbearing.report import Block, Heading, Paragraph, Table, Tight, blocks_markdown, table
+from loadbearing.report import Block, Filter, Heading, Paragraph, Table, Tight, blocks_markdown, facet_filter, table
 from loadbearing.stats import format_rate
 from loadbearing.tables import render_table
 
@@ -53,9 +54,13 @@ class _Out:
         else:
             self.lines.append(f"\n== {title} ==")
 
-    def table(self, header: list[str], rows: list[list[str]]) -> None:
+    def table(self, header: list[str], rows: list[list[str]], filters: list[Filter | None] | None = None) -> None:
+        """A table; ``filters``: each row's trace-browser filter (report.html links the row to its samples)."""
         if self.style == "md":
-            self._add(table(header, rows))
+            t = table(header, rows)
+            if filters:
+                t = replace(t, rows=tuple(replace(r, filter=f) for r, f in zip(t.rows, filters)))
+            self._add(t)
         else:
             self.lines.append(render_table(header, rows, "text"))
 
@@ -110,7 +115,8 @@ def _lay_out(s: dict[str, Any], out: _Out) -> None:
                      _fr(c["propagation"], style), _fr(c["control_error"], style), str(c["n_questions"]),
                      str(c["n_generations"])])
     out.table(["model", "task/level", "baseline acc. (unparsed=wrong)", "baseline coverage",
-               "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows)
+               "propagation (q-clustered 95% CI)", "control error", "n q", "n gen"], rows,
+              [facet_filter(model=c["model"]) for c in s["cells"]])
     out.line("(propagation: parseable perturbed continuations with a wrong answer; each distinct generation once; "
              "interval: Korn-Graubard, clustered by question; \u2020 = fewer than 20 questions)", gap=True)
 
