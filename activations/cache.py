@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from loadbearing.engine.oom import BatchSize
 from loadbearing.report import Block, Paragraph, blocks_markdown, table
 from loadbearing.runs import question_key_of
 from loadbearing.shards import Shard, ShardError, parse_shard
+from loadbearing.stage_results import StoreSummary
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
@@ -298,7 +299,7 @@ def _progress(total: int, initial: int, enabled: bool, out: Path):
                 file=sys.stderr)
 
 
-def summarize(path: str | os.PathLike) -> dict[str, Any]:
+def summarize(path: str | os.PathLike) -> StoreSummary:
     """The store's headline numbers (rows, layers, positions, engine, dtype, leakiness, label counts)."""
     with open_store(path) as st:
         rows = st.rows
@@ -309,7 +310,7 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
                 "labels": {str(k): int(v) for k, v in rows["label"].fillna("unscored").value_counts().items()}}
 
 
-def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
+def summary_blocks(summary: Mapping[str, Any]) -> tuple[Block, ...]:
     """The store's summary as report blocks: one table row (and a warning when it holds outcome tokens)."""
     lay = summary["layers"]
     layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
@@ -320,7 +321,7 @@ def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
     return (t, Paragraph("**LEAKY**: the store holds outcome tokens.")) if summary["leaky"] else (t,)
 
 
-def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+def format_summary(summary: Mapping[str, Any], style: str = "text") -> str:
     """One paragraph (``text``) or a small table (``md``) describing a store."""
     lay = summary["layers"]
     layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"

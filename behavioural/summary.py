@@ -78,8 +78,8 @@ def _rates(pert: list[dict[str, Any]], ctrl: list[dict[str, Any]], ctrl_by_line:
     diff = paired_difference_ci(pairs, seed=seed, n_boot=n_boot)
 
     def r(rows: list[dict[str, Any]], flags: list[bool]) -> RateJSON:
-        return cast(RateJSON, rate_over(flags, [question_key_of(c) for c in rows], seed=seed, n_boot=n_boot,
-                                        n_generations=len(rows)).to_dict())
+        return rate_over(flags, [question_key_of(c) for c in rows], seed=seed, n_boot=n_boot,
+                         n_generations=len(rows)).to_dict()
 
     return {
         "perturbed": len(pert),
@@ -125,8 +125,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
         reasons[b["reason"].split("(")[0]] += 1
 
     def acc(rows: list[dict[str, Any]], flag: Callable[[dict[str, Any]], bool]) -> RateJSON:
-        return cast(RateJSON, rate_over([flag(b) for b in rows], [question_key_of(b) for b in rows], seed=seed,
-                                        n_boot=n_boot).to_dict())
+        return rate_over([flag(b) for b in rows], [question_key_of(b) for b in rows], seed=seed, n_boot=n_boot).to_dict()
 
     pert = [c for c in conts if c["condition"] == "perturbed"]
     ctrl = [c for c in conts if c["condition"] == "control"]

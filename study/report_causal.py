@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def _grouping(items: list[dict]) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ cells
-def _rate_cell(r: dict | None) -> Cell | None:
+def _rate_cell(r: Mapping[str, Any] | None) -> Cell | None:
     if not r or not r.get("n"):
         return None
     return {"estimate": r["k"] / r["n"], "ci": [r.get("lo"), r.get("hi")], "n_questions": r.get("n_questions"),

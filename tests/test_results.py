@@ -43,7 +43,7 @@ def test_the_behaviour_summary_round_trips_through_json_unchanged(tmp_path):
     write_result(tmp_path / "summary.json", s)
     back = read_summary(tmp_path)
     assert back == s and list(back) == list(s)  # same keys, same order, same numbers
-    assert back["overall"]["propagation"]["n"] == 7 and back["by"]["strategy"]["contradiction"]["perturbed"] == 4
+    assert back["overall"]["propagation"]["n"] == 6 and back["by"]["strategy"]["contradiction"]["perturbed"] == 4
     write_json(tmp_path / "plain.json", s)  # the stage's own writer: byte-identical
     assert (tmp_path / "plain.json").read_bytes() == (tmp_path / "summary.json").read_bytes()
     assert read_summary(tmp_path / "nowhere") is None

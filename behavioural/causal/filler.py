@@ -31,6 +31,7 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
+from loadbearing.results import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
 from loadbearing.tables import render_table
@@ -136,7 +137,7 @@ def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: 
     for r in rows:
         by_q.setdefault(r["question_key"], {})[r["condition"]] = r
     acc: dict[str, dict] = {}
-    same_full: dict[str, dict] = {}
+    same_full: dict[str, RateJSON] = {}
     vs: dict[str, dict[str, dict]] = {}
     for cnd in conds:
         scored = [r for r in rows if r["condition"] == cnd and r["correct"] is not None]

@@ -12,6 +12,7 @@ from behavioural.labels.judge import JudgeLabeller
 from behavioural.labels.records import FINAL_RULE, GROUP_KEYS, LABELS, SCHEMA_VERSION
 from behavioural.results import LabelSummary
 from loadbearing.report import Block, Paragraph, Row, Table, blocks_markdown, facet_filter, label_cell_filters
+from loadbearing.results import RateJSON
 from loadbearing.stats import clustered_rate, format_rate, rate
 
 __all__ = ["format_summary", "summarize"]
@@ -32,7 +33,7 @@ def _block(labels: list[str | None], corrects: list[bool | None], groups: list[s
         propagation = clustered_rate([x for x, _ in parse], [g for _, g in parse]).to_dict()
         b_correct = clustered_rate([x for x, _ in ab], [g for _, g in ab]).to_dict()
     else:
-        propagation, b_correct = rate(cnt["C"], n_parse), rate(cnt["B"], cnt["A"] + cnt["B"])
+        propagation, b_correct = cast(RateJSON, rate(cnt["C"], n_parse)), cast(RateJSON, rate(cnt["B"], cnt["A"] + cnt["B"]))
     return {
         "n": n,
         "counts": cnt,
