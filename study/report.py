@@ -46,7 +46,6 @@ from loadbearing.report import (
     Section,
     Table,
     Tight,
-    VerdictLine,
     blocks_markdown,
     fold_long_tables,
     render_markdown,
@@ -254,7 +253,7 @@ def _header(out: Path, seconds: float | None) -> str:
 
 
 def _verdicts(out: Path) -> Blocks:
-    lines = [VerdictLine(v.question, v.answer, v.detail, v.source, v.command, v.n_questions) for v in read_verdicts(out)]
+    lines = [v.block() for v in read_verdicts(out)]
     blocks: list[Block] = list(lines)
     if any(FEW_CLUSTERS_MARK in v.line("md") for v in lines):
         blocks.append(Paragraph(FEW_CLUSTERS_NOTE + "."))
