@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +53,10 @@ from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
+from loadbearing.report import Block, Paragraph, blocks_markdown, table
 from loadbearing.runs import question_key_of
-from loadbearing.shards import Shard, parse_shard
+from loadbearing.shards import Shard, ShardError, parse_shard
+from loadbearing.stage_results import StoreSummary
 
 DEFAULT_OUTPUT = "activations.h5"
 CONDITIONS = ("perturbed", "control", "all")
@@ -291,7 +293,7 @@ def _progress(total: int, initial: int, enabled: bool, out: Path):
                 file=sys.stderr)
 
 
-def summarize(path: str | os.PathLike) -> dict[str, Any]:
+def summarize(path: str | os.PathLike) -> StoreSummary:
     """The store's headline numbers (rows, layers, positions, engine, dtype, leakiness, label counts)."""
     with open_store(path) as st:
         rows = st.rows
@@ -302,16 +304,23 @@ def summarize(path: str | os.PathLike) -> dict[str, Any]:
                 "labels": {str(k): int(v) for k, v in rows["label"].fillna("unscored").value_counts().items()}}
 
 
-def format_summary(summary: dict[str, Any], style: str = "text") -> str:
-    """One paragraph (``text``) or a small table (``md``) describing a store."""
+def summary_blocks(summary: Mapping[str, Any]) -> tuple[Block, ...]:
+    """The store's summary as report blocks: one table row (and a warning when it holds outcome tokens)."""
     lay = summary["layers"]
     layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
     labels = ", ".join(f"{k} {v}" for k, v in sorted(summary["labels"].items()))
+    t = table(("rows", "questions", "layers", "positions", "engine", "dtype", "labels"),
+              [(summary["n_rows"], summary["n_questions"], layers, ", ".join(summary["positions"]), summary["engine"],
+                summary["dtype"], labels)])
+    return (t, Paragraph("**LEAKY**: the store holds outcome tokens.")) if summary["leaky"] else (t,)
+
+
+def format_summary(summary: Mapping[str, Any], style: str = "text") -> str:
+    """One paragraph (``text``) or a small table (``md``) describing a store."""
+    lay = summary["layers"]
+    layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
     if style == "md":
-        return ("| rows | questions | layers | positions | engine | dtype | labels |\n|---|---|---|---|---|---|---|\n"
-                f"| {summary['n_rows']} | {summary['n_questions']} | {layers} | {', '.join(summary['positions'])} | "
-                f"{summary['engine']} | {summary['dtype']} | {labels} |"
-                + ("\n\n**LEAKY**: the store holds outcome tokens." if summary["leaky"] else ""))
+        return blocks_markdown(summary_blocks(summary))
     return (f"wrote {summary['path']}: {summary['n_rows']} rows ({summary['n_questions']} questions), layers {layers}, "
             f"positions {', '.join(summary['positions'])}, engine {summary['engine']}, dtype {summary['dtype']}"
             + (", LEAKY (outcome tokens)" if summary["leaky"] else ""))

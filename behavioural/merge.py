@@ -98,7 +98,9 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
     settings = dict(runs[0].manifest.get("settings") or {})
     summary = summarise(files[BASELINES], files[CONTINUATIONS], files[SKIPPED], seed=int(settings.get("seed") or 0))
     status = "ok" if summary.get("eligible", 0) else "insufficient_data"
-    summary.update(status=status, protocol_version=runs[0].manifest.get("protocol_version"), run_dir=str(out))
+    # in this order (the keys of summary.json): status, protocol_version, run_dir
+    summary["status"], summary["protocol_version"] = status, runs[0].manifest.get("protocol_version")  # type: ignore[typeddict-item]
+    summary["run_dir"] = str(out)
     manifest = json.loads(json.dumps(runs[0].manifest))
     info = manifest.pop("shard")
     manifest["settings"] = settings | {"shard": None}

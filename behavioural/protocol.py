@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from behavioural.results import BehaviourSummary
 from behavioural.strategies import NotApplicable, apply
 from behavioural.summary import format_table, summarise
 from loadbearing import files as rundir
@@ -260,7 +261,7 @@ def _chunks(seq, n):
 
 
 def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resume: bool = False,
-                 progress: bool = True, chunk: int | None = None, generate_fn=None, echo=print) -> dict:
+                 progress: bool = True, chunk: int | None = None, generate_fn=None, echo=print) -> BehaviourSummary:
     """Run (or resume) the protocol into ``run_dir``; returns the summary dict.
 
     ``generate_fn(lm, texts, *, max_new_tokens, batch_size, progress, desc)`` defaults to the HF backend.
@@ -349,7 +350,7 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         run = Run(run_dir)  # the one reader: validates every record written (and refuses duplicate ids)
         summary = summarise(baselines, run.continuations(), run.skipped(), seed=settings.seed)
         status = "ok" if summary["eligible"] > 0 else "insufficient_data"
-        summary.update(status=status, protocol_version=PROTOCOL_VERSION, run_dir=str(run_dir))
+        summary["status"], summary["protocol_version"], summary["run_dir"] = status, PROTOCOL_VERSION, str(run_dir)
         if status == "insufficient_data":
             summary["message"] = ("no eligible baselines (correct with >= "
                                   f"{settings.min_lines} reasoning lines): no propagation rate can be estimated")

@@ -24,8 +24,9 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from behavioural.results import BehaviourSummary
 from behavioural.run_options import (
     DEFAULT_MODEL,
     build_parser,
@@ -124,7 +125,7 @@ def check_writable(out_dir: Path) -> None:
 _check_writable = check_writable  # the old private name (study.driver used it); new code: check_writable
 
 
-def _finished_summary(out_dir: Path, settings, say) -> dict:
+def _finished_summary(out_dir: Path, settings, say) -> BehaviourSummary:
     """Resuming a finished run: check its manifest against the settings, say so in one line, write nothing."""
     from behavioural.protocol import check_manifest
     from loadbearing.runs import Run
@@ -132,10 +133,10 @@ def _finished_summary(out_dir: Path, settings, say) -> dict:
     check_manifest(out_dir, settings)
     run = Run(out_dir)
     say(f"{out_dir} is already complete (status {run.status}); nothing to do")
-    return run.summary() or {}
+    return cast(BehaviourSummary, run.summary() or {})
 
 
-def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=None) -> dict:
+def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=None) -> BehaviourSummary:
     """Run (or resume) the behavioural stage; returns the summary dict. Refusals modify nothing, and so does
     resuming a run that is already complete (it returns the stored summary and changes no file)."""
     from behavioural.protocol import check_resume, run_protocol

@@ -27,11 +27,13 @@ wrong; ``baseline_accuracy``) and over parseable answers (``baseline_accuracy_pa
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
+from behavioural.results import BehaviourSummary, CollapsedPositions, GroupRates, PairedDifference
 from loadbearing.design import merged_position, position_sort_key
 from loadbearing.records import LABEL_C
+from loadbearing.results import RateJSON
 from loadbearing.runs import question_key_of
 from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
 from loadbearing.tables import render_table
@@ -42,11 +44,11 @@ CELL_BREAKDOWNS = ("position", "strategy")
 N_BOOT = 2000
 
 
-def _as_dict(r: Any) -> dict:
+def _as_dict(r: Any) -> dict[str, Any]:
     return r if isinstance(r, dict) else r.to_dict()
 
 
-def _cells(c: dict) -> list[tuple[str, str]]:
+def _cells(c: Mapping[str, Any]) -> list[tuple[str, str]]:
     ms = c.get("memberships") or []
     return [tuple(m) for m in ms] or [(c["strategy"], c["position"])]  # type: ignore[misc]
 
@@ -60,7 +62,8 @@ def rate_over(flags: Sequence[bool], groups: Sequence[Hashable], *, seed: int = 
     return clustered_rate(flags, groups, n_boot=n_boot, seed=seed, n_generations=n_generations)
 
 
-def _rates(pert: list[dict], ctrl: list[dict], ctrl_by_line: dict, seed: int, n_boot: int) -> dict:
+def _rates(pert: list[dict[str, Any]], ctrl: list[dict[str, Any]], ctrl_by_line: dict[tuple[str, int], dict[str, Any]],
+           seed: int, n_boot: int) -> GroupRates:
     """Rates over perturbed and control generations (each record once)."""
     scored_p = [c for c in pert if c["label"] is not None]
     scored_c = [c for c in ctrl if c["label"] is not None]
@@ -74,8 +77,9 @@ def _rates(pert: list[dict], ctrl: list[dict], ctrl_by_line: dict, seed: int, n_
         pairs.append((question_key_of(p), a, b))
     diff = paired_difference_ci(pairs, seed=seed, n_boot=n_boot)
 
-    def r(rows: list[dict], flags: list[bool]) -> dict:
-        return rate_over(flags, [question_key_of(c) for c in rows], seed=seed, n_boot=n_boot, n_generations=len(rows)).to_dict()
+    def r(rows: list[dict[str, Any]], flags: list[bool]) -> RateJSON:
+        return rate_over(flags, [question_key_of(c) for c in rows], seed=seed, n_boot=n_boot,
+                         n_generations=len(rows)).to_dict()
 
     return {
         "perturbed": len(pert),
@@ -83,13 +87,13 @@ def _rates(pert: list[dict], ctrl: list[dict], ctrl_by_line: dict, seed: int, n_
         "coverage": r(pert, [c["label"] is not None for c in pert]),
         "propagation": r(scored_p, [c["label"] == LABEL_C for c in scored_p]),
         "control_error": r(scored_c, [c["label"] == LABEL_C for c in scored_c]),
-        "paired_difference": diff,
+        "paired_difference": cast(PairedDifference, diff),
         "questions": len({question_key_of(c) for c in pert}),
         "generations": len(pert) + len(ctrl),
     }
 
 
-def _collapsed_positions(conts: list[dict]) -> dict:
+def _collapsed_positions(conts: list[dict[str, Any]]) -> CollapsedPositions:
     """Questions where two positions cut at the same line (so they share one generation)."""
     lines: dict[str, dict[str, int]] = defaultdict(dict)
     for c in conts:
@@ -108,8 +112,8 @@ def _collapsed_positions(conts: list[dict]) -> dict:
 
 
 def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: Iterable[Any] = (), *, seed: int = 0,
-              n_boot: int = N_BOOT) -> dict:
-    """The run's summary dict (``summary.json``); records may be dataclasses or their dicts."""
+              n_boot: int = N_BOOT) -> BehaviourSummary:
+    """The run's summary (``summary.json``); records may be dataclasses or their dicts."""
     baselines = [_as_dict(b) for b in baselines]
     conts = [_as_dict(c) for c in continuations]
     skipped = list(skipped)
@@ -120,7 +124,7 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
     for b in baselines:
         reasons[b["reason"].split("(")[0]] += 1
 
-    def acc(rows: list[dict], flag) -> dict:
+    def acc(rows: list[dict[str, Any]], flag: Callable[[dict[str, Any]], bool]) -> RateJSON:
         return rate_over([flag(b) for b in rows], [question_key_of(b) for b in rows], seed=seed, n_boot=n_boot).to_dict()
 
     pert = [c for c in conts if c["condition"] == "perturbed"]
@@ -184,10 +188,10 @@ def summarise(baselines: Iterable[Any], continuations: Iterable[Any], skipped: I
         }
         for lvl, rows in sorted(levels.items())
     }
-    return out
+    return cast(BehaviourSummary, out)
 
 
-def summarise_run(run: Any, *, seed: int | None = None, n_boot: int = N_BOOT) -> dict:
+def summarise_run(run: Any, *, seed: int | None = None, n_boot: int = N_BOOT) -> BehaviourSummary:
     """Summarise a :class:`loadbearing.runs.Run` (seed: the run's own unless given)."""
     if seed is None:
         seed = int((run.manifest.get("settings") or {}).get("seed", 0))
@@ -195,12 +199,12 @@ def summarise_run(run: Any, *, seed: int | None = None, n_boot: int = N_BOOT) ->
 
 
 # ------------------------------------------------------------------------------------------ rendering
-def _cov(r: dict) -> str:
+def _cov(r: Mapping[str, Any]) -> str:
     v = Rate.from_dict(r).value
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
-def _diff(d: dict) -> str | None:
+def _diff(d: Mapping[str, Any]) -> str | None:
     if not d or d.get("estimate") is None:
         return None
     lo, hi = (d.get("ci") or [None, None])[:2]
@@ -211,7 +215,7 @@ def _diff(d: dict) -> str | None:
             + (f"; {dropped} pair(s) left out because a side is unparsed" if dropped else ""))
 
 
-def _headline(s: dict, style: str) -> list[str]:
+def _headline(s: Mapping[str, Any], style: str) -> list[str]:
     g = s.get("generations") or {}
     acc = format_rate(s["baseline_accuracy"], style)
     parts = [f"questions {s['questions']} ({s.get('distinct_questions', s['questions'])} distinct)",
@@ -234,7 +238,7 @@ def _headline(s: dict, style: str) -> list[str]:
     return lines
 
 
-def format_summary(summary: dict, style: str = "text", min_rows: int = 5) -> str:
+def format_summary(summary: Mapping[str, Any], style: str = "text", min_rows: int = 5) -> str:
     """The behavioural summary as a text table (``style="text"``, what the CLI prints) or markdown (``"md"``)."""
     if style not in ("text", "md"):
         raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
@@ -282,7 +286,7 @@ def format_summary(summary: dict, style: str = "text", min_rows: int = 5) -> str
     return "\n".join(out)
 
 
-def format_table(summary: dict, min_rows: int = 5) -> str:
+def format_table(summary: Mapping[str, Any], min_rows: int = 5) -> str:
     """The text table the CLI prints (``format_summary(summary, "text")``)."""
     return format_summary(summary, "text", min_rows=min_rows)
 

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.results import RateJSON
+
 __all__ = [
     "FEW_CLUSTERS_MARK",
     "Rate",
@@ -107,7 +109,7 @@ class Rate:
         q = self.n_questions if self.n_questions is not None else self.n
         return q < FEW_CLUSTERS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RateJSON:
         return {"k": self.k, "n": self.n, "rate": self.value, "lo": self.lo, "hi": self.hi, "method": self.method,
                 "n_questions": self.n_questions, "n_generations": self.n_generations,
                 "few_clusters": self.few_clusters}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadbearing.files import atomic_write_bytes
+from loadbearing.figures import pyplot, save_figure
 from loadbearing.stats import Rate, format_rate
 
 COLORS = {"logistic": "tab:blue", "mass_mean": "tab:orange", "mlp": "tab:green"}
@@ -21,10 +21,7 @@ def _band(acc: dict) -> tuple[float, float]:
 
 
 def plot_accuracy_vs_layer(results: dict, path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     maj = results["majority_baseline"]["accuracy"]["rate"]
@@ -60,9 +57,4 @@ def plot_accuracy_vs_layer(results: dict, path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    path = Path(path)
-    try:
-        atomic_write_bytes(path, lambda f: fig.savefig(f, format="png", dpi=120), fsync=False)
-    finally:
-        plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

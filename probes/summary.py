@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loadbearing.report import Block, Bullets, Item, Paragraph, blocks_markdown, table
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
-from loadbearing.tables import render_table
 
 
 def _pp(v: float | None, signed: bool = True) -> str:
@@ -34,11 +34,46 @@ def _acc(r: dict | None, style: str) -> str:
     return format_rate(r, style=style) if r and "k" in r else "n/a"
 
 
-def format_summary(results: dict[str, Any], style: str = "text") -> str:
-    """The probes section: data, baselines, the headline as a gain over the metadata baseline, the per-layer
-    table, controls, within-cell accuracy and transfer. ``style``: ``"text"`` or ``"md"``."""
-    if style not in ("text", "md"):
-        raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
+def _layer_rows(results: dict[str, Any], res: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    hdr = ["layer", "accuracy (question-clustered 95% CI)", "metadata", "majority", "gain over metadata (pp)",
+           "control (mean of perms)", "p"]
+    meta_rate = (results.get("metadata_baseline") or {}).get("accuracy", {}).get("rate")
+    maj = results["majority_baseline"]["accuracy"].get("rate")
+    rows = [[str(e["layer"]), _acc(e["accuracy"], "text"), _pp(meta_rate, False), _pp(maj, False),
+             _gain(e.get("gain_over_metadata")).split(" (")[0], _pp(e["control"]["accuracy"].get("rate"), False),
+             _p(e.get("control_p_value"))] for e in res["layers"]]
+    return hdr, rows
+
+
+def summary_blocks(results: dict[str, Any]) -> tuple[Block, ...]:
+    """The probes section as report blocks: the data and baselines, the headline, each probe's per-layer table
+    with its within-cell accuracy, the transfer."""
+    blocks: list[Block] = [Bullets(tuple(x[2:] for x in _head(results, "md")))]
+    for pk, res in results.get("probes", {}).items():
+        hdr, rows = _layer_rows(results, res)
+        blocks += [Paragraph(f"**{pk}** per layer"), table(hdr, rows)]
+        wc = res.get("within_cell")
+        if wc:
+            pooled = wc["pooled"]
+            blocks.append(Bullets((Item(
+                f"{pk} within strategy x position (x level) cells (headline predictions): probe "
+                f"{_pp(pooled['probe'], False)}% vs smoothed cell lookup {_pp(pooled['cell_majority'], False)}% "
+                f"over {pooled['n_rows']} rows",
+                tuple(f"{c}: {v['n_rows']} rows / {v['n_questions']} q, probe {_pp(v['probe'], False)}% vs majority "
+                      f"{_pp(v['cell_majority'], False)}%" for c, v in wc["cells"].items())),)))
+    for pk, t in results.get("transfer", {}).items():
+        if "leave_one_strategy_out" in t:
+            subs = []
+            for e in t["leave_one_strategy_out"]:
+                ind = e.get("in_distribution", {}).get("accuracy")
+                subs.append(f"held out {e['held_out']}: {_acc(e['transfer']['accuracy'], 'md')}"
+                            + (f" vs in-distribution {_acc(ind, 'md')}" if ind else ""))
+            blocks.append(Bullets((Item(f"{pk} leave-one-strategy-out transfer (layer {t['layer']}):", tuple(subs)),)))
+    return tuple(blocks)
+
+
+def _head(results: dict[str, Any], style: str) -> list[str]:
+    """The data, baselines and headline lines (``md``: bullets)."""
     md = style == "md"
     d = results["data"]
     lines: list[str] = []
@@ -70,37 +105,40 @@ def format_summary(results: dict[str, Any], style: str = "text") -> str:
         lines.append(f"{bullet}shuffled-label control: {scheme['fallback']}")
     if any(FEW_CLUSTERS_MARK in ln for ln in lines):
         lines.append(f"{bullet}{FEW_CLUSTERS_NOTE}")
-    meta_rate = (mb or {}).get("accuracy", {}).get("rate")
+    return lines
+
+
+def format_summary(results: dict[str, Any], style: str = "text") -> str:
+    """The probes section: data, baselines, the headline as a gain over the metadata baseline, the per-layer
+    table, controls, within-cell accuracy and transfer. ``style``: ``"text"`` or ``"md"``."""
+    if style not in ("text", "md"):
+        raise ValueError(f"unknown style {style!r}; choose 'text' or 'md'")
+    if style == "md":
+        return blocks_markdown(summary_blocks(results))
+    lines = _head(results, style)
     for pk, res in results.get("probes", {}).items():
         lines.append("")
-        hdr = ["layer", "accuracy (question-clustered 95% CI)", "metadata", "majority", "gain over metadata (pp)",
-               "control (mean of perms)", "p"]
-        maj = results["majority_baseline"]["accuracy"].get("rate")
-        rows = [[str(e["layer"]), _acc(e["accuracy"], "text"), _pp(meta_rate, False), _pp(maj, False),
-                 _gain(e.get("gain_over_metadata")).split(" (")[0], _pp(e["control"]["accuracy"].get("rate"), False),
-                 _p(e.get("control_p_value"))] for e in res["layers"]]
-        if md:  # the one markdown renderer escapes the cells
-            lines += [f"**{pk}** per layer", "", render_table(hdr, rows, style="md")]
-        else:  # the compact one-line-per-layer form of the console summary
-            lines.append(f"{pk}: " + " | ".join(hdr))
-            lines += ["  " + " | ".join(cells) for cells in rows]
+        hdr, rows = _layer_rows(results, res)
+        # the compact one-line-per-layer form of the console summary
+        lines.append(f"{pk}: " + " | ".join(hdr))
+        lines += ["  " + " | ".join(cells) for cells in rows]
         wc = res.get("within_cell")
         if wc:
             pooled = wc["pooled"]
             lines.append("")
-            lines.append(f"{bullet}{pk} within strategy x position (x level) cells (headline predictions): probe "
+            lines.append(f"{pk} within strategy x position (x level) cells (headline predictions): probe "
                          f"{_pp(pooled['probe'], False)}% vs smoothed cell lookup {_pp(pooled['cell_majority'], False)}% "
                          f"over {pooled['n_rows']} rows")
             for c, v in wc["cells"].items():
-                lines.append(f"{'  - ' if md else '    '}{c}: {v['n_rows']} rows / {v['n_questions']} q, probe "
+                lines.append(f"    {c}: {v['n_rows']} rows / {v['n_questions']} q, probe "
                              f"{_pp(v['probe'], False)}% vs majority {_pp(v['cell_majority'], False)}%")
     for pk, t in results.get("transfer", {}).items():
         if "leave_one_strategy_out" in t:
             lines.append("")
-            lines.append(f"{bullet}{pk} leave-one-strategy-out transfer (layer {t['layer']}):")
+            lines.append(f"{pk} leave-one-strategy-out transfer (layer {t['layer']}):")
             for e in t["leave_one_strategy_out"]:
                 ind = e.get("in_distribution", {}).get("accuracy")
-                lines.append(f"{'  - ' if md else '    '}held out {e['held_out']}: {_acc(e['transfer']['accuracy'], style)}"
+                lines.append(f"    held out {e['held_out']}: {_acc(e['transfer']['accuracy'], style)}"
                              + (f" vs in-distribution {_acc(ind, style)}" if ind else ""))
     return "\n".join(lines)
 

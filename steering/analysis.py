@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.results import RateJSON
 from loadbearing.runs import question_key_of
 from steering.grid import Setting
 from steering.outcomes import adjusted_interval, compare, direction_rank
@@ -63,7 +64,7 @@ MIN_DIRECTIONS = 20
 # ------------------------------------------------------------------------------------------------ rates
 
 
-def _rate(hits: Sequence[bool], groups: Sequence[str]) -> dict[str, Any]:
+def _rate(hits: Sequence[bool], groups: Sequence[str]) -> RateJSON:
     """Wilson when every question gives one row, else the question-clustered rate."""
     from loadbearing.stats import clustered_rate, wilson_rate
 

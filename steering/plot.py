@@ -11,13 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from loadbearing.figures import pyplot, save_figure
+
 
 def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     """Draw ``summary`` (from :func:`steering.analysis.summarize_records`) to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     settings = [d for d in summary["settings"] if d.get("operator", "add") == "add"]
     ablated = [d for d in summary["settings"] if d.get("operator") == "ablate"]
@@ -65,8 +64,7 @@ def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     width = max(60, 14 * 5 * ncol)
     fig.suptitle("\n".join(textwrap.wrap(summary["verdict"], width)[:4]), fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _band(r: dict[str, Any]) -> tuple[float, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadbearing.tables import render_table
+from loadbearing.report import Block, Bullets, Paragraph, Table, block_markdown, blocks_markdown, table
 
 
 def fmt_rate(r: dict[str, Any] | None, style: str = "text") -> str:
@@ -189,21 +189,30 @@ FOOT = ("* strongest setting of its operator (ranked by moved among parsed, amon
         "margin) / inconclusive")
 
 
-def format_table(summary: dict[str, Any], style: str = "text") -> str:
-    """The grid as a text or markdown table."""
-    rows = _rows(summary)
-    if style == "md":
-        return "\n".join([render_table(HEAD, rows, style="md"), "", FOOT])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEAD)]
-    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    lines = [fmt(HEAD), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [fmt(r) for r in rows]
-    return "\n".join(lines + [FOOT])
+def grid_table(summary: dict[str, Any]) -> Table:
+    """The grid as a report table (its footnote explains the columns)."""
+    return table(HEAD, _rows(summary), footnote=FOOT)
 
 
-def format_summary(summary: dict[str, Any], style: str = "text") -> str:
-    """The sweep's summary as text or markdown: cases and split, the grid table, the verdict."""
-    if style not in ("text", "md"):
-        raise ValueError(f"style must be 'text' or 'md', got {style!r}")
+def summary_blocks(summary: dict[str, Any]) -> tuple[Block, ...]:
+    """The sweep's summary as report blocks: cases and split, the controls' note, the grid, the verdict(s)."""
+    head, note = _head(summary)
+    blocks: list[Block] = [Paragraph(head + ".")]
+    if note:
+        blocks.append(Paragraph(note))
+    if summary.get("settings"):
+        blocks.append(grid_table(summary))
+    verdicts = summary.get("verdicts") or {}
+    if len(verdicts) > 1:
+        blocks += [Paragraph("**Verdict, per operator.**"),
+                   Bullets(tuple(f"**{op}:** {v.get('verdict', '')}" for op, v in verdicts.items()))]
+    else:
+        blocks.append(Paragraph(f"**Verdict.** {summary.get('verdict', '')}"))
+    return tuple(blocks)
+
+
+def _head(summary: dict[str, Any]) -> tuple[str, str]:
+    """The cases line and the controls' note."""
     cases = summary.get("cases") or {}
     split = summary.get("split") or {}
     head = (f"steered {summary.get('n_c_cases', 0)} type-C cases from {summary.get('n_c_questions', 0)} questions "
@@ -218,18 +227,33 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
     if summary.get("n_random_directions") is not None and summary.get("settings"):
         nd = summary["n_random_directions"]
         notes.append(f"{nd} distinct random directions" + (" (fewer than 20: the control is thin)" if nd < 20 else ""))
+    return head, "; ".join(notes)
+
+
+def format_table(summary: dict[str, Any], style: str = "text") -> str:
+    """The grid as a text or markdown table."""
+    rows = _rows(summary)
+    if style == "md":
+        return block_markdown(grid_table(summary))
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEAD)]
+    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    lines = [fmt(HEAD), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [fmt(r) for r in rows]
+    return "\n".join(lines + [FOOT])
+
+
+def format_summary(summary: dict[str, Any], style: str = "text") -> str:
+    """The sweep's summary as text or markdown: cases and split, the grid table, the verdict."""
+    if style not in ("text", "md"):
+        raise ValueError(f"style must be 'text' or 'md', got {style!r}")
+    if style == "md":
+        return blocks_markdown(summary_blocks(summary))
+    head, note = _head(summary)
     body = format_table(summary, style) if summary.get("settings") else ""
     verdicts = summary.get("verdicts") or {}
-    note = "; ".join(notes)
     if len(verdicts) > 1:
-        if style == "md":
-            lines = "\n".join(f"- **{op}:** {v.get('verdict', '')}" for op, v in verdicts.items())
-            return "\n\n".join(x for x in (head + ".", note, body, "**Verdict, per operator.**\n\n" + lines) if x)
         lines = "\n".join(f"verdict ({op}): {v.get('verdict', '')}" for op, v in verdicts.items())
         return "\n".join(x for x in (head, note, body, lines) if x)
     verdict = summary.get("verdict", "")
-    if style == "md":
-        return "\n\n".join(x for x in (head + ".", note, body, f"**Verdict.** {verdict}") if x)
     return "\n".join(x for x in (head, note, body, verdict) if x)
 
 

@@ -57,11 +57,10 @@ from urllib.parse import quote
 
 from loadbearing.cli import OneLineParser, add_labelling, add_output, run_cli
 from loadbearing.files import atomic_write_text
+from loadbearing.report import FACETS
 from study.browse_data import SCHEMA_VERSION, BrowseError, collect
 
 DEFAULT_NAME = "browse.html"
-FACETS = ("condition", "strategy", "position", "label", "correct", "task", "level", "model", "dataset", "steered",
-          "question")
 #: the page's files (package data under ``study/browser/``), inlined into the one self-contained HTML file
 PAGE_FILES = ("page.html", "browse.css", "browse.js")
 

@@ -10,10 +10,11 @@ difference and the baseline per level.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from loadbearing.report import Block, Bullets, Filter, Paragraph, Row, Table, blocks_markdown, blocks_text, facet_filter
 from loadbearing.stats import Rate, format_rate
-from loadbearing.tables import render_table
 
 #: rows with fewer parseable perturbed continuations than this get a note
 MIN_ROWS = 5
@@ -22,12 +23,12 @@ MIN_ROWS = 5
 GROUP_CONVENTION = "per generation"
 
 
-def _cov(r: dict | None) -> str:
+def _cov(r: Mapping[str, Any] | None) -> str:
     v = Rate.from_dict(r).value if r else None
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
-def _facts(s: dict[str, Any]) -> list[str]:
+def _facts(s: Mapping[str, Any]) -> list[str]:
     g = s.get("generations") or {}
     facts = [f"questions {s['questions']} ({s.get('distinct_questions', s['questions'])} distinct); baseline accuracy "
              f"{format_rate(s['baseline_accuracy'])} (unparseable counts as wrong)"
@@ -57,37 +58,54 @@ def _facts(s: dict[str, Any]) -> list[str]:
     return facts
 
 
-def behaviour_section(s: dict[str, Any], style: str = "md") -> str:
-    """The section as markdown (``md``) or plain text (``text``)."""
-    rows = [("overall", s["overall"])] + [(f"{k}={g}", r) for k, groups in (s.get("by") or {}).items()
-                                          for g, r in groups.items()]
+def _group_filter(key: str | None, value: str | None = None) -> Filter | None:
+    """The browser filter of a group row (``overall``: all perturbed samples)."""
+    try:
+        return facet_filter() if key is None else facet_filter(**{key: str(value)})
+    except ValueError:
+        return None  # a group the browser has no facet for: no link
 
-    def flag(r: dict) -> str:
+
+def behaviour_blocks(s: Mapping[str, Any]) -> tuple[Block, ...]:
+    """The section's blocks from a :class:`behavioural.results.BehaviourSummary`: the facts, the counting note,
+    the group table (each row linking to its samples in the trace browser), the baseline per level, the stage's
+    message."""
+    rows = [("overall", None, None, s["overall"])] + [(f"{k}={g}", k, g, r) for k, groups in (s.get("by") or {}).items()
+                                                     for g, r in groups.items()]
+
+    def flag(r: Mapping[str, Any]) -> str:
         n = (r.get("propagation") or {}).get("n", 0)
         return f"too few cases (n={n})" if n < MIN_ROWS else ""
 
-    flagged = any(flag(r) for _, r in rows)
+    flagged = any(flag(r) for *_, r in rows)
     header = ["group", f"propagation ({GROUP_CONVENTION})", "control error", "coverage", "questions", "generations"]
-    body = [[name, format_rate(r.get("propagation")), format_rate(r.get("control_error")), _cov(r.get("coverage")),
-             r.get("questions"), r.get("generations", "")] + ([flag(r)] if flagged else []) for name, r in rows]
     if flagged:
         header.append("note")
     note = ("intervals: 95%, clustered by question (Korn-Graubard) where a question contributes several rows, Wilson where each "
             "row is its own question; a group row counts a generation once in every group whose cell it fills, the "
             "overall row counts it once")
-    facts = _facts(s)
-    md = style == "md"
-    out = [*(f"- {f}" for f in facts)] if md else [f"* {f}" for f in facts]
-    out += ["", f"_{note}._" if md else note, "", render_table(header, body, style="md" if md else "text")]
+    cell = lambda v: "" if v is None else str(v)  # noqa: E731
+    body = tuple(Row(tuple(cell(c) for c in [name, format_rate(r.get("propagation")), format_rate(r.get("control_error")),
+                                             _cov(r.get("coverage")), r.get("questions"), r.get("generations", "")]
+                       + ([flag(r)] if flagged else [])), filter=_group_filter(k, g)) for name, k, g, r in rows)
+    out: list[Block] = [Bullets(tuple(_facts(s))), Paragraph(f"_{note}._", note), Table(tuple(header), body)]
     levels = s.get("baseline_by_level") or {}
     if levels:
-        out += ["", render_table(
-            ["level", "questions", "accuracy (unparseable = wrong)", "accuracy (parseable)", "coverage", "eligible"],
-            [[lvl, v["questions"], format_rate(v["accuracy"]), format_rate(v.get("accuracy_parseable")),
-              _cov(v.get("coverage")), v["eligible"]] for lvl, v in levels.items()], style="md" if md else "text")]
+        out.append(Table(("level", "questions", "accuracy (unparseable = wrong)", "accuracy (parseable)", "coverage",
+                          "eligible"),
+                         tuple(Row(tuple(cell(c) for c in [lvl, v["questions"], format_rate(v["accuracy"]),
+                                                           format_rate(v.get("accuracy_parseable")),
+                                                           _cov(v.get("coverage")), v["eligible"]]),
+                                   filter=_group_filter("level", lvl)) for lvl, v in levels.items())))
     if s.get("message"):
-        out += ["", f"**{s['message']}**" if md else s["message"]]
-    return "\n".join(out)
+        out.append(Paragraph(f"**{s['message']}**", s["message"]))
+    return tuple(out)
 
 
-__all__ = ["GROUP_CONVENTION", "MIN_ROWS", "behaviour_section"]
+def behaviour_section(s: Mapping[str, Any], style: str = "md") -> str:
+    """The section as markdown (``md``) or plain text (``text``)."""
+    blocks = behaviour_blocks(s)
+    return blocks_markdown(blocks) if style == "md" else blocks_text(blocks)
+
+
+__all__ = ["GROUP_CONVENTION", "MIN_ROWS", "behaviour_blocks", "behaviour_section"]

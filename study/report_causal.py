@@ -29,10 +29,12 @@ from __future__ import annotations
 import importlib
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from loadbearing.files import RunDirError, read_jsonl
+from loadbearing.report import Block, Figure, Filter, Paragraph, Row, Table, block_markdown, blocks_markdown, facet_filter
 from loadbearing.runs import Run
 from loadbearing.stats import (
     FEW_CLUSTERS,
@@ -43,7 +45,6 @@ from loadbearing.stats import (
     format_rate,
     paired_difference_ci,
 )
-from loadbearing.tables import render_table
 
 #: the causal stages the table reads (directory names under the study directory)
 CAUSAL_STAGES = ("early_answer", "filler", "paraphrase", "resample")
@@ -99,7 +100,7 @@ def _grouping(items: list[dict]) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ cells
-def _rate_cell(r: dict | None) -> Cell | None:
+def _rate_cell(r: Mapping[str, Any] | None) -> Cell | None:
     if not r or not r.get("n"):
         return None
     return {"estimate": r["k"] / r["n"], "ci": [r.get("lo"), r.get("hi")], "n_questions": r.get("n_questions"),
@@ -249,13 +250,32 @@ def format_cell(column: str, c: Cell | None, *, ran: bool = True) -> str:
     return f"{body} {ci or '[n/a]'}{_dagger(c)} ({c['n_questions']} q)"
 
 
-def table_markdown(t: dict[str, Any]) -> str:
-    """The side-by-side table as markdown (its header names the grouping: ``task`` or ``level``)."""
+def _group_filter(name: str, group: str) -> Filter | None:
+    """The browser filter of a side-by-side row: its task or level (``overall``: all perturbed samples)."""
+    if group.lower() == "overall":
+        return facet_filter()
+    if group.lower() in ("all", "total", "n/a"):
+        return None
+    try:
+        return facet_filter(**{name: group})
+    except ValueError:
+        return None
+
+
+def side_by_side_table(t: dict[str, Any]) -> Table:
+    """The side-by-side table (its header names the grouping: ``task`` or ``level``; each row links to its
+    samples in the trace browser)."""
     unit = t["filler"]["unit"]
     heads = [t["group_name"]] + [COLUMNS[c][1].format(unit=repr(unit) if unit else "") for c in t["columns"]]
-    rows = [[r["group"]] + [format_cell(c, r["cells"][c], ran=c not in t["not_run"]) for c in t["columns"]]
-            for r in t["rows"]]
-    return render_table(heads, rows, "md")
+    rows = [Row(tuple(str(x) for x in [r["group"]] + [format_cell(c, r["cells"][c], ran=c not in t["not_run"])
+                                                      for c in t["columns"]]),
+                filter=_group_filter(str(t["group_name"]), str(r["group"]))) for r in t["rows"]]
+    return Table(tuple(heads), tuple(rows))
+
+
+def table_markdown(t: dict[str, Any]) -> str:
+    """The side-by-side table as markdown."""
+    return block_markdown(side_by_side_table(t))
 
 
 def _notes(t: dict[str, Any], out: Path) -> list[str]:
@@ -282,7 +302,7 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
     return notes
 
 
-def causal_section(out: str | Path) -> str | None:
+def causal_blocks(out: str | Path) -> tuple[Block, ...] | None:
     """The report section: the table, its notes, the early-answering figure, the step-level agreement table and its
     figure; None when no causal stage ran."""
     from behavioural.causal.agreement import step_agreement
@@ -291,30 +311,36 @@ def causal_section(out: str | Path) -> str | None:
     t = side_by_side(out)
     ag = step_agreement(out, n_boot=N_BOOT, seed=SEED)
     if t is None:
-        return _agreement_md(out, ag) if ag else None
-    md = table_markdown(t)
-    parts = [md, *_notes(t, out)]
-    if FEW_CLUSTERS_MARK in md:
-        parts.append(FEW_CLUSTERS_NOTE)
+        return _agreement(out, ag) if ag else None
+    tab = side_by_side_table(t)
+    blocks: list[Block] = [tab, *(Paragraph(n) for n in _notes(t, out))]
+    if any(FEW_CLUSTERS_MARK in c for r in tab.rows for c in r.cells):
+        blocks.append(Paragraph(FEW_CLUSTERS_NOTE))
     ea = stage_summary(out, "early_answer")
     if ea:
         from study.report_figures import early_answer_figure
 
         fig = early_answer_figure(out, early_answer_curves(ea, t["group"]), t["group_name"])
         if fig:
-            parts.append(f"![early-answering curves]({fig})")
+            blocks.append(Figure(fig, "early-answering curves"))
     if ag:
-        parts.append(_agreement_md(out, ag))
-    return "\n\n".join(parts)
+        blocks += _agreement(out, ag)
+    return tuple(blocks)
 
 
-def _agreement_md(out: Path, ag: dict[str, Any]) -> str:
+def causal_section(out: str | Path) -> str | None:
+    """:func:`causal_blocks` as markdown."""
+    blocks = causal_blocks(out)
+    return None if blocks is None else blocks_markdown(blocks)
+
+
+def _agreement(out: Path, ag: dict[str, Any]) -> tuple[Block, ...]:
     """The step-level agreement table and its figure (drawn from the same pairs)."""
-    from behavioural.causal.agreement import format_agreement
+    from behavioural.causal.agreement import agreement_blocks
     from study.report_figures import agreement_figure
 
     fig = agreement_figure(out, ag)
-    return format_agreement(ag, "md") + (f"\n\n![step-level agreement]({fig})" if fig else "")
+    return agreement_blocks(ag) + ((Figure(fig, "step-level agreement"),) if fig else ())
 
 
 # ------------------------------------------------------------------------------------------------ the curves
@@ -347,5 +373,6 @@ def early_answer_curves(summary: dict, key: str | None) -> list[dict[str, Any]]:
     return curves
 
 
-__all__ = ["CAUSAL_STAGES", "COLUMNS", "causal_section", "early_answer_curves", "edited_step_importance",
+__all__ = ["CAUSAL_STAGES", "COLUMNS", "causal_blocks", "causal_section", "side_by_side_table",
+           "early_answer_curves", "edited_step_importance",
            "format_cell", "side_by_side", "stage_summary", "table_markdown"]

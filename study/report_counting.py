@@ -21,8 +21,8 @@ from pathlib import Path
 
 from loadbearing.design import merged_position, position_sort_key
 from loadbearing.files import RunDirError
+from loadbearing.report import Block, Paragraph, Row, Table, blocks_markdown, blocks_text, facet_filter
 from loadbearing.runs import Run
-from loadbearing.tables import render_table
 
 CONVENTION = ("Counting: one *generation* is one distinct model input, recorded once even when it fills several "
               "(strategy, position) cells. Every count and rate is **per generation**: a group row counts a "
@@ -41,6 +41,14 @@ def _fmt(c: Counter) -> str:
 def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
     """The perturbed continuations' C / parseable and A per position and strategy under the two ways, or
     None when the run has no perturbed continuation (or no records)."""
+    blocks = counting_blocks(study_dir)
+    if blocks is None:
+        return None
+    return blocks_markdown(blocks) if style == "md" else blocks_text(blocks)
+
+
+def counting_blocks(study_dir: str | Path) -> tuple[Block, ...] | None:
+    """:func:`counting_table` as report blocks (each group row linking to its samples in the trace browser)."""
     try:
         run = Run(study_dir)
         conts = run.continuations("perturbed")
@@ -71,11 +79,12 @@ def counting_table(study_dir: str | Path, style: str = "md") -> str | None:
     keys = sorted(counts, key=lambda k: (k[0] != "position", position_sort_key(k[1]) if k[0] == "position" else (0, ""),
                                          k[1]))
     rows = [[f"{a}={g}", *(_fmt(x) for x in counts[(a, g)])] for a, g in keys]
+    filters = [facet_filter(**{a: g}) for a, g in keys]
     differ = [r for r in rows if len(set(r[1:])) > 1]
     header = ["group (perturbed, parseable)", *WAYS]
     note = (f"{len(differ)} of {len(rows)} groups differ between the ways; the verdicts, the behaviour section, the "
             f"difficulty gradient and Table 4 count {WAYS[0]}, the labels by-table {WAYS[1]}.")
-    return render_table(header, rows, style="md" if style == "md" else "text") + "\n\n" + note
+    return (Table(tuple(header), tuple(Row(tuple(r), filter=f) for r, f in zip(rows, filters))), Paragraph(note))
 
 
-__all__ = ["CONVENTION", "WAYS", "counting_table"]
+__all__ = ["CONVENTION", "WAYS", "counting_blocks", "counting_table"]

@@ -19,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from loadbearing.figures import figure_bytes, pyplot
 from loadbearing.files import atomic_write_bytes
 
 FIG_DIR = "report_figures"
@@ -69,10 +70,7 @@ def early_answer_figure(out: str | Path, curves: list[dict], group_name: str = "
     if not curves or not any(c["x"] for c in curves):
         return None
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for i, c in enumerate(curves):
@@ -92,11 +90,10 @@ def early_answer_figure(out: str | Path, curves: list[dict], group_name: str = "
         ax.set_title("Early answering: same-answer curves (bands: 95% intervals clustered by question)", fontsize=8)
         ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td) / "curves.png"
-            fig.savefig(tmp, dpi=110, metadata={"Software": None})
+        try:
+            data = figure_bytes(fig, dpi=110, metadata={"Software": None})
+        finally:
             plt.close(fig)
-            data = tmp.read_bytes()
     except Exception:  # a figure must never stop the report
         return None
     return _save(Path(out), EARLY_ANSWER, data)
@@ -109,10 +106,7 @@ def agreement_figure(out: str | Path, table: dict) -> str | None:
     if not pairs:
         return None
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         names = [f"{p['a']} vs {p['b']}" for p in pairs]
         ys = list(range(len(pairs)))[::-1]
@@ -145,11 +139,10 @@ def agreement_figure(out: str | Path, table: dict) -> str | None:
         a1.set_yticks(ys, names, fontsize=8)
         fig.suptitle("Step-level measures: do they rank the steps alike?", fontsize=9)
         fig.tight_layout()
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td) / "agreement.png"
-            fig.savefig(tmp, dpi=110, metadata={"Software": None})
+        try:
+            data = figure_bytes(fig, dpi=110, metadata={"Software": None})
+        finally:
             plt.close(fig)
-            data = tmp.read_bytes()
     except Exception:  # a figure must never stop the report
         return None
     return _save(Path(out), AGREEMENT, data)

@@ -1,86 +1,73 @@
-"""Optional report sections: a registry of (name, title, render) that the report appends after the stages.
+"""Optional report sections: a registry of (name, title, blocks) that the report appends after the stages.
 
-A section's ``render(study_dir)`` returns its markdown, or None when its files are absent (then the report
-leaves it out: an optional stage that did not run is not an error). The markdown may use headings (they are
-demoted to stay inside the section), tables (long ones are folded), and images ``![alt](path)`` relative
-to the study directory (embedded in ``report.html``).
+A section's ``blocks(study_dir)`` returns its report blocks (:mod:`loadbearing.report`), or None when its files
+are absent (then the report leaves it out: an optional stage that did not run is not an error). The blocks may
+hold headings (shown inside the section), tables (long ones are folded; a row may carry the trace-browser filter
+it links to), and figures (paths relative to the study directory, embedded in ``report.html``).
 
 How to add a section for a new stage (early answering, filler tokens, paraphrase, resampling importance...):
 
-1. let the stage write its own markdown (say ``RUN_DIR/early_answering/early_answering.md``) beside its JSON;
+1. let the stage lay out its summary as blocks from its JSON (``summary_blocks(summary) -> tuple[Block, ...]``;
+   its own ``summary.md`` is then ``loadbearing.report.blocks_markdown`` of the same blocks);
 2. register it, in this module (so that every report has it)::
 
        register(ReportSection("early_answering", "Early answering: does cutting the chain change the answer?",
-                              included_markdown("early_answering/early_answering.md")))
+                              _early_answering))
 
-   ``included_markdown(path)`` includes a stage's markdown file (its first heading dropped, its image links
-   made relative to the study directory); or write any function ``Path -> str | None`` that reads the stage's
-   JSON and lays out markdown itself. Keep it deterministic: the same files give the same text.
+   where ``_early_answering(study_dir)`` reads the stage's JSON and returns its blocks, or None when it is
+   absent. Keep it deterministic: the same files give the same blocks.
 3. add a test in ``tests/test_report.py``: the section is absent without its files and present with them.
 
-The stage must not be imported at module level: import it inside the render function, so that the report
-renders for a study directory where that stage's package is missing or broken.
+The stage must not be imported at module level: import it inside the function, so that the report renders for
+a study directory where that stage's package is missing or broken.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from study.report_markdown import relink_images
+from loadbearing.report import Block
 
 
 @dataclass(frozen=True)
 class ReportSection:
-    """One optional section: ``render(study_dir)`` gives its markdown, or None when its files are absent."""
+    """One optional section: ``blocks(study_dir)`` gives its blocks, or None when its files are absent."""
 
     name: str
     title: str
-    render: Callable[[Path], str | None]
+    blocks: Callable[[Path], tuple[Block, ...] | None]
 
 
-def included_markdown(relpath: str, *, figures: tuple[str, ...] = ()) -> Callable[[Path], str | None]:
-    """A render function that includes the markdown file ``study_dir/relpath`` (None when it is absent): a
-    leading heading is dropped (the section has its own title) and its image links are rewritten relative to
-    the study directory; ``figures`` (relative to the file's folder) are appended when present and not
-    already linked."""
-    def render(out: Path) -> str | None:
-        p = Path(out) / relpath
-        if not p.is_file():
-            return None
-        md = p.read_text(encoding="utf-8").strip("\n")
-        md = re.sub(r"\A#{1,6}\s+[^\n]*\n*", "", md)
-        folder = Path(relpath).parent.as_posix()
-        if folder and folder != ".":
-            md = relink_images(md, folder)
-        for f in figures:
-            rel = f"{folder}/{f}" if folder and folder != "." else f
-            if (Path(out) / rel).is_file() and f"({rel})" not in md:
-                md += f"\n\n![{Path(f).stem}]({rel})"
-        return md
+def _patching(out: Path) -> tuple[Block, ...] | None:
+    """The patching stage's section from ``patching/patching.json`` (its heat map beside it)."""
+    from loadbearing.files import read_json
+    from steering.patching.summary import section_blocks
 
-    return render
+    p = Path(out) / "patching" / "patching.json"
+    if not p.is_file():
+        return None
+    obj = read_json(p)
+    return section_blocks(obj["summary"], obj["settings"]["layers"], obj["settings"], figure="patching/patching.png")
 
 
-def _counting(out: Path) -> str | None:
-    from study.report_counting import counting_table
+def _counting(out: Path) -> tuple[Block, ...] | None:
+    from study.report_counting import counting_blocks
 
-    return counting_table(out)
+    return counting_blocks(out)
 
 
-def _causal(out: Path) -> str | None:
-    from study.report_causal import causal_section
+def _causal(out: Path) -> tuple[Block, ...] | None:
+    from study.report_causal import causal_blocks
 
-    return causal_section(out)
+    return causal_blocks(out)
 
 
 #: the optional sections, in report order (after the stages' sections)
 SECTIONS: list[ReportSection] = [
     ReportSection("causal", "Causal tests side by side: propagation, early answering, filler, paraphrase, resampling",
                   _causal),
-    ReportSection("patching", "Activation patching: where is the error carried?",
-                  included_markdown("patching/patching.md", figures=("patching.png",))),
+    ReportSection("patching", "Activation patching: where is the error carried?", _patching),
     ReportSection("counting", "Counting conventions", _counting),
 ]
 
@@ -96,4 +83,4 @@ def register(section: ReportSection, *, before: str | None = "counting") -> None
     SECTIONS.insert(names.index(before) if before in names else len(SECTIONS), section)
 
 
-__all__ = ["SECTIONS", "ReportSection", "included_markdown", "register"]
+__all__ = ["SECTIONS", "ReportSection", "register"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loadbearing.report import VerdictLine
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
 from study.report_commands import probes_command, steering_command
 
@@ -54,13 +55,13 @@ class Verdict:
     def answered(self) -> bool:
         return self.answer not in NO_ANSWER
 
+    def block(self) -> VerdictLine:
+        """The line as a report object (:class:`loadbearing.report.VerdictLine`)."""
+        return VerdictLine(self.question, self.answer, self.detail, self.source, self.command, self.n_questions)
+
     def line(self, style: str = "md") -> str:
         """The one line: question, answer, numbers, n questions, command."""
-        nq = "" if self.n_questions is None else f"; {self.n_questions} questions"
-        if style == "md":
-            return (f"**{self.question}** **{self.answer}**: {self.detail}{nq}. "
-                    f"Source `{self.source}`, command `{self.command}`")
-        return f"{self.question} {self.answer.upper()}: {self.detail}{nq}. Source {self.source}, command: {self.command}"
+        return self.block().line(style)
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
 """The trace browser (study.browse) and report.html (study.html).
 
-Fast tier: the data the page embeds, the JSON escaping, the fragment syntax, the CLI's errors, the markdown.
+Fast tier: the data the page embeds, the JSON escaping, the fragment syntax, the CLI's errors, the report's
+objects in HTML (escaping, the rows' browser links).
 Integration tier (``-m integration``): the page in a real headless Chromium (Debian's ``chromium`` and
 ``chromium-driver``, driven by Selenium) on a real small run written by the protocol with a scripted model,
 labelled by the rule labeller and a scripted judge, with a steering file; plus a 20,000-continuation
@@ -463,15 +464,22 @@ def test_run_without_labels_or_baseline_lines(tmp_path, tokenizer):
     assert data["c"]["prefix"] == [r["prefix_text"] for r in recs]  # no baseline: the prefix is embedded
 
 
-def test_report_markdown_tables_and_links(tmp_path):
+def test_report_tables_and_links(tmp_path):
+    from loadbearing.report import Bullets, Code, Figure, Paragraph, Row, Section, Table, facet_filter, label_cell_filters
+
     write_report_html = _study_html()
     png = tmp_path / "fig.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
-    md = ("Intro with **bold** and `code` and <script>alert(1)</script> [bad](javascript:alert(1)).\n\n"
-          "| group | propagation | control |\n|---|---|---|\n| overall | 50% | 0% |\n"
-          "| strategy=contradiction | 10% | 0% |\n| position=early, C | 1 | 2 |\n| note | x | y |\n\n"
-          "| level | accuracy |\n|---|---|\n| s2_o5 | 40% |\n\n- item *one*\n- item two\n\n```\n<b>code</b>\n```\n")
-    out = write_report_html(tmp_path, [("Behaviour", md)], [png, tmp_path / "missing.png"])
+    head = ("group", "propagation", "control")
+    blocks = (Paragraph("Intro with **bold** and `code` and <script>alert(1)</script> [bad](javascript:alert(1))."),
+              Table(head, (Row(("overall", "50%", "0%"), filter=facet_filter()),
+                           Row(("strategy=contradiction", "10%", "0%"), filter=facet_filter(strategy="contradiction")),
+                           Row(("position=early, C", "1", "2"), filter=facet_filter(position="early", label="C")),
+                           Row(("note", "x", "y")))),
+              Table(("level", "accuracy"), (Row(("s2_o5", "40%"), filter=facet_filter(difficulty="s2_o5")),)),
+              Bullets(("item *one*", "item two")), Code("<b>code</b>"), Figure("fig.png", "fig"),
+              Figure("missing.png", "missing"))
+    out = write_report_html(tmp_path, [Section("Behaviour", blocks)])
     page = out.read_text()
     assert out.name == "report.html"
     assert "<script>" not in page and "&lt;script&gt;" in page and 'href="javascript' not in page
@@ -480,27 +488,54 @@ def test_report_markdown_tables_and_links(tmp_path):
     assert 'href="browse.html#f=condition:perturbed,strategy:contradiction"' in page
     assert 'href="browse.html#f=condition:perturbed,position:early,label:C"' in page
     assert 'href="browse.html#f=condition:perturbed"' in page  # overall
-    assert 'href="browse.html#f=condition:perturbed,level:s2_o5"' in page
-    assert page.count('class="browse"') == 4  # the "note" row names no facet
-    assert "data:image/png;base64," in page and "missing.png" not in page
-    lab = _study_html_module().markdown_to_html("| perturbed, by | n | A | B | C |\n|---|---|---|---|---|\n"
-                                                "| strategy=contradiction | 5 | 2 | 0 | 3 |\n", browse="b.html")
+    assert 'href="browse.html#f=condition:perturbed,level:s2_o5"' in page  # a difficulty group is the level facet
+    assert page.count('class="browse"') == 4  # the "note" row carries no filter
+    assert page.count("data:image/png;base64,") == 1 and "[missing figure missing.png]" in page
+    lab_head = ("perturbed, by", "n", "A", "B", "C")
+    cells = ("strategy=contradiction", "5", "2", "0", "3")
+    f = facet_filter(strategy="contradiction")
+    lab = write_report_html(tmp_path, [Section("Labels", (Table(lab_head, (Row(cells, f, label_cell_filters(f, lab_head,
+                                                                                                              cells)),)),))],
+                            browse="b.html").read_text()
     assert 'href="b.html#f=condition:perturbed,strategy:contradiction,label:C"' in lab
     assert 'href="b.html#f=condition:perturbed,strategy:contradiction,label:A"' in lab and "label:B" not in lab
+    with pytest.raises(ValueError, match="unknown browser facet 'colour'"):
+        facet_filter(colour="red")
 
 
-def test_report_from_a_markdown_report_with_images(tmp_path):
-    from_md = _study_html_module().sections_from_markdown
+def test_report_figures_stay_inside_the_study(tmp_path):
+    from loadbearing.report import Figure, Section
+
     (tmp_path / "probes").mkdir()
     (tmp_path / "probes" / "acc.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\1" * 20)
     (tmp_path.parent / "secret.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    md = ("# Study report: x\n\nModel m.\n\n## 1. Behaviour\n\n| group | rate |\n|---|---|\n| position=late | 1 |\n\n"
-          "## 2. Probes\n\ntext\n\n![acc](probes/acc.png)\n\n![up](../secret.png)\n")
-    secs = from_md(md)
-    assert [t for t, _ in secs] == ["Summary", "1. Behaviour", "2. Probes"]
+    secs = [Section("2. Probes", (Figure("probes/acc.png", "acc"), Figure("../secret.png", "up")))]
     page = _study_html()(tmp_path, secs).read_text()
     assert page.count("data:image/png;base64,") == 1 and "[missing figure ../secret.png]" in page
-    assert 'href="browse.html#f=condition:perturbed,position:late"' in page
+
+
+def test_study_report_rows_carry_their_browser_filters(tmp_path):
+    """The behaviour and labels tables of a study's report link each group row (and each non-zero label count)
+    to the browser filtered to that group: the filters are set where the rows are built, from the group keys."""
+    from behavioural.labels.summary import summary_blocks
+    from loadbearing.report import Table
+    from study.report_behaviour import behaviour_blocks
+
+    rate = {"k": 1, "n": 2, "rate": 0.5, "lo": 0.1, "hi": 0.9, "method": "wilson", "n_questions": 2}
+    row = {"propagation": rate, "control_error": rate, "coverage": rate, "questions": 2, "generations": 4}
+    s = {"questions": 2, "baseline_accuracy": rate, "eligible": 2, "continuations": 4, "overall": row,
+         "by": {"strategy": {"contradiction": row}, "difficulty": {"s2_o5": row}}}
+    t = next(b for b in behaviour_blocks(s) if isinstance(b, Table))
+    assert [r.filter for r in t.rows] == [{"condition": "perturbed"}, {"condition": "perturbed", "strategy": "contradiction"},
+                                          {"condition": "perturbed", "level": "s2_o5"}]
+    counts = {"A": 1, "B": 0, "C": 2, "null": 0}
+    cond = {"n": 3, "counts": counts, "propagation": rate, "B_among_correct_labelled": rate}
+    lab = {"labelling": "rule", "final_labeller": "rule", "control": cond,
+           "perturbed": dict(cond, by={"position": {"early": {"n": 3, "counts": counts}}})}
+    by_cond, by_group = [b for b in summary_blocks(lab) if isinstance(b, Table)]
+    assert by_cond.rows[1].filter == {"condition": "control"}
+    assert dict(by_group.rows[0].cell_filters) == {2: {"condition": "perturbed", "position": "early", "label": "A"},
+                                                   4: {"condition": "perturbed", "position": "early", "label": "C"}}
 
 
 # ------------------------------------------------------------------------------------------------ real browser
@@ -856,9 +891,11 @@ def test_report_html_links_open_the_browser_filtered(driver, small_run, tmp_path
     out = tmp_path / "study"
     shutil.copytree(small_run, out)
     write_browser(out)
-    md = ("| group | propagation |\n|---|---|\n| overall | x |\n| strategy=contradiction | y |\n"
-          "| strategy=arithmetic_change, C | z |\n")
-    rep = _study_html()(out, [("Behaviour", md)], [])
+    from loadbearing.report import Row, Section, Table, facet_filter
+
+    rows = (Row(("overall", "x"), facet_filter()), Row(("strategy=contradiction", "y"), facet_filter(strategy="contradiction")),
+            Row(("strategy=arithmetic_change, C", "z"), facet_filter(strategy="arithmetic_change", label="C")))
+    rep = _study_html()(out, [Section("Behaviour", (Table(("group", "propagation"), rows),))])
     driver.get(rep.resolve().as_uri())
     links = driver.find_elements(By.CSS_SELECTOR, "a.browse")
     assert len(links) == 3

@@ -93,6 +93,10 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     rc = main([str(p) for p in ladder] + ["--output-dir", str(out)])
     assert rc == 0, capsys.readouterr().err
     s = json.loads((out / "gradient.json").read_text())
+    from loadbearing.results import read_result
+    from loadbearing.stage_results import GradientSummary
+
+    assert read_result(out / "gradient.json", GradientSummary) == s  # the typed result reads the file back unchanged
     assert is_complete(out) and (out / "gradient.png").stat().st_size > 1000 and (out / "gradient.md").is_file()
     cells = {c["cell"]: c for c in s["cells"]}
     assert list(cells) == ["s2_o3", "s2_o5", "s3_o5", "s2_o9"]  # ladder order, not alphabetical

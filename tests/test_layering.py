@@ -120,6 +120,12 @@ CONCEPTS = {
     "question-key rule": (re.compile(r"question_key[\"']?\)?\s*or\s*\w+"
                                      r"(?:\.get\([\"']question_id|\[[\"']question_id|\.question_id)"),
                           {"loadbearing/runs.py"}),
+    # writing a figure, and choosing matplotlib's backend
+    "figure writer": (re.compile(r"\.savefig\(|matplotlib\.use\("), {"loadbearing/figures.py"}),
+    # a markdown table's separator row read back (the report is built from objects: nothing parses markdown)
+    "markdown table parsing": (re.compile(r"re\.\w+\([^\n]*:\?-\{2,\}"), set()),
+    # report HTML: a report table's browse links and folded tables (one renderer of the report objects)
+    "report html renderer": (re.compile(r"<details><summary>|class=\"browse"), {"loadbearing/report_html.py"}),
     # partitioning shards
     "shard partition": (re.compile(r"def shard_of\(|% *count\b|sha\w*\([^)]*\)\.\w+\(\)[^\n]*% "), {"loadbearing/shards.py"}),
 }

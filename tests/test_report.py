@@ -4,11 +4,11 @@
     flock /tmp/cpu.lock .venv/bin/python -m pytest -q -p no:cacheprovider -m integration tests/test_report.py
 
 Fast tier: each verdict line for each outcome and for a missing stage, from hand-made stage files; the
-markdown edits (fold, footnote, empty column, headings); the section registry; the counting table on a
+report's edits on its objects (fold, footnote, empty column, headings); the section registry; the counting table on a
 hand-made run; a whole report of a partial study, twice (deterministic). Integration tier: a real small
 study (scripted behaviour, tiny Llama for activations and steering) rendered in headless Chromium at
 1400x900, the three verdict lines visible without scrolling (the folding of a long per-layer table is checked
-on hand-made markdown in the fast tier).
+on hand-made report objects in the fast tier).
 """
 from __future__ import annotations
 
@@ -20,8 +20,21 @@ from pathlib import Path
 
 import pytest
 
-from study import report_markdown as rm
-from study.html import markdown_to_html, render_report_html
+from loadbearing.report import (
+    Code,
+    Heading,
+    Paragraph,
+    Row,
+    Section,
+    Table,
+    block_markdown,
+    blocks_markdown,
+    fold_long_tables,
+    render_markdown,
+    table,
+)
+from loadbearing.report_html import blocks_html
+from study.html import render_report_html
 from study.verdicts import probe_verdict, propagation_verdict, read_verdicts, steering_verdict
 
 
@@ -142,34 +155,42 @@ def test_a_stage_the_study_skipped_gives_its_reason_in_the_box(tmp_path):
     assert not any(v.answered for v in vs)
 
 
-# ------------------------------------------------------------------------------------------ markdown edits
-def _table(n: int, extra_empty: bool = False) -> str:
-    head = "| layer | acc |" + (" note |" if extra_empty else "")
-    rows = [f"| {i} | {50 + i}% |" + (" |" if extra_empty else "") for i in range(n)]
-    return "\n".join([head, "|---|---|" + ("---|" if extra_empty else ""), *rows])
+# ------------------------------------------------------------------------------------------ the report's edits
+def _table(n: int, extra_empty: bool = False) -> Table:
+    head = ("layer", "acc") + (("note",) if extra_empty else ())
+    return Table(head, tuple(Row((str(i), f"{50 + i}%") + (("",) if extra_empty else ())) for i in range(n)))
 
 
 def test_fold_long_tables_and_unfold():
-    md = "intro\n\n**logistic** per layer\n\n" + _table(31) + "\n\nafter\n\n" + _table(3)
-    folded = rm.fold_long_tables(md, "full per-layer table: probes/results.json", min_rows=12)
-    assert folded.count(rm.FOLD_OPEN) == 1 and "**logistic** per layer (31 rows)" in folded
-    flat = rm.unfold(folded)
+    blocks = (Paragraph("intro"), Paragraph("**logistic** per layer"), _table(31), Paragraph("after"), _table(3))
+    folded = fold_long_tables(blocks, "full per-layer table: probes/results.json", min_rows=12)
+    assert len(folded) == 4 and folded[1].fold and folded[1].caption == "**logistic** per layer"  # the caption moved in
+    flat = blocks_markdown(folded)
     assert "| 30 |" not in flat and "| 2 | 52% |" in flat
     assert "_**logistic** per layer (31 rows): folded; full per-layer table: probes/results.json_" in flat
-    html = markdown_to_html(folded)
+    html = blocks_html(folded)
     assert html.count("<details>") == 1 and "<summary><b>logistic</b> per layer (31 rows)</summary>" in html
     assert html.count("<tr>") == 1 + 31 + 1 + 3  # both tables' header and body rows, the long one inside <details>
+    assert '<p class="pointer">full per-layer table: probes/results.json</p>' in html
 
 
 def test_empty_columns_footnotes_and_headings():
-    md = rm.drop_empty_columns(_table(2, extra_empty=True))
-    assert md.splitlines()[0] == "| layer | acc |" and "note" not in md
-    steer = "| setting | moved |\n|---|---|\n| a * | 1 |\n\n* strongest setting (ranked by moved-of-all)\n\n- a list\n- b"
-    esc = rm.escape_footnotes(steer)
-    assert "\\* strongest setting" in esc and "- a list" in esc
-    html = markdown_to_html(esc)
-    assert "<p>* strongest setting" in html and "<li>strongest" not in html and "<li>a list</li>" in html
-    assert rm.demote_headings("# A\n## B\n```\n# code\n```") == "### A\n#### B\n```\n# code\n```"
+    t = _table(2, extra_empty=True).without_empty_columns()
+    assert t.header == ("layer", "acc") and block_markdown(t).splitlines()[0] == "| layer | acc |"
+    steer = Table(("setting", "moved"), (Row(("a *", "1")),), footnote="* strongest setting (ranked by moved-of-all)")
+    secs = [Section("S", (steer, Paragraph("- a list")))]
+    assert "\n\\* strongest setting" in render_markdown(secs, title="r")  # in the report: a footnote, escaped
+    assert "\n* strongest setting" in block_markdown(steer)  # in the stage's own file: as the stage wrote it
+    html = blocks_html((steer,))
+    assert "<p>* strongest setting" in html and "<li>" not in html
+    assert render_markdown([Section("S", (Heading("A", 1), Heading("B", 2), Code("# code")))], title="r").endswith(
+        "### A\n\n#### B\n\n```\n# code\n```\n")
+
+
+def test_text_with_markup_is_escaped_then_rendered_in_html():
+    html = blocks_html((Paragraph("<script>x</script> **b** `c<d>` [ok](a.html) [bad](javascript:alert(1))"),))
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<b>b</b>" in html and "<code>c&lt;d&gt;</code>" in html
+    assert '<a href="a.html">ok</a>' in html and 'href="javascript' not in html
 
 
 # ------------------------------------------------------------------------------------------ sections, counting
@@ -177,14 +198,20 @@ def test_patching_section_absent_then_included_with_its_figure(tmp_path):
     from study.report_sections import SECTIONS
 
     patching = next(s for s in SECTIONS if s.name == "patching")
-    assert patching.render(tmp_path) is None
+    assert patching.blocks(tmp_path) is None
     d = tmp_path / "patching"
     d.mkdir()
-    (d / "patching.md").write_text("## Activation patching: where is the error carried?\n\nCommand: `x`\n\n"
-                                   "![patching heat map](patching.png)\n")
+    cell = {"mean": 0.5, "ci": [0.25, 0.75], "n_cases": 2}
+    groups = ("edit", "before", "last", "all")
+    summary = {"cells": [dict(cell, layer=0, group=g) for g in groups], "n_cases": 2, "n_questions": 2, "n_excluded": 0,
+               "controls": {"random_layer": [dict(cell, group=g) for g in groups], "random_position": []}}
+    settings = {"command": "python -m steering.patch x", "min_gap": 0.1, "engine": "hf-hooks", "answer_prefix": "Answer:",
+                "layers": [0]}
+    (d / "patching.json").write_text(json.dumps({"summary": summary, "settings": settings}))
     (d / "patching.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    md = patching.render(tmp_path)
-    assert md is not None and not md.startswith("#") and "![patching heat map](patching/patching.png)" in md
+    md = blocks_markdown(patching.blocks(tmp_path))
+    assert not md.startswith("#") and md.startswith("Command: `python -m steering.patch x`")
+    assert "| 0 | 0.50 [0.25, 0.75] | 0.50 [0.25, 0.75] |" in md and md.endswith("![patching heat map](patching/patching.png)")
 
 
 def test_register_places_a_section_before_the_counting_appendix(monkeypatch):
@@ -193,7 +220,7 @@ def test_register_places_a_section_before_the_counting_appendix(monkeypatch):
     monkeypatch.setattr(rs, "SECTIONS", list(rs.SECTIONS))
     rs.register(rs.ReportSection("early", "Early answering", lambda out: None))
     assert [s.name for s in rs.SECTIONS][-2:] == ["early", "counting"]
-    rs.register(rs.ReportSection("early", "Early answering (v2)", lambda out: "x"))
+    rs.register(rs.ReportSection("early", "Early answering (v2)", lambda out: (Paragraph("x"),)))
     assert [s.title for s in rs.SECTIONS if s.name == "early"] == ["Early answering (v2)"]
 
 
@@ -257,8 +284,8 @@ def test_report_of_a_partial_study_is_deterministic_and_says_what_is_missing(tmp
 
 
 def test_html_box_comes_first():
-    page = render_report_html([("Study", "meta"), ("Verdicts", "- **Q?** **yes**: 1"), ("1. X", "body")], box="Verdicts",
-                              browse=None)
+    page = render_report_html([Section("Study", (Paragraph("meta"),)), Section("Verdicts", (Paragraph("**Q?** yes"),), box=True),
+                               Section("1. X", (table(["a"], [["body"]]),))], browse=None)
     assert page.index('<section id="s1" class="box">') < page.index("<nav>") < page.index('id="s0"')
 
 
@@ -347,3 +374,30 @@ def test_small_study_report_first_screen_in_chromium(tmp_path, fake_models):
     finally:
         d.quit()
     assert all("questions" in ln["text"] or "not run" in ln["text"] for ln in lines)
+
+
+# ------------------------------------------------------------------------------------------ the figure writer
+def test_the_figure_writer_is_atomic_and_closes_the_figure(tmp_path, monkeypatch):
+    import loadbearing.files
+    from loadbearing.figures import figure_bytes, pyplot, save_figure
+
+    plt = pyplot()
+    assert plt.get_backend().lower() == "agg"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    same = figure_bytes(fig, dpi=50, metadata={"Software": None})
+    assert same == figure_bytes(fig, dpi=50, metadata={"Software": None}) and same.startswith(b"\x89PNG")
+    out = save_figure(fig, tmp_path / "f.png", dpi=50)
+    assert out.read_bytes().startswith(b"\x89PNG") and not plt.fignum_exists(fig.number)
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]  # no temp file left beside it
+
+    fig2, _ = plt.subplots()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(loadbearing.files.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save_figure(fig2, tmp_path / "f.png", dpi=50)
+    assert (tmp_path / "f.png").read_bytes() == out.read_bytes()  # the old figure is still whole
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]

@@ -6,6 +6,7 @@ Four questions in two tasks: q1, q2 in t1 and q3, q4 in t2, each chain two lines
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -162,7 +163,8 @@ def test_the_report_embeds_the_section_and_its_figure(tmp_path):
     assert "![early-answering curves](report_figures/early_answer_curves.png)" in sec
     html = (out / "report.html").read_text()
     assert 'alt="early-answering curves" src="data:image/png;base64,' in html
-    assert "| overall | 75.0%" in (out / "report.txt").read_text()
+    txt = (out / "report.txt").read_text()  # the same table as plain text (padded columns, no markup)
+    assert re.search(r"^overall +75\.0% \[10\.0, 90\.0\]† \(6/8; 4 q\)", txt, re.M) and "| overall |" not in txt
 
 
 #: white-box stages by hand, 3 steps each: (receiver score, suppression effect) per question. Per-question Spearman

@@ -379,6 +379,10 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
     assert (out / "sweep.png").stat().st_size > 1000
     assert is_complete(out)
     summ = json.loads((out / "summary.json").read_text())
+    from loadbearing.results import read_result
+    from loadbearing.stage_results import SweepSummary
+
+    assert read_result(out / "summary.json", SweepSummary) == summ  # the typed result reads the file back unchanged
     assert summ["verdict"].startswith("effect:") and "Holm" in summ["verdict"]
     assert summ["split"]["disjoint"] is None  # the file records no split
     recs = [json.loads(x) for x in (out / "generations.jsonl").read_text().splitlines()]

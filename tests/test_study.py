@@ -79,7 +79,7 @@ def test_study_runs_every_stage_and_resume_skips_them(tmp_path, fake_models, fas
         assert section in md, section
     assert "not run yet" not in md and "could not render" not in md
     txt = (out / "report.txt").read_text()
-    assert "Steering" in txt and "labelling rule" in txt
+    assert "Steering" in txt and "Labelling rule (final labeller: rule)." in txt  # the labels section as text
     capsys.readouterr()
     # a second new study there is refused; --resume alone skips every finished stage, with the stored settings
     assert main(["--output-dir", str(out), *FAST]) == 2

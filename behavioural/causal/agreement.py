@@ -26,6 +26,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from loadbearing.report import Block, Paragraph, blocks_markdown, table
+
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
 
@@ -117,9 +119,14 @@ def step_agreement(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 0) ->
             "questions": {k: {m: {str(i): x for i, x in v.items()} for m, v in ms.items()} for k, ms in values.items()}}
 
 
-def format_agreement(t: dict[str, Any], style: str = "md") -> str:
+_AGREEMENT_INTRO = ("Agreement between the step-level measures (propagation at the edited lines, |resampling importance|, "
+                    "receiver-head score, suppression effect): mean per-question Spearman rho across common steps (>= 3) "
+                    "with a bootstrap over questions, and how often both pick the same top step (>= 2 common steps)")
+_AGREEMENT_HEAD = ["measures", "mean Spearman rho [95% CI]", "questions", "same top step", "chance"]
+
+
+def _agreement_rows(t: dict[str, Any], style: str) -> list[list[Any]]:
     from loadbearing.stats import format_rate
-    from loadbearing.tables import render_table
 
     rows = []
     for p in t["pairs"]:
@@ -127,8 +134,17 @@ def format_agreement(t: dict[str, Any], style: str = "md") -> str:
             f" [{p['ci'][0]:+.2f}, {p['ci'][1]:+.2f}]" if p["ci"][0] is not None else "")
         rows.append([f"{p['a']} vs {p['b']}", rho, p["n_questions_rho"], format_rate(p["same_top_step"], style),
                      "n/a" if p["chance_same_top"] is None else f"{100 * p['chance_same_top']:.0f}%"])
-    return ("Agreement between the step-level measures (propagation at the edited lines, |resampling importance|, "
-            "receiver-head score, suppression effect): mean per-question Spearman rho across common steps (>= 3) "
-            "with a bootstrap over questions, and how often both pick the same top step (>= 2 common steps)\n\n"
-            + render_table(["measures", "mean Spearman rho [95% CI]", "questions", "same top step", "chance"], rows,
-                           style))
+    return rows
+
+
+def agreement_blocks(t: dict[str, Any]) -> tuple[Block, ...]:
+    """The agreement table as report blocks: what it measures, then one row per pair of measures."""
+    return Paragraph(_AGREEMENT_INTRO), table(_AGREEMENT_HEAD, _agreement_rows(t, "md"))
+
+
+def format_agreement(t: dict[str, Any], style: str = "md") -> str:
+    from loadbearing.tables import render_table
+
+    if style == "md":
+        return blocks_markdown(agreement_blocks(t))
+    return _AGREEMENT_INTRO + "\n\n" + render_table(_AGREEMENT_HEAD, _agreement_rows(t, style), style)

@@ -35,6 +35,7 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
+from loadbearing.results import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
@@ -216,7 +217,7 @@ def _mean(vals: list[float | None]) -> float | None:
     return sum(v) / len(v) if v else None
 
 
-def _accuracy(rows: list[dict], *, n_boot: int, seed: int) -> dict:
+def _accuracy(rows: list[dict[str, Any]], *, n_boot: int, seed: int) -> RateJSON:
     scored = [r for r in rows if r["correct"] is not None]
     return clustered_rate([bool(r["correct"]) for r in scored], [r["question_key"] for r in scored], n_boot=n_boot,
                           seed=seed).to_dict()

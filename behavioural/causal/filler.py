@@ -35,6 +35,7 @@ from behavioural.causal.common import (
     with_note,
 )
 from loadbearing.options import parse_fractions, split_list
+from loadbearing.results import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
@@ -144,7 +145,7 @@ def summarise(config: FillerConfig, rows: list[dict], chains: list[Chain], run: 
     for r in rows:
         by_q.setdefault(r["question_key"], {})[r["condition"]] = r
     acc: dict[str, dict] = {}
-    same_full: dict[str, dict] = {}
+    same_full: dict[str, RateJSON] = {}
     vs: dict[str, dict[str, dict]] = {}
     for cnd in conds:
         scored = [r for r in rows if r["condition"] == cnd and r["correct"] is not None]

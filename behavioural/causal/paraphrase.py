@@ -44,6 +44,7 @@ from behavioural.causal.common import (
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
 from loadbearing.options import parse_fractions
 from loadbearing.questions.prompts import render_chat
+from loadbearing.results import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate
@@ -188,11 +189,11 @@ def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[d
 def summarise(config: ParaphraseConfig, rows: list[dict], chains: list[Chain], run: Run) -> dict[str, Any]:
     kw = {"n_boot": config.n_boot, "seed": config.seed}
 
-    def changed(sel: list[dict]) -> dict:
+    def changed(sel: list[dict[str, Any]]) -> RateJSON:
         s = [r for r in sel if r["same_answer"] is not None]
         return clustered_rate([not r["same_answer"] for r in s], [r["question_key"] for r in s], **kw).to_dict()
 
-    def acc(sel: list[dict], key: str) -> dict:
+    def acc(sel: list[dict[str, Any]], key: str) -> RateJSON:
         s = [r for r in sel if r[key] is not None]
         return clustered_rate([bool(r[key]) for r in s], [r["question_key"] for r in s], **kw).to_dict()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from behavioural.gradient.rates import POSITIONS, crate, distinct_generations, pooled, propagation, scored, wrate
 from behavioural.gradient.regression import (
@@ -27,6 +27,7 @@ from behavioural.gradient.regression import (
 )
 from behavioural.gradient.rows import DATASET_ORDER, GradientError, Loaded, by_key, level_order
 from loadbearing.design import position_sort_key
+from loadbearing.results import RateJSON
 
 __all__ = ["POSITIONS", "cell_table", "crate", "cross_model", "deviance_partition", "difficulty_axis",
            "logistic_curve", "position_test", "regression", "taxonomy", "type_by_difficulty", "uptake_table",
@@ -60,14 +61,16 @@ def cell_table(data: Loaded, *, seed: int = 0) -> list[dict]:
         n_b = len(b)
         n_correct = sum(x["correct"] is True for x in b)
         n_parsed = sum(x["parsed"] for x in b)
-        acc = acc_parsed = cov = None
+        acc: RateJSON | None = None
+        acc_parsed: RateJSON | None = None
+        cov: RateJSON | None = None
         acc_source = "baselines"
         if model in eligible_only or not b:
             e = ext.get(key)
             if e is not None:
                 v = float(e["rate"] if isinstance(e, dict) else e)
-                acc = {"k": None, "n": None, "rate": v, "lo": None, "hi": None, "method": "published",
-                       "n_questions": None, "n_generations": None}
+                acc = cast(RateJSON, {"k": None, "n": None, "rate": v, "lo": None, "hi": None,  # published: no counts
+                                      "method": "published", "n_questions": None, "n_generations": None})
                 acc_source = (e.get("source") if isinstance(e, dict) else None) or "published"
             else:
                 acc_source = "unknown (imported rows hold only eligible baselines)"

@@ -7,21 +7,23 @@ cell), always with the question as the cluster (:mod:`loadbearing.stats`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from loadbearing.results import RateJSON
 from loadbearing.stats import clustered_rate, wilson_rate
 
 POSITIONS = ("early", "middle", "late")
 
 
 def crate(success: Sequence[bool], groups: Sequence, gens: Sequence | None = None, *, seed: int = 0,
-          n_boot: int = 2000) -> dict:
+          n_boot: int = 2000) -> RateJSON:
     """Pooled rate with a bootstrap-over-questions interval (``loadbearing.stats.clustered_rate``)."""
     n_gen = len(set(gens)) if gens is not None else None
     return clustered_rate([bool(s) for s in success], list(groups), seed=seed, n_boot=n_boot,
                           n_generations=n_gen).to_dict()
 
 
-def wrate(k: int, n: int, n_questions: int | None = None) -> dict:
+def wrate(k: int, n: int, n_questions: int | None = None) -> RateJSON:
     """Row-level Wilson rate (each row its own question)."""
     return wilson_rate(k, n, n_questions=n_questions).to_dict()
 
@@ -45,7 +47,7 @@ def distinct_generations(rows: Sequence[dict]) -> list[dict]:
     return out
 
 
-def propagation(rows: Sequence[dict], *, seed: int = 0) -> dict:
+def propagation(rows: Sequence[dict[str, Any]], *, seed: int = 0) -> RateJSON:
     """Propagation in a group of rows (a strategy, position or family cell), each distinct generation counted
     once in the group, as the behaviour summary counts a group row (issue #32: section 1's position=early and
     the gradient's were two counts of one quantity when two strategies shared an edit)."""
@@ -53,6 +55,6 @@ def propagation(rows: Sequence[dict], *, seed: int = 0) -> dict:
     return crate([r["label"] == "C" for r in s], [r["qkey"] for r in s], [r["gen"] for r in s], seed=seed)
 
 
-def pooled(rows: Sequence[dict], *, seed: int = 0) -> dict:
+def pooled(rows: Sequence[dict[str, Any]], *, seed: int = 0) -> RateJSON:
     """Propagation over distinct generations (first membership only), clustered by question."""
     return propagation([r for r in scored(rows) if r["first"]], seed=seed)

@@ -4,18 +4,21 @@ prompt variants and the labellers' agreement; and the summary as text or markdow
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from behavioural.labels.agreement import kappa, variant_agreement
 from behavioural.labels.judge import JudgeLabeller
 from behavioural.labels.records import FINAL_RULE, GROUP_KEYS, LABELS, SCHEMA_VERSION
+from behavioural.results import LabelSummary
+from loadbearing.report import Block, Paragraph, Row, Table, blocks_markdown, facet_filter, label_cell_filters
+from loadbearing.results import RateJSON
 from loadbearing.stats import clustered_rate, format_rate, rate
-from loadbearing.tables import render_table
 
 __all__ = ["format_summary", "summarize"]
 
 
-def _block(labels: list[str | None], corrects: list[bool | None], groups: list[str] | None = None) -> dict:
+def _block(labels: list[str | None], corrects: list[bool | None], groups: list[str] | None = None) -> dict[str, Any]:
     """Counts and rates of one group of label records. With ``groups`` (each record's question) the
     propagation and B-among-correct intervals are clustered by question (a question contributes several
     records); without it they are row-level Wilson intervals."""
@@ -30,7 +33,7 @@ def _block(labels: list[str | None], corrects: list[bool | None], groups: list[s
         propagation = clustered_rate([x for x, _ in parse], [g for _, g in parse]).to_dict()
         b_correct = clustered_rate([x for x, _ in ab], [g for _, g in ab]).to_dict()
     else:
-        propagation, b_correct = rate(cnt["C"], n_parse), rate(cnt["B"], cnt["A"] + cnt["B"])
+        propagation, b_correct = cast(RateJSON, rate(cnt["C"], n_parse)), cast(RateJSON, rate(cnt["B"], cnt["A"] + cnt["B"]))
     return {
         "n": n,
         "counts": cnt,
@@ -42,7 +45,8 @@ def _block(labels: list[str | None], corrects: list[bool | None], groups: list[s
     }
 
 
-def _section(rows: list[dict], key=lambda r: r["label"], breakdown: bool = True) -> dict:
+def _section(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], str | None] = lambda r: r["label"],
+             breakdown: bool = True) -> dict[str, Any]:
     out = _block([key(r) for r in rows], [r["correct"] for r in rows], [str(r.get("question_id")) for r in rows])
     if breakdown:
         out["by"] = {}
@@ -54,19 +58,19 @@ def _section(rows: list[dict], key=lambda r: r["label"], breakdown: bool = True)
     return out
 
 
-def summarize(records: list[dict], labellers: Sequence, final_name: str) -> dict:
+def summarize(records: list[dict[str, Any]], labellers: Sequence[Any], final_name: str) -> LabelSummary:
     """The ``summary.json`` of a labelling (see the module docstring)."""
     names = [lab.name for lab in labellers]
     conds = {c: [r for r in records if r["condition"] == c] for c in ("perturbed", "control")}
-    out: dict = {"schema_version": SCHEMA_VERSION, "final_labeller": final_name, "final_rule": FINAL_RULE,
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "final_labeller": final_name, "final_rule": FINAL_RULE,
                  "rates_note": "A/B/C rates are over labelled continuations; propagation is C over parseable answers; "
                                "null counts unparseable answers and undecided notice verdicts"}
     for c, rows in conds.items():
         out[c] = _section(rows)
-    out["labellers"] = {
-        n: {c: _section(rows, key=lambda r, n=n: r["labellers"][n]["label"], breakdown=False) for c, rows in conds.items()}
-        for n in names
-    }
+    def by(name: str) -> Callable[[dict[str, Any]], str | None]:
+        return lambda r: r["labellers"][name]["label"]
+
+    out["labellers"] = {n: {c: _section(rows, key=by(n), breakdown=False) for c, rows in conds.items()} for n in names}
     # labellers vs each other on the A/B call (correct perturbed continuations)
     correct_p = [r for r in conds["perturbed"] if r["correct"] is True]
     out["labeller_agreement"] = [
@@ -81,36 +85,50 @@ def summarize(records: list[dict], labellers: Sequence, final_name: str) -> dict
             out["judge_variant_agreement"][lab.name] = {
                 c: variant_agreement([r["labellers"][lab.name] for r in rows], vn) for c, rows in conds.items()
             }
-    return out
+    return cast(LabelSummary, out)
 
 
-def _r(r: dict | None) -> str:
+def _r(r: Mapping[str, Any] | None) -> str:
     return format_rate(r) if r else "n/a"  # a markdown table cell escapes its own "|"
 
 
-def format_summary(summary: dict, style: str = "text") -> str:
+def summary_blocks(summary: Mapping[str, Any]) -> tuple[Block, ...]:
+    """The labelling's summary as report blocks: the counts per condition and per group (each row linking to its
+    samples in the trace browser, each non-zero A/B/C count to that label's), the labellers' agreement."""
+    head = ("condition", "n", "A", "B", "C", "null", "propagation (C / parseable)", "B among correct")
+    rows = []
+    for c in ("perturbed", "control"):
+        s = summary[c]
+        k = s["counts"]
+        cells = tuple(str(x) for x in (c, s["n"], k["A"], k["B"], k["C"], k["null"], _r(s["propagation"]),
+                                      _r(s["B_among_correct_labelled"])))
+        f = facet_filter(c)
+        rows.append(Row(cells, filter=f, cell_filters=label_cell_filters(f, head, cells)))
+    blocks: list[Block] = [Paragraph(f"Labelling `{summary.get('labelling')}` (final labeller: `{summary['final_labeller']}`)."),
+                           Table(head, tuple(rows))]
+    by = summary["perturbed"].get("by", {})
+    if by:
+        bhead = ("perturbed, by", "n", "A", "B", "C", "null")
+        brows = []
+        for g in GROUP_KEYS:
+            for v, b in by.get(g, {}).items():
+                cells = tuple(str(x) for x in (f"{g}={v}", b["n"], b["counts"]["A"], b["counts"]["B"], b["counts"]["C"],
+                                               b["counts"]["null"]))
+                f = facet_filter(**{g: v})
+                brows.append(Row(cells, filter=f, cell_filters=label_cell_filters(f, bhead, cells)))
+        blocks.append(Table(bhead, tuple(brows)))
+    for p in summary.get("labeller_agreement", []):
+        kv = p["kappa"]
+        blocks.append(Paragraph(f"{p['a']} vs {p['b']} on A/B: n={p['n']}, kappa {'n/a' if kv is None else f'{kv:.2f}'}."))
+    return tuple(blocks)
+
+
+def format_summary(summary: Mapping[str, Any], style: str = "text") -> str:
     """A labelling's summary as text (``style="text"``) or markdown (``style="md"``)."""
     if style not in ("text", "md"):
         raise ValueError(f"unknown style {style!r}; use 'text' or 'md'")
     if style == "md":
-        head = ["condition", "n", "A", "B", "C", "null", "propagation (C / parseable)", "B among correct"]
-        rows = []
-        for c in ("perturbed", "control"):
-            s = summary[c]
-            k = s["counts"]
-            rows.append([c, s["n"], k["A"], k["B"], k["C"], k["null"], _r(s["propagation"]),
-                         _r(s["B_among_correct_labelled"])])
-        lines = [f"Labelling `{summary.get('labelling')}` (final labeller: `{summary['final_labeller']}`).", "",
-                 render_table(head, rows)]
-        by = summary["perturbed"].get("by", {})
-        if by:
-            rows = [[f"{g}={v}", b["n"], b["counts"]["A"], b["counts"]["B"], b["counts"]["C"], b["counts"]["null"]]
-                    for g in GROUP_KEYS for v, b in by.get(g, {}).items()]
-            lines += ["", render_table(["perturbed, by", "n", "A", "B", "C", "null"], rows)]
-        for p in summary.get("labeller_agreement", []):
-            kv = p["kappa"]
-            lines += ["", f"{p['a']} vs {p['b']} on A/B: n={p['n']}, kappa {'n/a' if kv is None else f'{kv:.2f}'}."]
-        return "\n".join(lines)
+        return blocks_markdown(summary_blocks(summary))
     lines = [f"labelling {summary.get('labelling')} (final labeller: {summary['final_labeller']})"]
     for c in ("perturbed", "control"):
         s = summary[c]

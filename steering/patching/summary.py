@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.figures import pyplot, save_figure
+from loadbearing.report import Block, Figure, Heading, Paragraph, blocks_markdown, table
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
-from loadbearing.tables import render_table
 from steering.patching.align import GROUPS
 
 
@@ -69,10 +70,7 @@ def _fmt(c: dict[str, Any]) -> str:
 def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, title: str = "") -> None:
     """Layers (rows) x groups (columns): mean restored fraction, each cell annotated with its mean and its
     descriptive bootstrap interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     grid = np.full((len(layers), len(GROUPS)), np.nan)
     text = [["" for _ in GROUPS] for _ in layers]
@@ -97,39 +95,47 @@ def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, tit
     ax.set_title(title or f"activation patching ({summary['n_cases']} cases, {summary['n_questions']} questions)",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
+
+
+TITLE = "Activation patching: where is the error carried?"
+
+
+def section_blocks(summary: dict[str, Any], layers: list[int], settings: dict[str, Any], *,
+                   figure: str = "patching.png") -> tuple[Block, ...]:
+    """The report section: how it was measured, the map as a table, the controls, the heat map (``figure``: its
+    path relative to where the section is shown)."""
+    pos = {(c["layer"], c["group"]): c for c in summary["cells"]}
+    rows = [[lay] + [_fmt(pos[(lay, g)]) for g in GROUPS] for lay in layers]
+    blocks: list[Block] = [
+        Paragraph(f"Command: `{settings['command']}`"),
+        Paragraph(f"{summary['n_cases']} C cases ({summary['n_questions']} questions, one case per question); "
+                  f"{summary['n_excluded']} excluded from the means (clean and edited runs within {settings['min_gap']} "
+                  f"nats). Engine: {settings['engine']}. Cell: mean restored fraction of log P(correct) - log "
+                  f"P(propagated) after `{settings['answer_prefix']}` (0 = edited run, 1 = clean run) with a percentile "
+                  "bootstrap interval over questions: descriptive, not a calibrated 95% CI (coverage 0.83-0.90 at 5-16 "
+                  "questions, bench/calib_intervals.py; none where every resample agrees)."),
+        table(["layer", *GROUPS], rows),
+        Paragraph("Controls (the same statistic):"),
+        table(["random-layer control", "mean [bootstrap, descriptive]", "n"],
+              [[c["group"], _fmt(c), c["n_cases"]] for c in summary["controls"]["random_layer"]]),
+    ]
+    rp = summary["controls"]["random_position"]
+    if rp:
+        blocks.append(table(["random-position control", "layer", "mean [bootstrap, descriptive]", "n"],
+                            [[c["group"], c["layer"], _fmt(c), c["n_cases"]] for c in rp]))
+    if summary.get("flips"):
+        blocks += [Paragraph("Greedy answer flips to correct with the patch held (parseable cases; interval over "
+                             "questions):"),
+                   table(["layer", *GROUPS], [[lay] + [format_rate(c["rate"], style="md") for c in summary["flips"]
+                                                       if c["layer"] == lay] for lay in layers])]
+    blocks.append(Figure(figure, "patching heat map"))
+    return tuple(blocks)
 
 
 def markdown(summary: dict[str, Any], layers: list[int], settings: dict[str, Any]) -> str:
-    """The report section: how it was measured, the map as a table, the controls."""
-    pos = {(c["layer"], c["group"]): c for c in summary["cells"]}
-    rows = [[lay] + [_fmt(pos[(lay, g)]) for g in GROUPS] for lay in layers]
-    lines = [
-        "## Activation patching: where is the error carried?", "",
-        f"Command: `{settings['command']}`", "",
-        f"{summary['n_cases']} C cases ({summary['n_questions']} questions, one case per question); "
-        f"{summary['n_excluded']} excluded from the means (clean and edited runs within {settings['min_gap']} nats). "
-        f"Engine: {settings['engine']}. Cell: mean restored fraction of log P(correct) - log P(propagated) "
-        f"after `{settings['answer_prefix']}` (0 = edited run, 1 = clean run) with a percentile bootstrap interval "
-        "over questions: descriptive, not a calibrated 95% CI (coverage 0.83-0.90 at 5-16 questions, "
-        "bench/calib_intervals.py; none where every resample agrees).", "",
-        render_table(["layer", *GROUPS], rows, style="md"), "",
-        "Controls (the same statistic):", "",
-    ]
-    rl = summary["controls"]["random_layer"]
-    lines += [render_table(["random-layer control", "mean [bootstrap, descriptive]", "n"],
-                           [[c["group"], _fmt(c), c["n_cases"]] for c in rl], style="md"), ""]
-    rp = summary["controls"]["random_position"]
-    if rp:
-        lines += [render_table(["random-position control", "layer", "mean [bootstrap, descriptive]", "n"],
-                               [[c["group"], c["layer"], _fmt(c), c["n_cases"]] for c in rp], style="md"), ""]
-    if summary.get("flips"):
-        lines += ["Greedy answer flips to correct with the patch held (parseable cases; interval over questions):", "",
-                  render_table(["layer", *GROUPS], [[lay] + [format_rate(c["rate"], style="md") for c in summary["flips"]
-                                                             if c["layer"] == lay] for lay in layers], style="md"), ""]
-    lines.append("![patching heat map](patching.png)")
-    return "\n".join(lines) + "\n"
+    """``patching.md``: the section's title and blocks."""
+    return blocks_markdown((Heading(TITLE, 2), *section_blocks(summary, layers, settings))) + "\n"
 
 
-__all__ = ["heatmap", "markdown", "summarise"]
+__all__ = ["TITLE", "heatmap", "markdown", "section_blocks", "summarise"]
