@@ -55,7 +55,7 @@ from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
 from loadbearing.report import Block, Paragraph, blocks_markdown, table
 from loadbearing.runs import question_key_of
-from loadbearing.shards import Shard, ShardError, parse_shard
+from loadbearing.shards import Shard, parse_shard
 from loadbearing.stage_results import StoreSummary
 
 DEFAULT_OUTPUT = "activations.h5"
