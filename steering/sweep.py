@@ -230,7 +230,7 @@ def _backend(args: argparse.Namespace) -> tuple[dict, Any]:
     from loadbearing.engine.vllm_engine import backend_options, check_ready
 
     opts = backend_options(args)
-    if 0 in (parse_list(args.layers, int, "layers") or []):
+    if 0 in (parse_layers(args.layers, allow_all=False, error=SweepError) or []):
         raise SweepError("--backend vllm does not steer layer 0 (the embedding output; vLLM's decoder blocks are "
                          "hooked): choose --layers >= 1, or --backend hf for layer 0")
     check_ready(hooks=True)
