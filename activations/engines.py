@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from activations.inputs import CacheError, Item, pad_right
-from loadbearing.engine.layers import LayerError, d_model, decoder_layers, hidden_state_module, n_layers
+from loadbearing.engine.hookpoints import block_hidden, layer_hooks
+from loadbearing.engine.layers import LayerError, d_model, decoder_layers, n_layers
 
 ENGINES = ("nnsight", "transformer-lens", "hf")
 ENGINE_ALIASES = {"transformer_lens": "transformer-lens", "tl": "transformer-lens"}
@@ -57,10 +58,6 @@ class Reducer:
             else:
                 out[p] = torch.einsum("bs,bsd->bd", t.to(h.dtype), h).float()  # [b, d_model]
         return out
-
-
-def _first_tensor(x: Any) -> Any:
-    return x[0] if isinstance(x, (tuple, list)) else x
 
 
 @contextlib.contextmanager
@@ -127,16 +124,11 @@ class HFEngine(Engine):
         last = self.n_layers
 
         def grab(module, args, output):
-            out[last] = reducer(_first_tensor(output))
+            out[last] = reducer(block_hidden(output))
 
-        handle = hidden_state_module(model, last).register_forward_hook(grab) if last in self.layers else None
-        try:
-            with torch.no_grad():
-                hs = base(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                          use_cache=False).hidden_states  # n_layers+1 x [b, seq, d_model]
-        finally:
-            if handle is not None:
-                handle.remove()
+        with layer_hooks(model, {last: grab} if last in self.layers else {}), torch.no_grad():
+            hs = base(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                      use_cache=False).hidden_states  # n_layers+1 x [b, seq, d_model]
         if len(hs) != self.n_layers + 1:
             raise CacheError(f"model returned {len(hs)} hidden states, expected {self.n_layers + 1}")
         for layer in self.layers:
@@ -185,7 +177,7 @@ class NNsightEngine(Engine):
                     out[0] = reducer(blocks[0].input)
                 for i in range(max(last, 1)):
                     if i + 1 in layers:
-                        out[i + 1] = reducer(_first_tensor(blocks[i].output))
+                        out[i + 1] = reducer(block_hidden(blocks[i].output))
                 tracer.stop()
         return out
 
@@ -235,7 +227,7 @@ class TransformerLensEngine(Engine):
 
         def grab(layer):
             def hook(x, hook):  # x: [b, seq, d_model]
-                out[layer] = reducer(_first_tensor(x))
+                out[layer] = reducer(block_hidden(x))
                 return x
             return hook
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.hookpoints import block_hidden, replace_hidden
 from steering.errors import SteeringError
 from steering.generate import _RowSteer
 from steering.hooks import SteeringHandle, attach, d_model, hook_layers, resolve
@@ -183,7 +184,7 @@ class RowAblate(_RowSteer):
 
         if self.mode == "off":
             return None
-        hidden = output[0] if isinstance(output, tuple) else output  # [b, pos, d_model]
+        hidden = block_hidden(output)  # [b, pos, d_model]
         basis = _cast(self._cast, self.delta, hidden.device)  # [b, k, d_model], float32
         if self.mode == "all":
             new = project_out(hidden, basis)
@@ -192,9 +193,7 @@ class RowAblate(_RowSteer):
             new[:, -1:, :] = project_out(hidden[:, -1:, :], basis)
         else:
             new = torch.where(self.mask[..., None].to(hidden.device), project_out(hidden, basis), hidden)
-        if isinstance(output, tuple):
-            return (new,) + tuple(output[1:])
-        return new
+        return replace_hidden(output, new)
 
 
 def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
