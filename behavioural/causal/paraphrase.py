@@ -23,7 +23,6 @@ rewrites often drop or change content.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 from behavioural.causal.common import CausalError, Chain, Engine, Job, Stage, drive, is_stage_complete, with_note
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
+from loadbearing.answers.numbers import PLAIN_NUMBER_RE
 from loadbearing.questions.prompts import render_chat
 from loadbearing.runs import Run
 from loadbearing.stats import clustered_rate, format_rate
@@ -43,7 +43,6 @@ FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 INSTRUCTION = ("Paraphrase the reasoning steps below in different words. Keep every number, calculation and fact "
                "exactly as it is and change only the wording. Write one step per line, the same number of lines. "
                "Do not add steps and do not give a final answer.")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ class ParaphraseConfig:
 
 
 def numbers(text: str) -> list[str]:
-    return sorted(_NUMBER.findall(text))
+    return sorted(PLAIN_NUMBER_RE.findall(text))
 
 
 def clean_paraphrase(text: str, max_lines: int, dataset: str = "custom", task: str | None = None) -> list[str]:

@@ -30,8 +30,6 @@ _LABEL_RE = re.compile(
     r"(?:\*\*)?[ \t]*|[-*\u2022][ \t]+)",
     re.I,
 )
-#: a number of a reasoning line (not part of a word or of a decimal): ``-3``, ``1,250``, ``2.5``
-NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 
 
 def split_label(line: str) -> tuple[str, str]:
