@@ -125,9 +125,7 @@ CONCEPTS = {
 }
 
 
-@pytest.mark.parametrize("concept", sorted(CONCEPTS))
-def test_one_home_per_concept(concept):
-    pattern, homes = CONCEPTS[concept]
+def _outside_home(concept: str, pattern: re.Pattern, homes: set[str]) -> None:
     found = set()
     for path in _modules():
         rel = path.relative_to(REPO).as_posix()
@@ -136,6 +134,11 @@ def test_one_home_per_concept(concept):
             line = text[:pattern.search(text).start()].count("\n") + 1
             found.add(f"{rel}:{line}")
     assert not found, f"{concept} outside its one home {sorted(homes)}: {sorted(found)}"
+
+
+@pytest.mark.parametrize("concept", sorted(CONCEPTS))
+def test_one_home_per_concept(concept):
+    _outside_home(concept, *CONCEPTS[concept])
 
 
 def test_final_answer_line_pattern_has_one_home():
@@ -150,3 +153,38 @@ def test_final_answer_line_pattern_has_one_home():
             if pat.search(line) and "verdict" not in line:  # a judge's reply lead is not a final-answer line
                 found.append(f"{rel}:{i}: {line.strip()[:90]}")
     assert not found, "final-answer line patterns outside loadbearing.answers:\n" + "\n".join(found)
+
+
+# -- one home per concept, the stage step's (issue 33): hook points, numbers in text, run-dir file names, commands
+
+HOOKS = "loadbearing/engine/hookpoints.py"
+STAGE_STEP_CONCEPTS = {
+    # "a block's output is a tuple or a tensor"
+    "block-output rule": (re.compile(r"\[0\] if isinstance\(\w+, \(?tuple"), {HOOKS}),
+    # registering a forward (pre-)hook: one helper owns the handles and removes them
+    "forward-hook registration": (re.compile(r"\.register_forward(?:_pre)?_hook\("), {HOOKS}),
+    # a number in text: a sign, digits, thousands groups or decimals written as a regex
+    "number-in-text grammar": (re.compile(r"-\?\\d\+\(\?:|-\?\\d\[\\d,\]|\\d\{1,3\}\(\?:,\\d\{3\}\)"),
+                               {"loadbearing/answers/numbers.py"}),
+    # the command table: console script -> module
+    "command table": (re.compile(r"[\"']cot-[a-z-]+[\"']\s*[:,]\s*[\"'][a-z_]+[.\"']"), {"loadbearing/commands.py"}),
+}
+
+
+@pytest.mark.parametrize("concept", sorted(STAGE_STEP_CONCEPTS))
+def test_one_home_per_concept_of_the_stage_step(concept):
+    pattern, homes = STAGE_STEP_CONCEPTS[concept]
+    for home in homes:  # the pattern is not vacuous: it finds the concept in its home
+        assert pattern.search((REPO / home).read_text(encoding="utf-8")), f"{concept}: pattern misses {home}"
+    _outside_home(concept, pattern, homes)
+
+
+def test_no_test_imports_another_test_module_or_conftest():
+    """Shared test code lives in tests/helpers/ (or is a conftest fixture); a test module is never imported."""
+    bad = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for line, mod in _imports(path):
+            top = mod.split(".")[0]
+            if top == "conftest" or top.startswith("test_") or mod.startswith("tests.test_") or mod == "tests.conftest":
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {mod}")
+    assert not bad, "tests importing test modules or conftest (move the helper to tests/helpers/):\n" + "\n".join(bad)
