@@ -55,10 +55,10 @@ from activations.store import is_complete as _store_complete
 from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
-from loadbearing.runs import question_key_of
+from loadbearing.runs import ACTIVATIONS, question_key_of
 from loadbearing.shards import Shard, ShardError, parse_shard
 
-DEFAULT_OUTPUT = "activations.h5"
+DEFAULT_OUTPUT = ACTIVATIONS
 CONDITIONS = ("perturbed", "control", "all")
 DTYPES = ("float16", "float32")
 #: what the out-of-memory error at batch size 1 tells the user to change

@@ -50,11 +50,12 @@ from typing import Any
 import numpy as np
 
 from loadbearing.files import atomic_write_bytes, file_sha256
+from loadbearing.runs import DIRECTIONS
 from probes.data import ProbeError
 
 SCHEMA_VERSION = 1
 KIND = "probe_directions"
-FILENAME = "directions.h5"
+FILENAME = DIRECTIONS
 FITTED_ON = ("all labelled rows used by the probes (no held-out split): for steering, not for scoring; "
              "see results.json for cross-validated accuracy")
 CONVENTIONS = ("raw residual-stream coordinates (scaler/PCA undone), unit norm; logistic and mass_mean point "

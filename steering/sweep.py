@@ -55,6 +55,7 @@ from pathlib import Path
 from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
 from loadbearing.commands import prog
 from loadbearing.files import check_jsonl_tail
+from loadbearing.runs import CONTINUATIONS
 from steering.analysis import format_summary, format_table
 from steering.config import (
     CASE_KINDS,
@@ -214,7 +215,7 @@ def _main(args: argparse.Namespace) -> int:
         return run_plan(args)
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
-        check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
+        check_jsonl_tail(Path(args.run_dir) / CONTINUATIONS, args.run_dir)
         if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
             from steering.paper_design import check_fixed, run_paper_design
 

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from loadbearing.runs import SUMMARY
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
 from study.options import COMMAND_OPTIONS, OPTION_NAMES, build_parser
 
@@ -381,7 +382,7 @@ def _cross_run_gradient(root: Path, run_dirs: list[Path], say) -> Path | None:
     usable = []
     for d in run_dirs:
         try:
-            summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+            summary = json.loads((d / SUMMARY).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(summary, dict) and "overall" in summary:

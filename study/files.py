@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadbearing.runs import MANIFEST
 from study.config import StudyConfig, StudyError
 
 CONFIG_FILE = "study.toml"
@@ -179,7 +180,7 @@ def with_run_model(out: Path, config: StudyConfig, rules: dict[str, str]) -> tup
     from loadbearing.engine.models import DTYPES
 
     try:
-        model = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8")).get("model") or {}
+        model = json.loads((Path(out) / MANIFEST).read_text(encoding="utf-8")).get("model") or {}
     except (OSError, ValueError, AttributeError):
         return config, rules
     upd: dict[str, Any] = {}

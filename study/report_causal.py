@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.files import RunDirError, read_jsonl
-from loadbearing.runs import Run
+from loadbearing.runs import RECORDS, SUMMARY, Run
 from loadbearing.stats import (
     FEW_CLUSTERS,
     FEW_CLUSTERS_MARK,
@@ -65,7 +65,7 @@ def stage_summary(out: str | Path, name: str) -> dict | None:
     if not importlib.import_module(f"behavioural.causal.{name}").is_complete(out):
         return None
     try:
-        s = json.loads((Path(out) / name / "summary.json").read_text(encoding="utf-8"))
+        s = json.loads((Path(out) / name / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return s if isinstance(s, dict) else None
@@ -81,7 +81,7 @@ def _behaviour_summary(out: Path) -> dict | None:
 
 
 def _records(out: Path, name: str) -> list[dict]:
-    return [r for r in read_jsonl(out / name / "records.jsonl") if isinstance(r, dict)]
+    return [r for r in read_jsonl(out / name / RECORDS) if isinstance(r, dict)]
 
 
 def _natural(v: str) -> tuple:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loadbearing.runs import SUMMARY
 from study.config import StudyConfig
 from study.stages import Stage, register
 
@@ -56,7 +57,7 @@ def _causal_complete(name: str):
 
 def _causal_render(name: str):
     def render(out: Path, style: str) -> str | None:
-        p = out / name / "summary.json"
+        p = out / name / SUMMARY
         if not p.is_file():
             return None
         mod = importlib.import_module(CAUSAL[name][0])

@@ -166,6 +166,10 @@ STAGE_STEP_CONCEPTS = {
     # a number in text: a sign, digits, thousands groups or decimals written as a regex
     "number-in-text grammar": (re.compile(r"-\?\\d\+\(\?:|-\?\\d\[\\d,\]|\\d\{1,3\}\(\?:,\\d\{3\}\)"),
                                {"loadbearing/answers/numbers.py"}),
+    # a run directory's file names (a stage's summary, records, stores, manifest)
+    "run-dir file names": (re.compile(r"[\"'](?:baselines|continuations|summary|manifest|records|generations|skipped)"
+                                      r"\.(?:jsonl|json|md)[\"']|[\"'](?:activations|directions)\.h5[\"']"),
+                           {"loadbearing/runs.py"}),
     # the command table: console script -> module
     "command table": (re.compile(r"[\"']cot-[a-z-]+[\"']\s*[:,]\s*[\"'][a-z_]+[.\"']"), {"loadbearing/commands.py"}),
 }

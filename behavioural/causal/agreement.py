@@ -26,11 +26,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from loadbearing.runs import SUMMARY
+
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
 
 def _summary(run: Path, name: str) -> dict | None:
-    p = run / name / "summary.json"
+    p = run / name / SUMMARY
     try:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
     except (OSError, ValueError):
