@@ -291,7 +291,7 @@ def _release_memory() -> None:
 
 
 def _progress(total: int, initial: int, enabled: bool, out: Path):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=f"caching {out.name}", unit="row",
                 file=sys.stderr)

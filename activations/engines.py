@@ -18,6 +18,8 @@ index taken at the last block's output, before the final norm.
 from __future__ import annotations
 
 import contextlib
+import logging
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -35,7 +37,7 @@ class Reducer:
     """Reduces one layer's ``[batch, seq, d_model]`` to ``{position: [batch, d_model]}`` for a batch."""
 
     def __init__(self, spans: dict[str, list[tuple[int, int]]], seq_len: int, device: Any):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.ops: dict[str, tuple[str, Any]] = {}
         for p, sp in spans.items():
@@ -49,7 +51,7 @@ class Reducer:
                 self.ops[p] = ("mean", w / w.sum(1, keepdim=True))  # [b, seq]
 
     def __call__(self, h: Any) -> dict:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out = {}
         for p, (kind, t) in self.ops.items():
@@ -116,7 +118,7 @@ class HFEngine(Engine):
     name = "hf"
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         model = self.lm.model
         base = getattr(model, "base_model", None) or model
@@ -146,9 +148,8 @@ class NNsightEngine(Engine):
 
     def __init__(self, lm, layers):
         super().__init__(lm, layers)
-        import warnings
 
-        from nnsight import LanguageModel
+        from nnsight import LanguageModel  # deferred: nnsight is heavy to import
 
         self._restore = restored(lm.model)
         self._restore.__enter__()
@@ -165,7 +166,7 @@ class NNsightEngine(Engine):
             raise
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out: dict[int, dict] = {}
         layers = self.layers
@@ -194,10 +195,8 @@ class TransformerLensEngine(Engine):
 
     def __init__(self, lm, layers):
         super().__init__(lm, layers)
-        import logging
-        import warnings
 
-        from transformer_lens.model_bridge import TransformerBridge
+        from transformer_lens.model_bridge import TransformerBridge  # deferred: transformer_lens is heavy to import
 
         model = lm.model
         self._restore = restored(model)
@@ -221,7 +220,7 @@ class TransformerLensEngine(Engine):
             raise
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out: dict[int, dict] = {}
 
@@ -263,7 +262,7 @@ def make_engine(name: str, lm: Any, layers: list[int]) -> Engine:
 
 def run_batch(engine: Engine, items: Sequence[Item], pad_id: int, positions: Sequence[str]) -> dict[str, np.ndarray]:
     """One forward pass over ``items`` (right-padded); returns ``{position: float32 [b, n_layers, d_model]}``."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     device = next(engine.lm.model.parameters()).device
     ids, mask = pad_right(items, pad_id)

@@ -5,6 +5,7 @@ loads no model (names are resolved lazily)."""
 from __future__ import annotations
 
 import importlib
+import warnings
 
 _EXPORTS = {
     "run_protocol": "behavioural.protocol", "Settings": "behavioural.protocol",
@@ -32,7 +33,6 @@ def __getattr__(name):
     if name in _MOVED:
         if name not in _warned:
             _warned.add(name)
-            import warnings
 
             warnings.warn(f"behavioural.{name} moved: use `from {_MOVED[name]} import {name}` "
                           "(the old name goes in the next minor release)", DeprecationWarning, stacklevel=2)

@@ -189,7 +189,7 @@ def _plain(v: Any) -> Any:
 
 
 def _read(p: Path) -> Directions:
-    import h5py
+    import h5py  # deferred: h5py is heavy to import
 
     with h5py.File(p, "r") as h:
         kind = h.attrs.get("kind")
@@ -304,7 +304,7 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
     results per layer. The file is built in memory (HDF5's core driver: the same bytes as a file on disk) and
     published through :func:`loadbearing.files.atomic_write_bytes` (a temporary file, renamed), so a crash
     never leaves a partial file."""
-    import h5py
+    import h5py  # deferred: h5py is heavy to import
 
     layers = sorted(per_layer)
     if layer_module is None:

@@ -21,10 +21,10 @@ def _band(acc: dict) -> tuple[float, float]:
 
 
 def plot_accuracy_vs_layer(results: dict, path) -> Path:
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     maj = results["majority_baseline"]["accuracy"]["rate"]

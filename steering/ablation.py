@@ -83,7 +83,7 @@ def stack_bases(bases: Sequence[Any]) -> np.ndarray:
 def project_out(hidden: Any, basis: Any) -> Any:
     """``hidden - (hidden B^T) B`` (``hidden``: ``[b, pos, d]``; ``basis``: ``[b | 1, k, d]`` float32 on its
     device), in float32, returned in ``hidden``'s dtype."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     h = hidden.float()
     coef = torch.einsum("bpd,bkd->bpk", h, basis.expand(h.shape[0], -1, -1))  # [b, pos, k]
@@ -114,7 +114,7 @@ class AblationHandle(SteeringHandle):
         self._on: dict = {}
 
     def _edit(self, hidden: Any) -> Any:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         basis = _cast(self._on, self.basis, hidden.device)
         if basis.shape[0] not in (1, hidden.shape[0]):
@@ -126,7 +126,7 @@ class AblationHandle(SteeringHandle):
 def _basis_tensor(directions: Any, width: int) -> Any:
     """``[d]`` / ``[k, d]`` (one basis) or ``[batch, k, d]`` / a list of bases (one per row) as the
     orthonormal ``[1 | batch, k, d]`` float32 tensor."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     per_row = isinstance(directions, (list, tuple)) and directions and not np.isscalar(directions[0])
     arr = None if per_row else as_tensor(directions)
@@ -180,7 +180,7 @@ class RowAblate(_RowSteer):
     at the pass's steered positions (``set(mode, basis, mask)``; ``basis``: ``[b, k, d_model]`` float32)."""
 
     def __call__(self, module, args, output):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         if self.mode == "off":
             return None
@@ -205,7 +205,7 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     zero-padded rows allowed, or a list of ``[k_i, d_model]``). The fast path, stop rule and positions are
     :func:`steering.generate.generate_steered`'s. Returns Generation records in input order.
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from steering.generate import generate_with_row_hook
 

@@ -93,7 +93,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
     Returns :class:`loadbearing.engine.generation.Generation` records in input order (see the module docstring).
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     _check_args(positions, batch_size, max_new_tokens)
     model = getattr(lm, "model", lm)

@@ -115,7 +115,7 @@ class SteeringHandle:
 
     def __init__(self, model: Any, vectors: Any, *, layers: Sequence[int], alpha: Any, positions: str,
                  prompt_len: int | None = None) -> None:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.model = model
         self.layers = [int(x) for x in layers]
@@ -167,7 +167,7 @@ class SteeringHandle:
     # -- per pass bookkeeping
     def _delta(self, dtype, device, batch: int):
         """alpha * v as [batch or 1, 1, d_model] in the hidden dtype/device (cached)."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         key = (dtype, device, batch)
         got = self._delta_cache.get(key)
@@ -189,7 +189,7 @@ class SteeringHandle:
 
     def _pre_forward(self, module, args, kwargs):
         """Model pre-hook: work out which positions of this pass are steered."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.calls += 1
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -240,7 +240,7 @@ class SteeringHandle:
         return lambda m: hidden + delta if m is None else hidden + delta * m[..., None].to(hidden.dtype)
 
     def _forward_hook(self, module, args, output):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         hidden = block_hidden(output)  # [batch, pos, d_model]
         if not isinstance(hidden, torch.Tensor):
@@ -302,7 +302,7 @@ def attach(handle: H, mods: list[Any]) -> H:
 
 def _numeric(x: Any) -> bool:
     """A tensor, a numeric array or number, or a non-empty list/tuple of those (per-row bases)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if isinstance(x, (list, tuple)):
         return bool(x) and all(_numeric(e) for e in x)
@@ -409,7 +409,7 @@ def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: in
     """
     if positions not in ("last", "all"):
         raise SteeringError(f"unknown positions {positions!r} for mean_resid_norm; choose 'last' or 'all'")
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     model, tok = lm.model, lm.tokenizer
     mod = hook_module(model, layer)

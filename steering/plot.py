@@ -14,10 +14,10 @@ from typing import Any
 
 def plot_sweep(summary: dict[str, Any], path: str | Path) -> None:
     """Draw ``summary`` (from :func:`steering.analysis.summarize_records`) to ``path``."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
     settings = [d for d in summary["settings"] if d.get("operator", "add") == "add"]
     ablated = [d for d in summary["settings"] if d.get("operator") == "ablate"]

@@ -12,6 +12,7 @@ Every number is read from the stages' own files; nothing is recomputed except th
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -29,7 +30,6 @@ def _summary(run: Run, name: str) -> dict | None:
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
-    import json
 
     from behavioural.causal.common import is_stage_complete
 

@@ -60,7 +60,7 @@ def _items(lm, texts: Sequence[str]):
 
 
 def capture_check(lm, texts: Sequence[str], engine: str) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from activations.engines import make_engine, run_batch
     from loadbearing.engine.layers import n_layers
@@ -98,7 +98,7 @@ def capture_check(lm, texts: Sequence[str], engine: str) -> str:
 
 
 def _vectors(lm, n: int, seed: int = 0):
-    import numpy as np
+    import numpy as np  # deferred: numpy is heavy to import
 
     from loadbearing.engine.layers import d_model
 
@@ -108,7 +108,7 @@ def _vectors(lm, n: int, seed: int = 0):
 
 
 def steer_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callable[[], str]]:
-    import numpy as np
+    import numpy as np  # deferred: numpy is heavy to import
 
     from loadbearing.engine.generation import generate
     from loadbearing.engine.layers import n_layers
@@ -159,7 +159,7 @@ def hooks_check(lm, texts: Sequence[str]) -> str:
 
 
 def ablation_check(lm, texts: Sequence[str]) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.generation import encode
     from loadbearing.engine.hookpoints import block_hidden, layer_hooks
@@ -185,7 +185,7 @@ def ablation_check(lm, texts: Sequence[str]) -> str:
 
 
 def patching_check(lm, texts: Sequence[str]) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.generation import encode
     from loadbearing.engine.layers import n_layers

@@ -81,7 +81,7 @@ def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
 
 
 def sample_scores(c: Continuation, abc: str | None, labelling: str | None) -> dict[str, Any]:
-    from inspect_ai.scorer import Score
+    from inspect_ai.scorer import Score  # deferred: inspect_ai is heavy and used only to export
 
     out: dict[str, Any] = {}
     if c.label is not None:
@@ -98,6 +98,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
               turns: list[dict[str, str]] | None = None) -> Any:
     """One sample. ``turns`` (:func:`study.export_inspect_chat.chat_turns`): the input as chat messages ending
     with the assistant prefix; None: the templated text as one user message."""
+    # deferred (both): inspect_ai is heavy and used only to export
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
 
@@ -117,7 +118,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
 
 
 def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
-    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore  # deferred: inspect_ai is heavy and used only to export
 
     def share(flags: list[bool]) -> dict[str, Any]:
         return {"value": sum(flags) / len(flags)} if flags else {}
@@ -145,8 +146,9 @@ def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
 
 def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
     """The run as an ``inspect_ai.log.EvalLog`` (samples, results, spec); nothing is written."""
+    # deferred: inspect_ai is heavy and used only to export
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, EvalStats
-    from inspect_ai.model import GenerateConfig
+    from inspect_ai.model import GenerateConfig  # deferred: inspect_ai is heavy and used only to export
 
     from loadbearing.provenance import now, package_versions
 
@@ -194,7 +196,7 @@ def export_inspect(run_dir: str | Path, output: str | None = None, *, labelling:
     >>> len(log.samples) == len(Run("runs/demo").continuations())                  # doctest: +SKIP
     True
     """
-    from inspect_ai.log import write_eval_log
+    from inspect_ai.log import write_eval_log  # deferred: inspect_ai is heavy and used only to export
 
     run = Run(run_dir)
     run.require_complete(allow_incomplete=allow_incomplete)

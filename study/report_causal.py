@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,6 @@ def _records(out: Path, name: str) -> list[dict]:
 
 
 def _natural(v: str) -> tuple:
-    import re
-
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", v))
 
 

@@ -70,10 +70,10 @@ def early_answer_figure(out: str | Path, curves: list[dict], group_name: str = "
     if not curves or not any(c["x"] for c in curves):
         return None
     try:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib is heavy to import
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for i, c in enumerate(curves):
@@ -110,10 +110,10 @@ def agreement_figure(out: str | Path, table: dict) -> str | None:
     if not pairs:
         return None
     try:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib is heavy to import
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
         names = [f"{p['a']} vs {p['b']}" for p in pairs]
         ys = list(range(len(pairs)))[::-1]

@@ -74,7 +74,7 @@ def step_values(run_dir: str | Path) -> dict[str, dict[str, dict[int, float]]]:
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # deferred: scipy is heavy to import
 
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return None

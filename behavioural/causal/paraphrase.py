@@ -23,6 +23,7 @@ rewrites often drop or change content.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,8 +123,6 @@ def plan(config: ParaphraseConfig, chains: list[Chain], run: Run) -> list[Job]:
 
 def cut_lines(n: int, fraction: float) -> int:
     """Lines paraphrased at ``fraction`` of an ``n``-line chain: ``round(f * n)`` half up, at least 1."""
-    import math
-
     return max(1, min(n, math.floor(fraction * n + 0.5)))
 
 

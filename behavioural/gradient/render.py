@@ -195,11 +195,11 @@ def format_summary(s: dict[str, Any], style: str = "text") -> str:
 
 def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """gradient.png: propagation vs baseline accuracy per (model, task-or-level), both-way bars, fitted curves."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
+    import numpy as np  # deferred: numpy is heavy to import
 
     use_acc = s["axis"] == "accuracy"
     fig, ax = plt.subplots(figsize=(7.5, 5.2))

@@ -237,7 +237,7 @@ def _label_into(out: Path, settings: dict, conts: list[dict], questions: dict[st
         todo = conts[len(got):]
         bar = None
         if progress and todo:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
             bar = tqdm(total=len(conts), initial=len(got), desc=f"labelling {out.name}")
         with JsonlWriter(path, fsync=False) as w:

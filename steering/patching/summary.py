@@ -69,10 +69,10 @@ def _fmt(c: dict[str, Any]) -> str:
 def heatmap(summary: dict[str, Any], layers: list[int], path: str | Path, *, title: str = "") -> None:
     """Layers (rows) x groups (columns): mean restored fraction, each cell annotated with its mean and its
     descriptive bootstrap interval."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
     grid = np.full((len(layers), len(GROUPS)), np.nan)
     text = [["" for _ in GROUPS] for _ in layers]
