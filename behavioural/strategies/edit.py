@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from loadbearing.answers.numbers import NUMBER_RE  # noqa: F401  (its old home: a line's number, now in answers.numbers)
+
 
 @dataclass(frozen=True)
 class NotApplicable:
