@@ -54,11 +54,11 @@ from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
 from loadbearing.report import Block, Paragraph, blocks_markdown, table
-from loadbearing.runs import question_key_of
+from loadbearing.runs import ACTIVATIONS, question_key_of
 from loadbearing.shards import Shard, parse_shard
 from loadbearing.stage_results import StoreSummary
 
-DEFAULT_OUTPUT = "activations.h5"
+DEFAULT_OUTPUT = ACTIVATIONS
 CONDITIONS = ("perturbed", "control", "all")
 DTYPES = ("float16", "float32")
 #: what the out-of-memory error at batch size 1 tells the user to change
@@ -287,7 +287,7 @@ def _release_memory() -> None:
 
 
 def _progress(total: int, initial: int, enabled: bool, out: Path):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=f"caching {out.name}", unit="row",
                 file=sys.stderr)

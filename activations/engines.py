@@ -18,13 +18,16 @@ index taken at the last block's output, before the final norm.
 from __future__ import annotations
 
 import contextlib
+import logging
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from activations.inputs import CacheError, Item, pad_right
-from loadbearing.engine.layers import LayerError, d_model, decoder_layers, hidden_state_module, n_layers
+from loadbearing.engine.hookpoints import block_hidden, layer_hooks
+from loadbearing.engine.layers import LayerError, d_model, decoder_layers, n_layers
 
 ENGINES = ("nnsight", "transformer-lens", "hf")
 ENGINE_ALIASES = {"transformer_lens": "transformer-lens", "tl": "transformer-lens"}
@@ -34,7 +37,7 @@ class Reducer:
     """Reduces one layer's ``[batch, seq, d_model]`` to ``{position: [batch, d_model]}`` for a batch."""
 
     def __init__(self, spans: dict[str, list[tuple[int, int]]], seq_len: int, device: Any):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.ops: dict[str, tuple[str, Any]] = {}
         for p, sp in spans.items():
@@ -48,7 +51,7 @@ class Reducer:
                 self.ops[p] = ("mean", w / w.sum(1, keepdim=True))  # [b, seq]
 
     def __call__(self, h: Any) -> dict:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out = {}
         for p, (kind, t) in self.ops.items():
@@ -57,10 +60,6 @@ class Reducer:
             else:
                 out[p] = torch.einsum("bs,bsd->bd", t.to(h.dtype), h).float()  # [b, d_model]
         return out
-
-
-def _first_tensor(x: Any) -> Any:
-    return x[0] if isinstance(x, (tuple, list)) else x
 
 
 @contextlib.contextmanager
@@ -119,7 +118,7 @@ class HFEngine(Engine):
     name = "hf"
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         model = self.lm.model
         base = getattr(model, "base_model", None) or model
@@ -127,16 +126,11 @@ class HFEngine(Engine):
         last = self.n_layers
 
         def grab(module, args, output):
-            out[last] = reducer(_first_tensor(output))
+            out[last] = reducer(block_hidden(output))
 
-        handle = hidden_state_module(model, last).register_forward_hook(grab) if last in self.layers else None
-        try:
-            with torch.no_grad():
-                hs = base(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                          use_cache=False).hidden_states  # n_layers+1 x [b, seq, d_model]
-        finally:
-            if handle is not None:
-                handle.remove()
+        with layer_hooks(model, {last: grab} if last in self.layers else {}), torch.no_grad():
+            hs = base(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                      use_cache=False).hidden_states  # n_layers+1 x [b, seq, d_model]
         if len(hs) != self.n_layers + 1:
             raise CacheError(f"model returned {len(hs)} hidden states, expected {self.n_layers + 1}")
         for layer in self.layers:
@@ -154,9 +148,8 @@ class NNsightEngine(Engine):
 
     def __init__(self, lm, layers):
         super().__init__(lm, layers)
-        import warnings
 
-        from nnsight import LanguageModel
+        from nnsight import LanguageModel  # deferred: nnsight is heavy to import
 
         self._restore = restored(lm.model)
         self._restore.__enter__()
@@ -173,7 +166,7 @@ class NNsightEngine(Engine):
             raise
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out: dict[int, dict] = {}
         layers = self.layers
@@ -185,7 +178,7 @@ class NNsightEngine(Engine):
                     out[0] = reducer(blocks[0].input)
                 for i in range(max(last, 1)):
                     if i + 1 in layers:
-                        out[i + 1] = reducer(_first_tensor(blocks[i].output))
+                        out[i + 1] = reducer(block_hidden(blocks[i].output))
                 tracer.stop()
         return out
 
@@ -202,10 +195,8 @@ class TransformerLensEngine(Engine):
 
     def __init__(self, lm, layers):
         super().__init__(lm, layers)
-        import logging
-        import warnings
 
-        from transformer_lens.model_bridge import TransformerBridge
+        from transformer_lens.model_bridge import TransformerBridge  # deferred: transformer_lens is heavy to import
 
         model = lm.model
         self._restore = restored(model)
@@ -229,13 +220,13 @@ class TransformerLensEngine(Engine):
             raise
 
     def run(self, input_ids, attention_mask, reducer):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         out: dict[int, dict] = {}
 
         def grab(layer):
             def hook(x, hook):  # x: [b, seq, d_model]
-                out[layer] = reducer(_first_tensor(x))
+                out[layer] = reducer(block_hidden(x))
                 return x
             return hook
 
@@ -271,7 +262,7 @@ def make_engine(name: str, lm: Any, layers: list[int]) -> Engine:
 
 def run_batch(engine: Engine, items: Sequence[Item], pad_id: int, positions: Sequence[str]) -> dict[str, np.ndarray]:
     """One forward pass over ``items`` (right-padded); returns ``{position: float32 [b, n_layers, d_model]}``."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     device = next(engine.lm.model.parameters()).device
     ids, mask = pad_right(items, pad_id)

@@ -110,7 +110,7 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
 
 def pad_right(items: Sequence[Item], pad_id: int):
     """Right-padded ``(ids, mask)`` long tensors ``[b, seq]`` for a batch of prepared items."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     seq = max(len(it.ids) for it in items)
     ids = torch.full((len(items), seq), pad_id, dtype=torch.long)

@@ -97,7 +97,7 @@ class ActivationStore:
         """The row table as a pandas DataFrame ("" -> None, correct -1 -> None; ``question_key`` falls back to
         ``question_id`` for rows cached before question keys existed; ``memberships`` parsed from JSON)."""
         if self._rows is None:
-            import pandas as pd
+            import pandas as pd  # deferred: pandas is heavy to import
 
             from loadbearing.runs import question_key_of
 

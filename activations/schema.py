@@ -86,7 +86,7 @@ class StoreError(LoadBearingError, ValueError):
 
 def h5py_module():
     """h5py, imported on first use (importing this package loads no HDF5 library)."""
-    import h5py
+    import h5py  # deferred: h5py is heavy to import
 
     return h5py
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from loadbearing.records import Continuation
+from loadbearing.runs import CONTINUATIONS, MANIFEST
 
 HASH = "tiny-weights-hash"
 
@@ -46,10 +47,10 @@ def make_run(root: Path, tokenizer, *, n_questions: int = 5, pad_lines: int = 0,
                 edit_span=(start, start + len(edited)), continuation=f"{q} + 1 = {q + 1}\nAnswer: {q + 1}",
                 new_tokens=9, finish_reason="answer_line", parsed_answer=str(q + 1), gold=str(q + 1),
                 correct=correct, label=label).to_dict())
-    with open(root / "continuations.jsonl", "w") as f:
+    with open(root / CONTINUATIONS, "w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
-    (root / "manifest.json").write_text(json.dumps({"kind": "behavioural.run", "status": "ok", "model": {
+    (root / MANIFEST).write_text(json.dumps({"kind": "behavioural.run", "status": "ok", "model": {
         "name": name, "revision": None, "quantize": None, "weights_hash": weights_hash}}))
     return root, recs
 

@@ -37,7 +37,7 @@ from loadbearing.errors import LoadBearingError
 from loadbearing.questions.data import dedupe, question_key
 from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
-from loadbearing.runs import BASELINES, CONTINUATIONS, SKIPPED, SUMMARY
+from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
 PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
@@ -142,7 +142,7 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
 def check_manifest(run_dir: Path, settings: Settings) -> dict:
     """Load a run's manifest and refuse to resume it with different settings, schema or protocol version
     (what can be checked without loading the questions)."""
-    manifest = rundir.read_json(run_dir / rundir.MANIFEST)
+    manifest = rundir.read_json(run_dir / MANIFEST)
     if manifest.get("kind") != "behavioural.run":
         raise ProtocolError(f"{run_dir} is not a behavioural run directory (manifest kind {manifest.get('kind')!r})")
     old = {k: v for k, v in manifest["settings"].items() if k in settings.result_settings()}
@@ -300,11 +300,11 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         runs_mod.create_run_dir(run_dir)
         manifest = make_manifest(lm, questions, settings, "running", extra={"shard": shard_info} if shard_info else None)
     manifest["batching"] = sizer.record()
-    rundir.write_json(run_dir / rundir.MANIFEST, manifest)
+    rundir.write_json(run_dir / MANIFEST, manifest)
 
     def set_status(status: str, **extra):
         manifest.update(status=status, updated=provenance_mod.now(), batching=sizer.record(), **extra)
-        rundir.write_json(run_dir / rundir.MANIFEST, manifest)
+        rundir.write_json(run_dir / MANIFEST, manifest)
 
     try:
         # 1. baselines

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from loadbearing.results import RateJSON, read_result
+from loadbearing.runs import SUMMARY
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -144,7 +145,7 @@ class LabelSummary(TypedDict):
 
 def read_summary(run_dir: str | os.PathLike[str]) -> BehaviourSummary | None:
     """A run's ``summary.json``, checked; None when it has none yet."""
-    p = Path(run_dir) / "summary.json"
+    p = Path(run_dir) / SUMMARY
     return read_result(p, BehaviourSummary) if p.is_file() else None
 
 

@@ -35,6 +35,7 @@ from behavioural.run_options import (
     settings_from_args,
 )
 from behavioural.summary import format_summary
+from loadbearing.runs import MANIFEST
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
            "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",
@@ -219,7 +220,7 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.resume and not (Path(args.resume) / "manifest.json").is_file():
+    if args.resume and not (Path(args.resume) / MANIFEST).is_file():
         from loadbearing.files import RunDirError
 
         what = "no manifest.json there" if Path(args.resume).is_dir() else "no such directory, so no manifest.json"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 from loadbearing.questions.data import DATASETS
+from loadbearing.runs import MANIFEST
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DESCRIPTION = "Edit-and-continue protocol command."
@@ -126,7 +127,7 @@ def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[s
     try:
         base = Settings(**{k: _norm(v) for k, v in stored.items() if k in fields})
     except TypeError as e:
-        raise ProtocolError(f"{run_dir / 'manifest.json'}: settings are incomplete ({e}); the manifest was edited or "
+        raise ProtocolError(f"{run_dir / MANIFEST}: settings are incomplete ({e}); the manifest was edited or "
                             "written by another version: start a new --output-dir") from None
     given = {k: getattr(args, k) for k in explicit if k in RESULT_OPTIONS or k in FREE_OPTIONS}
     if not given:

@@ -134,6 +134,7 @@ def run_cli(body: Callable[[], int | None], *, errors: Iterable[type[BaseExcepti
 
 def available_devices() -> list[str]:
     """Devices this machine can run on: cpu, and cuda / cuda:N when CUDA is available."""
+    # deferred: torch is heavy to import
     import torch  # lazy: a required dependency, but heavy to import for commands that never ask for a device
 
     out = ["cpu", "auto"]
@@ -155,7 +156,6 @@ def check_model_file(name: str | None, option: str = "--model") -> None:
     """Refuse a ``.gguf`` path that is missing or not a GGUF file (magic bytes), before anything is loaded."""
     if not name or not str(name).endswith(".gguf"):
         return
-    from pathlib import Path
 
     p = Path(name)
     if not p.is_file():

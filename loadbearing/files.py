@@ -19,8 +19,6 @@ from typing import IO
 
 from loadbearing.errors import LoadBearingError
 
-MANIFEST = "manifest.json"
-
 
 class RunDirError(LoadBearingError, RuntimeError):
     """A run directory or file problem; the message names the path and the fix."""

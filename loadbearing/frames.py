@@ -79,7 +79,7 @@ def continuations_df(run: Run, *, explode_memberships: bool = True, labels: str 
     >>> df = continuations_df(Run("runs/demo"), labels="rule")          # doctest: +SKIP
     >>> df.pivot_table(index="position", columns="condition", values="propagated", aggfunc="mean")  # doctest: +SKIP
     """
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     recs = run.continuations(condition)  # type: ignore[arg-type]  # Run refuses an unknown condition
     name: str | None = None
@@ -107,7 +107,7 @@ def baselines_df(run: Run) -> pd.DataFrame:
     unparseable). ``baselines_df(run).groupby("task").correct.mean()`` is the baseline accuracy over parseable
     answers per task.
     """
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     rows = []
     for b in run.baselines():

@@ -37,6 +37,15 @@ SUMMARY = "summary.json"
 LABELS_DIR = "labels"
 LABELS_FILE = "labels.jsonl"
 LABEL_SETTINGS = "settings.json"
+# the file names every stage's directory shares (each stage's own names live here too, so a run directory's
+# layout is read in one module)
+RECORDS = "records.jsonl"  # a causal test's rows
+SUMMARY_MD = "summary.md"  # a stage's summary as markdown
+CONFIG = "config.json"  # a stage's resolved configuration
+SKIPPED_STAGE = "skipped.json"  # a study stage that was skipped, with the reason
+ACTIVATIONS = "activations.h5"  # the activations store
+DIRECTIONS = "directions.h5"  # the probes' directions
+GENERATIONS = "generations.jsonl"  # the steering sweep's generations
 
 #: manifest statuses of a finished run ("insufficient_data": finished, but no eligible baseline)
 DONE_STATUSES = ("ok", "insufficient_data", "complete")

@@ -227,7 +227,7 @@ def design_effect_interval(k_g: np.ndarray, n_g: np.ndarray, level: float = 0.95
     ``df="clusters"`` uses ``K - 1`` instead (the interval before :func:`cluster_df`; the calibration bench
     shows both).
     """
-    from scipy import stats
+    from scipy import stats  # deferred: scipy is heavy to import
 
     kg = np.atleast_2d(np.asarray(k_g, dtype=float))
     ng = np.broadcast_to(np.asarray(n_g, dtype=float), kg.shape)
@@ -268,7 +268,7 @@ def paired_interval(a_g: np.ndarray, b_g: np.ndarray, n_g: np.ndarray, disc_g: n
     under-covers (skewed per-question differences). With no discordant pair at all the interval is +/- the
     Clopper-Pearson bound for 0 discordant pairs among n / m_w effective pairs (``m_w = sum n_g^2 / n``).
     """
-    from scipy import stats
+    from scipy import stats  # deferred: scipy is heavy to import
 
     A = np.atleast_2d(np.asarray(a_g, dtype=float))
     Bm = np.atleast_2d(np.asarray(b_g, dtype=float))
@@ -304,7 +304,7 @@ def proportion_ci(k: int, n: int, method: str = "wilson", level: float = 0.95) -
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
         return (None, None)
-    from statsmodels.stats.proportion import proportion_confint
+    from statsmodels.stats.proportion import proportion_confint  # deferred: statsmodels is heavy to import
 
     lo, hi = proportion_confint(k, n, alpha=1 - level, method="wilson" if method == "wilson" else "beta")
     return (float(max(0.0, lo)), float(min(1.0, hi)))

@@ -6,6 +6,8 @@ steering directions they export.
 
 Importing this package loads no model and imports scikit-learn only when an estimator is asked for.
 """
+import importlib
+
 from probes.data import ProbeError
 from probes.directions import Directions, DirectionSet, load_direction_info, load_directions, read_directions
 
@@ -27,8 +29,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'probes' has no attribute {name!r}")
 

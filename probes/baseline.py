@@ -100,7 +100,7 @@ def metadata_design(F: np.ndarray, used: list[str]) -> tuple[np.ndarray, list[st
     column that duplicates an earlier one merged (:func:`loadbearing.design.distinct_columns`: e.g. an arith
     ``difficulty`` one-hot equals its ``task`` one-hot; a duplicate would halve its own penalty), and the notes
     naming each merge."""
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     from loadbearing.design import distinct_columns
 

@@ -70,7 +70,7 @@ def within_class_pcs(X: np.ndarray, y: np.ndarray, k: int, seed: int = 0) -> np.
     if k == 0:
         return np.zeros((0, X.shape[1]))
     if min(Xc.shape) > 500:
-        from sklearn.utils.extmath import randomized_svd
+        from sklearn.utils.extmath import randomized_svd  # deferred: sklearn is heavy to import
 
         _, _, vt = randomized_svd(Xc, n_components=k, random_state=seed)
     else:
@@ -90,7 +90,7 @@ def top_principal_axes(xc: np.ndarray, k: int) -> np.ndarray:
         return np.zeros((0, d))
     if min(n, d) <= 500:
         return np.linalg.svd(xc, full_matrices=False)[2][:k]
-    from scipy.linalg import eigh
+    from scipy.linalg import eigh  # deferred: scipy is heavy to import
 
     if d <= n:
         _, v = eigh(xc.T @ xc, subset_by_index=[d - k, d - 1])  # ascending

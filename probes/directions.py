@@ -50,11 +50,12 @@ from typing import Any
 import numpy as np
 
 from loadbearing.files import atomic_write_bytes, file_sha256
+from loadbearing.runs import DIRECTIONS
 from probes.data import ProbeError
 
 SCHEMA_VERSION = 1
 KIND = "probe_directions"
-FILENAME = "directions.h5"
+FILENAME = DIRECTIONS
 FITTED_ON = ("all labelled rows used by the probes (no held-out split): for steering, not for scoring; "
              "see results.json for cross-validated accuracy")
 CONVENTIONS = ("raw residual-stream coordinates (scaler/PCA undone), unit norm; logistic and mass_mean point "
@@ -236,7 +237,7 @@ def _plain(v: Any) -> Any:
 
 
 def _read(p: Path) -> Directions:
-    import h5py
+    import h5py  # deferred: h5py is heavy to import
 
     with h5py.File(p, "r") as h:
         kind = h.attrs.get("kind")
@@ -351,7 +352,7 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
     results per layer. The file is built in memory (HDF5's core driver: the same bytes as a file on disk) and
     published through :func:`loadbearing.files.atomic_write_bytes` (a temporary file, renamed), so a crash
     never leaves a partial file."""
-    import h5py
+    import h5py  # deferred: h5py is heavy to import
 
     layers = sorted(per_layer)
     if layer_module is None:

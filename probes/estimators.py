@@ -49,7 +49,7 @@ def blas_limit(X):
     hand-offs (10x slower on a loaded 2-core machine); large problems keep the default thread pool."""
     if np.asarray(X).size >= SMALL_PROBLEM:
         return nullcontext()
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # deferred: only where threads are limited
 
     return threadpool_limits(limits=1, user_api="blas")
 

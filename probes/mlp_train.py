@@ -36,7 +36,7 @@ def early_stopping_split(y, groups, fraction: float = VALIDATION_FRACTION, seed:
     """Validation rows (bool mask over ``y``) for early stopping: one fold of ``StratifiedGroupKFold`` by
     ``groups`` (a stratified ``StratifiedKFold`` fold when ``groups`` is None), about ``fraction`` of the rows.
     All False (no early stopping) when no such split leaves at least two classes to train on."""
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold  # deferred: sklearn is heavy to import
 
     y = np.asarray(y)
     mask = np.zeros(len(y), dtype=bool)
@@ -64,7 +64,7 @@ def early_stopping_split(y, groups, fraction: float = VALIDATION_FRACTION, seed:
 def _init(d: int, h: int, k: int, seed: int):
     """Glorot-uniform weights (zero biases) from a generator seeded by ``seed`` alone, so a problem's start does
     not depend on the batch it is trained in."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     g = torch.Generator().manual_seed(int(seed))
     a1, a2 = (6.0 / (d + h)) ** 0.5, (6.0 / (h + k)) ** 0.5
@@ -94,7 +94,7 @@ def _projection(X64: np.ndarray, rows: np.ndarray, n_components: int | None):
 def _compact(params: list, opt: Any, act: list[int], live: list[np.ndarray], keep: np.ndarray, lr: float):
     """Keep only the problems marked in ``keep`` (active order): sliced parameters and their Adam state (Adam
     is elementwise, so the problems that go on training follow the same path as without the others)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     n_u = len(act)
     idx, off = [], 0
@@ -145,7 +145,7 @@ def train_mlps(X, targets, train, val, stats, weight_decay, *, hidden: int, n_cl
     ``b2`` [B, K], and ``n_iter`` [B] (the kept epoch, >= 1), ``monitor`` [B] (its loss), ``early_stopping``
     [B] (whether the problem had validation rows).
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     X64 = np.asarray(X, dtype=np.float64)
     n, d = X64.shape

@@ -53,7 +53,7 @@ def pm(mean: float | None, std: float | None) -> str:
 
 def fold_scores(y: np.ndarray, pred: np.ndarray, fold_ids: np.ndarray) -> tuple[list[float | None], list[float | None]]:
     """Per outer fold: accuracy and macro F1 over its scored rows (``pred >= 0``); None for a fold with none."""
-    from sklearn.metrics import f1_score
+    from sklearn.metrics import f1_score  # deferred: sklearn is heavy to import
 
     accs: list[float | None] = []
     f1s: list[float | None] = []

@@ -148,7 +148,7 @@ def read_results(path: str | os.PathLike[str]) -> pd.DataFrame:
     >>> df = read_results("runs/demo/probes")                                         # doctest: +SKIP
     >>> df.query("scope == 'nested' and metric == 'accuracy'")[["probe", "estimate", "lo", "hi", "n_questions"]]  # doctest: +SKIP
     """
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     f = results_path(path)
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.runs import DIRECTIONS
 from probes.config import TRANSFER_BY
 
 
@@ -62,7 +63,7 @@ def directions_section(dirs: dict, split: dict[str, Any] | None, steer_holdout: 
     fitted_on = (f"labelled rows of the questions outside the held-out fraction {steer_holdout}: for steering on the "
                  "held-out questions, not scored") if split else \
         "all labelled rows (no held-out split): for steering, not scored"
-    return {"file": "directions.h5", "layers": sorted(dirs), "target": "C vs non-C", "fitted_on": fitted_on,
+    return {"file": DIRECTIONS, "layers": sorted(dirs), "target": "C vs non-C", "fitted_on": fitted_on,
             "question_split": split,
             **({"selected_layer": sel, "selected_layer_method": METHOD, "layer_scores": steer_scores} if sel is not None
                else {})}

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.runs import DIRECTIONS
 from probes.config import RESULTS, ProbeConfig
 from probes.data import ProbeData, ProbeError, check_folds, load_probe_data
 from probes.experiment import jsonable, train_probes
@@ -36,7 +37,7 @@ def is_complete(out_dir: str | os.PathLike) -> bool:
         return False
     if r.get("kind") != "probes":
         return False
-    return not r.get("directions") or (d / r["directions"].get("file", "directions.h5")).is_file()
+    return not r.get("directions") or (d / r["directions"].get("file", DIRECTIONS)).is_file()
 
 
 def train(config: ProbeConfig) -> Path:
@@ -129,7 +130,7 @@ def _write_outputs(tmp: Path, config: ProbeConfig, results: dict, dirs: dict, pr
         dsec = results.get("directions") or {}
         if dsec.get("selected_layer") in dirs:  # chosen without the held-out steering questions (--steer-holdout)
             sel, how = dsec["selected_layer"], dsec["selected_layer_method"]
-        write_directions(tmp / "directions.h5", dirs, target=config.target, position=config.position,
+        write_directions(tmp / DIRECTIONS, dirs, target=config.target, position=config.position,
                          store=prov, n_directions=config.n_directions, selected_layer=sel,
                          selected_layer_method=how,
                          question_split=(results.get("directions") or {}).get("question_split"))

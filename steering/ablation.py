@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.hookpoints import block_hidden, replace_hidden
 from steering.errors import SteeringError
 from steering.generate import _RowSteer
 from steering.hooks import SteeringHandle, attach, d_model, hook_layers, resolve
@@ -82,7 +83,7 @@ def stack_bases(bases: Sequence[Any]) -> np.ndarray:
 def project_out(hidden: Any, basis: Any) -> Any:
     """``hidden - (hidden B^T) B`` (``hidden``: ``[b, pos, d]``; ``basis``: ``[b | 1, k, d]`` float32 on its
     device), in float32, returned in ``hidden``'s dtype."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     h = hidden.float()
     coef = torch.einsum("bpd,bkd->bpk", h, basis.expand(h.shape[0], -1, -1))  # [b, pos, k]
@@ -113,7 +114,7 @@ class AblationHandle(SteeringHandle):
         self._on: dict = {}
 
     def _edit(self, hidden: Any) -> Any:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         basis = _cast(self._on, self.basis, hidden.device)
         if basis.shape[0] not in (1, hidden.shape[0]):
@@ -125,7 +126,7 @@ class AblationHandle(SteeringHandle):
 def _basis_tensor(directions: Any, width: int) -> Any:
     """``[d]`` / ``[k, d]`` (one basis) or ``[batch, k, d]`` / a list of bases (one per row) as the
     orthonormal ``[1 | batch, k, d]`` float32 tensor."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     per_row = isinstance(directions, (list, tuple)) and directions and not np.isscalar(directions[0])
     arr = None if per_row else as_tensor(directions)
@@ -179,11 +180,11 @@ class RowAblate(_RowSteer):
     at the pass's steered positions (``set(mode, basis, mask)``; ``basis``: ``[b, k, d_model]`` float32)."""
 
     def __call__(self, module, args, output):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         if self.mode == "off":
             return None
-        hidden = output[0] if isinstance(output, tuple) else output  # [b, pos, d_model]
+        hidden = block_hidden(output)  # [b, pos, d_model]
         basis = _cast(self._cast, self.delta, hidden.device)  # [b, k, d_model], float32
         if self.mode == "all":
             new = project_out(hidden, basis)
@@ -192,9 +193,7 @@ class RowAblate(_RowSteer):
             new[:, -1:, :] = project_out(hidden[:, -1:, :], basis)
         else:
             new = torch.where(self.mask[..., None].to(hidden.device), project_out(hidden, basis), hidden)
-        if isinstance(output, tuple):
-            return (new,) + tuple(output[1:])
-        return new
+        return replace_hidden(output, new)
 
 
 def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
@@ -206,7 +205,7 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     zero-padded rows allowed, or a list of ``[k_i, d_model]``). The fast path, stop rule and positions are
     :func:`steering.generate.generate_steered`'s. Returns Generation records in input order.
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from steering.generate import generate_with_row_hook
 

@@ -146,7 +146,7 @@ def _nan(x: Any) -> float:
 
 def _adjust(out: list[dict[str, Any]], level: float, sesoi: float, parse_margin: float) -> list[int]:
     """Holm / BH over the tested settings (those with a control), both outcomes, and each setting's code."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # deferred: statsmodels is heavy to import
 
     idx = [i for i, d in enumerate(out) if d["parse"]["p_value"] is not None]
     p = np.array([_nan(out[i]["p_value"]) for i in idx])

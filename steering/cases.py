@@ -16,6 +16,7 @@ key of its question text (:func:`loadbearing.questions.data.question_key`) first
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,8 +50,6 @@ def case_dict(rec: Any, question_texts: dict[str, str]) -> dict[str, Any]:
 
 def read_question_list(path: str | Path) -> set[str]:
     """Question keys or ids, one per line (``#`` comments allowed) or a JSON list."""
-    import json
-
     p = Path(path)
     if not p.is_file():
         raise SweepError(f"--exclude-questions file {str(p)!r} not found; pass a file with one question key or id per line")

@@ -14,6 +14,7 @@ from typing import Any
 
 from loadbearing.cli import check_fraction
 from loadbearing.errors import LoadBearingError
+from loadbearing.runs import CONFIG, GENERATIONS, SUMMARY
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 
@@ -33,9 +34,7 @@ ALPHA_UNITS = ("relative", "raw")
 DEFAULT_SESOI = 0.10
 
 # the sweep's output directory
-CONFIG_FILE = "config.json"
-GENERATIONS = "generations.jsonl"
-SUMMARY = "summary.json"
+CONFIG_FILE = CONFIG
 PLOT = "sweep.png"
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from loadbearing.engine.batching import Pass
+from loadbearing.engine.hookpoints import block_hidden, forward_hooks, replace_hidden
 from steering.errors import SteeringError
 from steering.hooks import d_model, hook_module
 from steering.positions import check_positions, prompt_steering
@@ -62,7 +63,7 @@ class _RowSteer:
     def __call__(self, module, args, output):
         if self.mode == "off":
             return None
-        hidden = output[0] if isinstance(output, tuple) else output  # [b, pos, d_model]
+        hidden = block_hidden(output)  # [b, pos, d_model]
         delta = self._d(hidden)  # [b, 1, d_model]
         if self.mode == "all":
             new = hidden + delta
@@ -71,9 +72,7 @@ class _RowSteer:
             new[:, -1:, :] += delta
         else:
             new = hidden + delta * self.mask[..., None].to(hidden.dtype)
-        if isinstance(output, tuple):
-            return (new,) + tuple(output[1:])
-        return new
+        return replace_hidden(output, new)
 
 
 def _check_args(positions: str, batch_size: int, max_new_tokens: int) -> str:
@@ -94,7 +93,7 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
     Returns :class:`loadbearing.engine.generation.Generation` records in input order (see the module docstring).
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     _check_args(positions, batch_size, max_new_tokens)
     model = getattr(lm, "model", lm)
@@ -151,14 +150,10 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
         else:  # all: every non-pad input token
             state.set("mask", data, p.mask)
 
-    handles = [m.register_forward_hook(state) for m in mods]
-    try:
+    with forward_hooks((m, state) for m in mods):
         return generate(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                         stop_at_answer=stop_at_answer, progress=progress, desc=desc, on_pass=on_pass,
                         share=positions != "all")
-    finally:
-        for h in handles:
-            h.remove()
 
 
 __all__ = ["generate_steered", "generate_with_row_hook"]

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from loadbearing.engine.hookpoints import Hooks, block_hidden, forward_hooks, replace_hidden
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
@@ -114,7 +115,7 @@ class SteeringHandle:
 
     def __init__(self, model: Any, vectors: Any, *, layers: Sequence[int], alpha: Any, positions: str,
                  prompt_len: int | None = None) -> None:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.model = model
         self.layers = [int(x) for x in layers]
@@ -137,7 +138,7 @@ class SteeringHandle:
         self._prefix_ids = None
         self._saw_cache = False
         self._delta_cache: dict = {}
-        self._handles: list = []
+        self._hooks = Hooks()
         self._mask = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
         self.calls = 0
         self.steered_positions = 0
@@ -150,13 +151,12 @@ class SteeringHandle:
         self._saw_cache = False
 
     def remove(self) -> None:
-        while self._handles:
-            self._handles.pop().remove()
+        self._hooks.remove()
         self._mask = None
 
     @property
     def n_hooks(self) -> int:
-        return len(self._handles)
+        return len(self._hooks)
 
     def __enter__(self) -> SteeringHandle:
         return self
@@ -167,7 +167,7 @@ class SteeringHandle:
     # -- per pass bookkeeping
     def _delta(self, dtype, device, batch: int):
         """alpha * v as [batch or 1, 1, d_model] in the hidden dtype/device (cached)."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         key = (dtype, device, batch)
         got = self._delta_cache.get(key)
@@ -189,7 +189,7 @@ class SteeringHandle:
 
     def _pre_forward(self, module, args, kwargs):
         """Model pre-hook: work out which positions of this pass are steered."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.calls += 1
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -240,9 +240,9 @@ class SteeringHandle:
         return lambda m: hidden + delta if m is None else hidden + delta * m[..., None].to(hidden.dtype)
 
     def _forward_hook(self, module, args, output):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
-        hidden = output[0] if isinstance(output, tuple) else output  # [batch, pos, d_model]
+        hidden = block_hidden(output)  # [batch, pos, d_model]
         if not isinstance(hidden, torch.Tensor):
             return None
         edit = self._edit(hidden)
@@ -255,9 +255,7 @@ class SteeringHandle:
             return None
         new = edit(None if n_steer == mask.numel() else mask)  # decode steps: every row's one position is steered
         self.steered_positions += n_steer
-        if isinstance(output, tuple):
-            return (new,) + tuple(output[1:])
-        return new
+        return replace_hidden(output, new)
 
 
 # ------------------------------------------------------------------------------------------------ entry points
@@ -293,9 +291,9 @@ def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tupl
 def attach(handle: H, mods: list[Any]) -> H:
     """Register ``handle``'s pre-hook on its model and its forward hook on ``mods`` (all removed on error)."""
     try:
-        handle._handles.append(handle.model.register_forward_pre_hook(handle._pre_forward, with_kwargs=True))
+        handle._hooks.pre_forward(handle.model, handle._pre_forward, with_kwargs=True)
         for m in mods:
-            handle._handles.append(m.register_forward_hook(handle._forward_hook))
+            handle._hooks.forward(m, handle._forward_hook)
     except BaseException:
         handle.remove()
         raise
@@ -304,7 +302,7 @@ def attach(handle: H, mods: list[Any]) -> H:
 
 def _numeric(x: Any) -> bool:
     """A tensor, a numeric array or number, or a non-empty list/tuple of those (per-row bases)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if isinstance(x, (list, tuple)):
         return bool(x) and all(_numeric(e) for e in x)
@@ -411,7 +409,7 @@ def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: in
     """
     if positions not in ("last", "all"):
         raise SteeringError(f"unknown positions {positions!r} for mean_resid_norm; choose 'last' or 'all'")
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     model, tok = lm.model, lm.tokenizer
     mod = hook_module(model, layer)
@@ -420,10 +418,9 @@ def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: in
     captured: dict[str, Any] = {}
 
     def grab(module, args, output):
-        captured["h"] = output[0] if isinstance(output, tuple) else output
+        captured["h"] = block_hidden(output)  # [batch, pos, d_model]
 
-    h = mod.register_forward_hook(grab)
-    try:
+    with forward_hooks([(mod, grab)]):
         for b in range(0, len(texts), batch_size):
             enc = tok(list(texts[b : b + batch_size]), add_special_tokens=False, padding=True,
                       padding_side="left", return_tensors="pt").to(device)
@@ -436,8 +433,6 @@ def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: in
                 m[:, -1] = True
             total += float(hid.norm(dim=-1)[m].sum())
             count += int(m.sum())
-    finally:
-        h.remove()
     if count == 0:
         raise SteeringError("no tokens to measure the residual norm on")
     return total / count

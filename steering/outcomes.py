@@ -37,7 +37,7 @@ PI = "t-interval with one pseudo-question at +1 and one at -1"
 def adjusted_interval(diffs: Sequence[float], level: float = 0.95) -> dict[str, Any]:
     """Mean of ``diffs`` with the pseudo-question t-interval: one question at +1 and one at -1 are added (an
     Agresti-Caffo-style adjustment: 20 questions that all show 0 give [-13.7, +13.7] points)."""
-    from scipy.stats import t as t_dist
+    from scipy.stats import t as t_dist  # deferred: scipy is heavy to import
 
     d = np.asarray(diffs, dtype=np.float64)
     if d.size == 0:

@@ -66,8 +66,9 @@ class PaperDesign:
 
 def _toml() -> Any:
     try:
-        import tomllib
+        import tomllib  # deferred: tomllib or its backport, by Python version
     except ModuleNotFoundError:  # Python 3.10: the tomli backport
+        # deferred: tomllib or its backport, by Python version
         import tomli as tomllib  # type: ignore[no-redef]
     return tomllib
 

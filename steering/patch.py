@@ -109,8 +109,8 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
     ``lm`` (a :class:`loadbearing.engine.models.LoadedModel`) overrides the run's model (tests pass a tiny one);
     otherwise the run's model is loaded through :meth:`loadbearing.runs.Run.load_model`.
     """
-    import numpy as np
-    from tqdm.auto import tqdm
+    import numpy as np  # deferred: numpy is heavy to import
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
     from loadbearing.engine.layers import decoder_layers, n_layers
     from loadbearing.provenance import git_info, now, package_versions

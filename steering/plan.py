@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from loadbearing.runs import Run
+from loadbearing.runs import DIRECTIONS, Run
 from probes.directions import Directions
 from steering.cases import CaseSample, read_question_list
 from steering.config import DEFAULT_KS, SCHEMA_VERSION, SweepConfig, SweepError
@@ -105,7 +105,7 @@ def question_split(dirs: Directions, config: SweepConfig) -> tuple[dict[str, Any
     fit = dirs.fit_split() or {}
     exclude = set(fit.get("fit", []))
     include = set(fit["held_out"]) if "held_out" in fit else None
-    sources = ["directions.h5"] if fit else []
+    sources = [DIRECTIONS] if fit else []
     n_fit = len(exclude)
     if not fit:
         keys, store_path, n_fit = store_questions(dirs)
@@ -144,7 +144,7 @@ def residual_norms(lm: Any, dirs: Directions, layers: list[int], cases: list[dic
     for L in layers:
         rn = dirs.resid_norm.get(L)
         if rn:
-            resid_norm[L], norm_source[L] = float(rn), "directions.h5"
+            resid_norm[L], norm_source[L] = float(rn), DIRECTIONS
         elif cases:
             resid_norm[L] = mean_resid_norm(lm, [c["input_text"] for c in cases[:32]], L, batch_size=batch_size)
             norm_source[L] = "measured at the last token of up to 32 case inputs"

@@ -40,8 +40,8 @@ def _binom_tails(cats: tuple[tuple[int, int, int, int], ...], u_obs: int) -> tup
     binomial (a case whose ``size`` generations hold ``t`` at value ``w``, the rest at 0, contributes ``w`` with
     probability ``t / size``). Up to ``EXACT_UP_TO`` informative cases, by :func:`steering.exact.tails` (exact);
     beyond, binomial by binomial, by FFT once the lattice is long (absolute error ~1e-15, clipped)."""
-    from scipy.signal import fftconvolve
-    from scipy.special import gammaln
+    from scipy.signal import fftconvolve  # deferred: scipy is heavy to import
+    from scipy.special import gammaln  # deferred: scipy is heavy to import
 
     if sum(c[3] for c in cats) <= EXACT_UP_TO:  # short: the exact convolution of steering.exact (cached)
         ms = {(0,) * (size - t) + (w,) * t: count for w, t, size, count in cats}
@@ -87,7 +87,7 @@ def exact_p_binary(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 @functools.lru_cache(maxsize=256)
 def _tq(df: int, level: float = 0.95) -> float:
-    from scipy.stats import t as t_dist
+    from scipy.stats import t as t_dist  # deferred: scipy is heavy to import
 
     return float(t_dist.ppf(1 - (1 - level) / 2, df))
 
@@ -144,7 +144,7 @@ def exact_p_parsed(a: np.ndarray, b: np.ndarray, pa: np.ndarray,
 
 def interval_masked(d: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`interval_binary` over the cases ``mask`` keeps (a different number per sweep); NaN when none."""
-    from scipy.stats import t as t_dist
+    from scipy.stats import t as t_dist  # deferred: scipy is heavy to import
 
     mask = np.asarray(mask, dtype=bool)
     k = mask.sum(-1)

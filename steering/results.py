@@ -59,7 +59,7 @@ def read_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
     >>> g = read_sweep("runs/demo/steering")                                               # doctest: +SKIP
     >>> g.pivot_table(index=["k", "alpha_rel"], columns="basis", values="moved", aggfunc="mean")  # doctest: +SKIP
     """
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     d = sweep_dir(path)
     recs = read_jsonl(d / GENERATIONS)

@@ -10,6 +10,7 @@ directory's lock, generates every (setting, case) pair not yet in ``generations.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -202,8 +203,6 @@ def _locked_output(out_dir: Path) -> Iterator[None]:
         lock.__enter__()
     except BaseException:
         if created:
-            import shutil
-
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     try:

@@ -62,6 +62,7 @@ from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, ch
 from loadbearing.commands import prog
 from loadbearing.files import check_jsonl_tail
 from loadbearing.options import parse_layers, parse_list
+from loadbearing.runs import CONTINUATIONS
 from steering.analysis import format_summary, format_table
 from steering.config import (
     CASE_KINDS,
@@ -246,7 +247,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         check_device(args.device)  # before any model is loaded (H-REL battery)
         fns, engine = _backend(args)  # --backend vllm: checked here, the engine started at the first generation
-        check_jsonl_tail(Path(args.run_dir) / "continuations.jsonl", args.run_dir)
+        check_jsonl_tail(Path(args.run_dir) / CONTINUATIONS, args.run_dir)
         try:
             if args.design:  # the paper's design (steering.paper_design): it fixes the grid, writes table7.csv
                 from steering.paper_design import check_fixed, run_paper_design

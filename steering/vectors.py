@@ -21,7 +21,7 @@ DOSES = ("matched", "sum")
 
 def as_tensor(x: Any, dtype: Any = None) -> Any:
     """``x`` (tensor, array or sequence) as a detached torch tensor of ``dtype`` (default float32)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if isinstance(x, torch.Tensor):
         t = x.detach()
@@ -36,7 +36,7 @@ def combine_directions(directions: Any, dose: str = "matched") -> Any:
     ``dose="matched"``: the sum rescaled to the mean norm of one direction (unit for orthonormal rows);
     ``dose="sum"``: the plain sum (norm sqrt(k) for orthonormal rows; the paper's choice).
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if dose not in DOSES:
         raise SteeringError(f"unknown dose {dose!r}; choose one of {', '.join(DOSES)}")
@@ -57,7 +57,7 @@ def combine_directions(directions: Any, dose: str = "matched") -> Any:
 def row_vectors(directions: Any, dose: str) -> Any:
     """directions -> [d_model] (one basis shared by all rows) or [batch, d_model] (one basis per row: a
     ``[batch, k, d_model]`` array or a list of ``[d_model]`` / ``[k_i, d_model]`` arrays)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if isinstance(directions, (list, tuple)) and directions and not np.isscalar(directions[0]):
         rows = [combine_directions(d, dose) for d in directions]

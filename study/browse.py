@@ -48,8 +48,10 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
+from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -105,9 +107,6 @@ def render(data: dict[str, Any], *, title: str = "trace browser") -> str:
     The causal tests' block (``data["causal"]``) goes into a data element of its own, which the page parses only
     when a question's causal panel is first shown. Every placeholder is filled in one pass, so text inside the
     data that looks like a placeholder stays as it is."""
-    import re
-    from html import escape
-
     rest = {k: v for k, v in data.items() if k != "causal"}
     parts = {"TITLE": escape(title), "CSS": page_file("browse.css"), "JS": page_file("browse.js"),
              "DATA": embed_json(rest), "CAUSAL": embed_json(data.get("causal"))}

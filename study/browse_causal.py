@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadbearing.files import read_jsonl
-from loadbearing.runs import Run
+from loadbearing.runs import RECORDS, Run
 
 #: rollouts shown per step (the rest are in resample/records.jsonl)
 ROLLOUTS_SHOWN = 3
@@ -107,7 +107,7 @@ class CausalData:
             return
         self.stages.add("resample")
         shown: dict[tuple[str, int], list[dict]] = defaultdict(list)
-        for r in read_jsonl(run.path / "resample" / "records.jsonl"):
+        for r in read_jsonl(run.path / "resample" / RECORDS):
             if isinstance(r, dict) and r.get("kind") == "rollout":
                 shown[(str(r.get("question_id")), int(r.get("k", -1)))].append(r)
         for q in s.get("questions") or []:
@@ -134,7 +134,7 @@ class CausalData:
         if s is None:
             return
         self.stages.add("paraphrase")
-        recs = [r for r in read_jsonl(run.path / "paraphrase" / "records.jsonl") if isinstance(r, dict)]
+        recs = [r for r in read_jsonl(run.path / "paraphrase" / RECORDS) if isinstance(r, dict)]
         fr: dict[str, list] = defaultdict(list)  # question row -> [fraction, same answer (1/0/null)] per paraphrase
         for r in sorted(recs, key=lambda r: float(r.get("fraction") or 0)):
             qi = qindex.get(str(r.get("question_id")))

@@ -22,7 +22,7 @@ from typing import Any
 
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import read_jsonl
-from loadbearing.runs import LABELS_FILE, Run
+from loadbearing.runs import GENERATIONS, LABELS_FILE, SUMMARY, Run
 from study.browse_causal import CausalData
 
 SCHEMA_VERSION = 1
@@ -89,7 +89,7 @@ def _evidence(lrec: dict | None) -> tuple[list | None, list | None]:
 
 
 def _steering(run: Run, path: str | os.PathLike[str] | None = None) -> list[dict]:
-    p = Path(path) if path is not None else run.path / "steering" / "generations.jsonl"
+    p = Path(path) if path is not None else run.path / "steering" / GENERATIONS
     if path is not None and not p.is_file():
         raise BrowseError(f"--steering {str(p)!r} not found; pass the generations.jsonl written by python -m steering.sweep")
     return [r for r in read_jsonl(p) if isinstance(r, dict)] if p.is_file() else []
@@ -135,7 +135,7 @@ def steering_counts(gens: Sequence[dict], strongest: str | None = None) -> list[
 
 
 def _strongest(run: Run) -> str | None:
-    p = run.path / "steering" / "summary.json"
+    p = run.path / "steering" / SUMMARY
     try:
         sets = json.loads(p.read_text(encoding="utf-8")).get("settings") or []
     except (OSError, ValueError, AttributeError):

@@ -12,12 +12,13 @@ Every number is read from the stages' own files; nothing is recomputed except th
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from loadbearing.files import read_jsonl
-from loadbearing.runs import Run
+from loadbearing.runs import RECORDS, SUMMARY, Run
 
 #: the top receiver heads listed in the panel (the summary keeps more)
 HEADS_SHOWN = 8
@@ -29,12 +30,11 @@ def _summary(run: Run, name: str) -> dict | None:
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
-    import json
 
     from behavioural.causal.common import is_stage_complete
 
     try:
-        s = json.loads((run.path / name / "summary.json").read_text(encoding="utf-8"))
+        s = json.loads((run.path / name / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return s if isinstance(s, dict) and is_stage_complete(run.path, name) else None
@@ -65,7 +65,7 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
         return {}
     order = {c: i for i, c in enumerate(s.get("conditions") or [])}
     out: dict[str, list] = defaultdict(list)
-    for r in read_jsonl(run.path / "filler" / "records.jsonl"):
+    for r in read_jsonl(run.path / "filler" / RECORDS):
         if not isinstance(r, dict):
             continue
         qi = qindex.get(str(r.get("question_id")))

@@ -10,10 +10,10 @@ interval, the exact test's p-value, its Holm-adjusted value and the minimum dete
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from loadbearing.figures import figure_bytes, pyplot
 from loadbearing.files import atomic_write_bytes, atomic_write_text
 from loadbearing.stats import FEW_CLUSTERS, format_rate
 from loadbearing.tables import markdown_table
@@ -79,11 +79,7 @@ def figure(res: dict[str, Any]) -> bytes | None:
     if not rows:
         return None
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
         for i, r in enumerate(rows):
             lo, hi = r["ci"]
@@ -96,11 +92,9 @@ def figure(res: dict[str, Any]) -> bytes | None:
         ax.set_yticklabels([f"{r['measure']} [{r['group']}] {r['a']} - {r['b']}" for r in reversed(rows)], fontsize=7)
         ax.set_xlabel("paired difference A - B (percentage points; AOC x 100), 95% intervals")
         fig.tight_layout()
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td) / PNG
-            fig.savefig(tmp, dpi=110, metadata={"Software": None})
-            plt.close(fig)
-            return tmp.read_bytes()
+        data = figure_bytes(fig, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+        return data
     except Exception:  # noqa: BLE001 - a figure never stops the comparison
         return None
 

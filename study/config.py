@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.runs import CONFIG, MANIFEST
 from steering.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI
 
 STUDY_FILE = "study.json"
@@ -189,7 +190,7 @@ def record_batching(out: Path, name: str, target: Path) -> dict[str, Any] | None
             record = st.attrs.get("batching") or None
         record = json.loads(record) if isinstance(record, str) else record
     else:
-        for file in ("manifest.json", "config.json"):
+        for file in (MANIFEST, CONFIG):
             if (target / file).is_file():
                 record = read_json(target / file).get("batching")
                 break

@@ -97,7 +97,7 @@ def _short(x: Any, n: int = 70) -> str:
 
 def reference_tokens(lm, texts: Sequence[str], max_new_tokens: int) -> list[list[int]]:
     """transformers' greedy ``generate``, one input at a time: each row's new token ids (up to its first stop)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.generation import encode, stop_token_ids
 

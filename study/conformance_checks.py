@@ -60,7 +60,7 @@ def _items(lm, texts: Sequence[str]):
 
 
 def capture_check(lm, texts: Sequence[str], engine: str) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from activations.engines import make_engine, run_batch
     from loadbearing.engine.layers import n_layers
@@ -98,7 +98,7 @@ def capture_check(lm, texts: Sequence[str], engine: str) -> str:
 
 
 def _vectors(lm, n: int, seed: int = 0):
-    import numpy as np
+    import numpy as np  # deferred: numpy is heavy to import
 
     from loadbearing.engine.layers import d_model
 
@@ -108,7 +108,7 @@ def _vectors(lm, n: int, seed: int = 0):
 
 
 def steer_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callable[[], str]]:
-    import numpy as np
+    import numpy as np  # deferred: numpy is heavy to import
 
     from loadbearing.engine.generation import generate
     from loadbearing.engine.layers import n_layers
@@ -159,10 +159,11 @@ def hooks_check(lm, texts: Sequence[str]) -> str:
 
 
 def ablation_check(lm, texts: Sequence[str]) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.generation import encode
-    from loadbearing.engine.layers import hidden_state_module, n_layers
+    from loadbearing.engine.hookpoints import block_hidden, layer_hooks
+    from loadbearing.engine.layers import n_layers
     from steering.ablation import ablate, orthonormal_rows
 
     model = lm.model
@@ -170,15 +171,11 @@ def ablation_check(lm, texts: Sequence[str]) -> str:
     seen: list[torch.Tensor] = []
     device = next(model.parameters()).device
     for layer in spread_layers(n_layers(model), first=1):
-        mod = hidden_state_module(model, layer)
-        with ablate(model, basis.numpy(), layers=[layer], positions="all"):
-            h = mod.register_forward_hook(lambda m, a, o: seen.append(o[0] if isinstance(o, tuple) else o))
-            try:
-                ids = torch.tensor([encode(lm.tokenizer, texts[0])], device=device)
-                with torch.inference_mode():
-                    model(input_ids=ids, use_cache=False)
-            finally:
-                h.remove()
+        with ablate(model, basis.numpy(), layers=[layer], positions="all"), \
+                layer_hooks(model, {layer: lambda m, a, o: seen.append(block_hidden(o))}):
+            ids = torch.tensor([encode(lm.tokenizer, texts[0])], device=device)
+            with torch.inference_mode():
+                model(input_ids=ids, use_cache=False)
         out = seen[-1][0].float().cpu()  # [pos, d_model]
         left = float((out @ basis.T).abs().max())
         tol = 1e-4 * max(float(out.abs().max()), 1.0)
@@ -188,7 +185,7 @@ def ablation_check(lm, texts: Sequence[str]) -> str:
 
 
 def patching_check(lm, texts: Sequence[str]) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.generation import encode
     from loadbearing.engine.layers import n_layers

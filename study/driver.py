@@ -12,19 +12,20 @@ stage's own summary (:mod:`study.report`).
 from __future__ import annotations
 
 import functools
+import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
+from loadbearing.runs import SUMMARY
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
 from study.options import COMMAND_OPTIONS, OPTION_NAMES, build_parser
 
 
 def _file_errors(msg: str) -> str:
     """An option name in a message about a study file becomes the file's key (``--max-examples`` -> max_examples)."""
-    import re
-
     return re.sub(r"--([a-z][a-z-]*)", lambda m: "key " + m.group(1).replace("-", "_"), msg)
 
 
@@ -370,8 +371,6 @@ def _cross_run_gradient(root: Path, run_dirs: list[Path], say) -> Path | None:
     every run whose behaviour found eligible baselines, with ``allow_mixed`` (the datasets' budgets differ by
     design; the gradient records it). Fewer than 2 such runs, or a gradient already written (a resume), write
     nothing; a refusal is said in one line and the runs stay as they are."""
-    import json
-
     from behavioural.gradient import GradientConfig, run_gradient
     from loadbearing.errors import LoadBearingError
 
@@ -381,7 +380,7 @@ def _cross_run_gradient(root: Path, run_dirs: list[Path], say) -> Path | None:
     usable = []
     for d in run_dirs:
         try:
-            summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+            summary = json.loads((d / SUMMARY).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(summary, dict) and "overall" in summary:

@@ -90,7 +90,7 @@ def sample_metadata(c: Continuation, labelling: str | None) -> dict[str, Any]:
 def sample_scores(c: Continuation, abc: str | None, labelling: str | None, reference: str | None = None
                   ) -> dict[str, Any]:
     """The sample's scores; ``reference``: the unedited chain's answer (the ``cell`` score's ``moved``)."""
-    from inspect_ai.scorer import Score
+    from inspect_ai.scorer import Score  # deferred: inspect_ai is heavy and used only to export
 
     out: dict[str, Any] = {CELL: cell_score(strategy=c.strategy if c.condition == "perturbed" else "control",
                                             position=sample_position(c), level=c.difficulty or c.task,
@@ -110,6 +110,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
               turns: list[dict[str, str]] | None = None, reference: str | None = None) -> Any:
     """One sample. ``turns`` (:func:`study.export_inspect_chat.chat_turns`): the input as chat messages ending
     with the assistant prefix; None: the templated text as one user message."""
+    # deferred (both): inspect_ai is heavy and used only to export
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
 
@@ -129,7 +130,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
 
 
 def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
-    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore  # deferred: inspect_ai is heavy and used only to export
 
     def share(flags: list[bool]) -> dict[str, Any]:
         return {"value": sum(flags) / len(flags)} if flags else {}
@@ -163,8 +164,9 @@ def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
 
 def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
     """The run as an ``inspect_ai.log.EvalLog`` (samples, results, spec); nothing is written."""
+    # deferred: inspect_ai is heavy and used only to export
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, EvalStats
-    from inspect_ai.model import GenerateConfig
+    from inspect_ai.model import GenerateConfig  # deferred: inspect_ai is heavy and used only to export
 
     from loadbearing.provenance import now, package_versions
 

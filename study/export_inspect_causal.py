@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from loadbearing.files import read_json, read_jsonl
-from loadbearing.runs import Run, question_key_of
+from loadbearing.runs import RECORDS, SUMMARY, Run, question_key_of
 from study.export_inspect_groups import CELL, cell_score, grouped_score, moved, viewer_config
 
 STAGES = ("early_answer", "filler", "paraphrase", "resample")
@@ -40,7 +40,7 @@ def _finished(run: Run, stage: str) -> bool:
         m = read_json(d / "manifest.json")
     except Exception:  # noqa: BLE001 - absent or unreadable: not exported
         return False
-    return m.get("status") == "ok" and (d / "records.jsonl").is_file() and (d / "summary.json").is_file()
+    return m.get("status") == "ok" and (d / RECORDS).is_file() and (d / SUMMARY).is_file()
 
 
 def _fraction(x: Any) -> str | None:
@@ -125,7 +125,7 @@ def build_stage_log(run: Run, stage: str) -> Any:
                                         sample_ids=[s.id for s in samples]),
                     model=model, config=EvalConfig(), viewer=viewer_config(["correct"]),
                     metadata={"run_dir": str(run.path), "stage": stage, "records_sha256": digest,
-                              "summary": read_json(run.path / stage / "summary.json").get("definition")})
+                              "summary": read_json(run.path / stage / SUMMARY).get("definition")})
     return EvalLog(status="success", eval=spec, results=results, samples=samples,
                    stats=EvalStats(started_at=created, completed_at=created))
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadbearing.runs import MANIFEST
 from study.config import StudyConfig, StudyError
 
 CONFIG_FILE = "study.toml"
@@ -33,8 +35,9 @@ LIST_KEYS = ("models", "datasets", "dataset_settings", "run")
 
 def _toml():
     try:
-        import tomllib
+        import tomllib  # deferred: tomllib or its backport, by Python version
     except ModuleNotFoundError:  # Python 3.10: the tomli backport (a dependency there)
+        # deferred: tomllib or its backport, by Python version
         import tomli as tomllib  # type: ignore[no-redef]
     return tomllib
 
@@ -174,12 +177,10 @@ def with_run_model(out: Path, config: StudyConfig, rules: dict[str, str]) -> tup
     """``config`` with ``dtype`` and ``device`` filled, where they were unset, from the model the run loaded
     (``manifest.json``): a study file that leaves them unset would load the model another way on another
     machine (bfloat16 on a GPU where the run used float32), so the written file says what the run used."""
-    import json
-
     from loadbearing.engine.models import DTYPES
 
     try:
-        model = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8")).get("model") or {}
+        model = json.loads((Path(out) / MANIFEST).read_text(encoding="utf-8")).get("model") or {}
     except (OSError, ValueError, AttributeError):
         return config, rules
     upd: dict[str, Any] = {}

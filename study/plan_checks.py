@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import errno
 import fcntl
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -134,7 +135,7 @@ def check_backend(c: StudyConfig) -> list[str]:
 def cuda_count() -> int | None:
     """``torch.cuda.device_count()`` where torch sees CUDA; 0 without CUDA; None without torch."""
     try:
-        import torch
+        import torch  # deferred: torch is heavy to import
     except ImportError:
         return None
     try:
@@ -186,8 +187,6 @@ def check_ranges(c: StudyConfig, n_perturbed: int) -> list[str]:
 # ------------------------------------------------------------------------------------------ estimate
 def model_dims(model: str) -> tuple[int, int] | None:
     """(decoder layers, hidden size) offline: the known models, a local config.json, or transformers' cache."""
-    import json
-
     from loadbearing.engine.models import ALIASES
 
     name = ALIASES.get(model, model)
@@ -198,7 +197,7 @@ def model_dims(model: str) -> tuple[int, int] | None:
         if cfg.is_file():
             d = json.loads(cfg.read_text(encoding="utf-8"))
         else:
-            from transformers import AutoConfig
+            from transformers import AutoConfig  # deferred: transformers is heavy to import
 
             d = AutoConfig.from_pretrained(name, local_files_only=True).to_dict()
     except Exception:  # noqa: BLE001 - not cached, no network: unknown

@@ -51,7 +51,7 @@ from loadbearing.report import (
     render_markdown,
     render_text,
 )
-from loadbearing.runs import Run
+from loadbearing.runs import SUMMARY, Run
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
 from study.html import write_report_html
 from study.report_counting import CONVENTION
@@ -95,7 +95,7 @@ def _labels(out: Path) -> Blocks | None:
     parts: list[Block] = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
         if is_complete(d):
-            parts += summary_blocks(read_json(d / "summary.json"))
+            parts += summary_blocks(read_json(d / SUMMARY))
     return tuple(parts) or None
 
 
@@ -119,7 +119,7 @@ def _steering(out: Path) -> Blocks | None:
     from steering.text import summary_blocks
 
     d = out / "steering"
-    return summary_blocks(read_json(d / "summary.json")) if is_complete(d) else None
+    return summary_blocks(read_json(d / SUMMARY)) if is_complete(d) else None
 
 
 def _gradient(out: Path) -> Blocks | None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any
 
 from loadbearing.files import RunDirError, read_jsonl
 from loadbearing.report import Block, Figure, Filter, Paragraph, Row, Table, block_markdown, blocks_markdown, facet_filter
-from loadbearing.runs import Run
+from loadbearing.runs import RECORDS, SUMMARY, Run
 from loadbearing.stats import (
     FEW_CLUSTERS,
     FEW_CLUSTERS_MARK,
@@ -66,7 +67,7 @@ def stage_summary(out: str | Path, name: str) -> dict | None:
     if not importlib.import_module(f"behavioural.causal.{name}").is_complete(out):
         return None
     try:
-        s = json.loads((Path(out) / name / "summary.json").read_text(encoding="utf-8"))
+        s = json.loads((Path(out) / name / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return s if isinstance(s, dict) else None
@@ -82,12 +83,10 @@ def _behaviour_summary(out: Path) -> dict | None:
 
 
 def _records(out: Path, name: str) -> list[dict]:
-    return [r for r in read_jsonl(out / name / "records.jsonl") if isinstance(r, dict)]
+    return [r for r in read_jsonl(out / name / RECORDS) if isinstance(r, dict)]
 
 
 def _natural(v: str) -> tuple:
-    import re
-
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", v))
 
 

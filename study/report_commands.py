@@ -15,6 +15,7 @@ output directory) nor overwrites the study's own files, and its summary can be c
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -99,8 +100,6 @@ def _command(prog: str, positionals: list[str], flags: list[str]) -> str:
 
 
 def _lazy_parser(module: str) -> Callable[[], argparse.ArgumentParser] | None:
-    import importlib
-
     try:
         return importlib.import_module(module).build_parser
     except ImportError:

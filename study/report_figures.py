@@ -21,6 +21,7 @@ from pathlib import Path
 
 from loadbearing.figures import figure_bytes, pyplot
 from loadbearing.files import atomic_write_bytes
+from loadbearing.runs import SUMMARY
 
 FIG_DIR = "report_figures"
 SWEEP = f"{FIG_DIR}/steering_sweep.png"
@@ -36,7 +37,7 @@ def sweep_title(summary: dict) -> str:
 def steering_figure(out: str | Path) -> str | None:
     """Draw the report's sweep figure; its path relative to ``out``, or None when it cannot be drawn."""
     out = Path(out)
-    src = out / "steering" / "summary.json"
+    src = out / "steering" / SUMMARY
     try:
         summary = json.loads(src.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -23,6 +23,7 @@ from typing import Any
 
 from loadbearing.cli import OneLineParser, run_cli
 from loadbearing.errors import LoadBearingError
+from loadbearing.runs import SUMMARY
 
 PARTS = (("probes/paper_table.md", "probes (python -m probes.train --paper-table)"),
          ("steering-paper/table7.md", "paper_steering (python -m steering.sweep --design paper)"))
@@ -91,7 +92,7 @@ def report(out: str | Path) -> tuple[str, list[str]]:
         raise ReproduceError(f"{out} is not a study directory (no study.json); run python -m study --config reproduce "
                              "first")
     parts, missing = [], []
-    summ = out / "steering" / "summary.json"
+    summ = out / "steering" / SUMMARY
     if summ.is_file():
         parts.append(verdict_block(read_json(summ)))
     else:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from loadbearing.runs import ACTIVATIONS, GENERATIONS, SKIPPED_STAGE, SUMMARY
 from study import stages_extra, stages_paper
 from study.config import StudyConfig, StudyError
 from study.stage_entry import Stage
@@ -100,13 +101,13 @@ def _render_labels(out: Path, style: str) -> str | None:
     parts = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
         if is_complete(d):
-            parts.append(format_summary(read_json(d / "summary.json"), style=style))
+            parts.append(format_summary(read_json(d / SUMMARY), style=style))
     return "\n\n".join(parts) or None
 
 
 # ------------------------------------------------------------------------------------------ activations
 def _store(out: Path) -> Path:
-    return out / "activations.h5"
+    return out / ACTIVATIONS
 
 
 def _run_activations(out: Path, c: StudyConfig) -> Any:
@@ -200,7 +201,7 @@ def _render_steering(out: Path, style: str) -> str | None:
     d = _steer_dir(out)
     if not _steering_complete(d):
         return None
-    return format_summary(read_json(d / "summary.json"), style=style)
+    return format_summary(read_json(d / SUMMARY), style=style)
 
 
 # ------------------------------------------------------------------------------------------ gradient
@@ -221,7 +222,7 @@ def _run_gradient(out: Path, c: StudyConfig) -> Any:
 
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
-        write_json(_gradient_dir(out) / "skipped.json", {"reason": "the study covers one task/level: no gradient"})
+        write_json(_gradient_dir(out) / SKIPPED_STAGE, {"reason": "the study covers one task/level: no gradient"})
         return None
     return run_gradient(GradientConfig(runs=(str(out),), output=str(_gradient_dir(out)), seed=c.seed))
 
@@ -229,7 +230,7 @@ def _run_gradient(out: Path, c: StudyConfig) -> Any:
 def _gradient_complete(d: Path) -> bool:
     from behavioural.gradient import is_complete
 
-    return (d / "skipped.json").is_file() or bool(is_complete(d))
+    return (d / SKIPPED_STAGE).is_file() or bool(is_complete(d))
 
 
 def _render_gradient(out: Path, style: str) -> str | None:
@@ -237,7 +238,7 @@ def _render_gradient(out: Path, style: str) -> str | None:
     from loadbearing.files import read_json
 
     d = _gradient_dir(out)
-    if (d / "skipped.json").is_file():
+    if (d / SKIPPED_STAGE).is_file():
         return "One task/level only: no difficulty gradient (see python -m behavioural.gradient)."
     if not _gradient_complete(d):
         return None
@@ -252,7 +253,7 @@ def _browse_file(out: Path) -> Path:
 def _run_browser(out: Path, c: StudyConfig) -> Any:
     from study.browse import write_browser
 
-    gens = _steer_dir(out) / "generations.jsonl"
+    gens = _steer_dir(out) / GENERATIONS
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
 
 

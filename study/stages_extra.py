@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.causal import attention, early_answer, filler, paraphrase, resample
+from loadbearing.runs import SUMMARY
 from loadbearing.stage import Stage as StageType
 from study.config import StudyConfig
 from study.stage_entry import Stage
@@ -51,7 +52,7 @@ def _causal_run(st: StageType):
 
 def _causal_render(st: StageType):
     def render(out: Path, style: str) -> str | None:
-        p = out / st.name / "summary.json"
+        p = out / st.name / SUMMARY
         if not p.is_file():
             return None
         summary = json.loads(p.read_text(encoding="utf-8"))

@@ -61,7 +61,7 @@ def render(rows: dict[str, list], seconds: float, command: str) -> str:
 
 
 def run(families: list[str], output: Path, echo=print) -> int:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # deferred: transformers is heavy to import
 
     from loadbearing.engine.families import save_family
     from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path, load_model

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.files import read_json, read_jsonl
-from loadbearing.runs import Run, question_key_of
+from loadbearing.runs import RECORDS, SKIPPED_STAGE, SUMMARY, Run, question_key_of
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate
 
 
@@ -77,19 +77,19 @@ def propagation_result_edit(d: Path) -> Measure:
 
 
 def _records(d: Path, stage: str) -> list[dict] | None:
-    p = d / stage / "records.jsonl"
+    p = d / stage / RECORDS
     return read_jsonl(p) if p.is_file() else None
 
 
 def _skipped(d: Path, stage: str) -> str | None:
-    p = d / "skipped.json"
+    p = d / SKIPPED_STAGE
     if p.is_file():
         return (read_json(p).get(stage) or None) if isinstance(read_json(p), dict) else None
     return None
 
 
 def early_answer(d: Path) -> Measure:
-    p = d / "early_answer" / "summary.json"
+    p = d / "early_answer" / SUMMARY
     if not p.is_file():
         return _none(_skipped(d, "early_answer") or "not run")
     per = {c["question_key"]: float(c["aoc"]) for c in read_json(p).get("questions", []) if c.get("aoc") is not None}
@@ -121,7 +121,7 @@ def paraphrase(d: Path) -> Measure:
 
 
 def resample(d: Path) -> Measure:
-    p = d / "resample" / "summary.json"
+    p = d / "resample" / SUMMARY
     if not p.is_file():
         return _none(_skipped(d, "resample") or "not run")
     s = read_json(p)

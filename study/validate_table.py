@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.files import read_json
+from loadbearing.runs import SUMMARY
 from study.validate_measures import MEASURES, auroc
 
 SEPARATES = 0.8
@@ -43,7 +44,7 @@ def _json(p: Path) -> dict | None:
 
 
 def _baseline(d: Path) -> dict[str, Any]:
-    s = _json(d / "summary.json") or {}
+    s = _json(d / SUMMARY) or {}
     return {"baseline_accuracy": (s.get("baseline_accuracy") or {}).get("rate"), "eligible": s.get("eligible"),
             "questions": s.get("questions")}
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.report import VerdictLine
+from loadbearing.runs import CONFIG, SUMMARY
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
 from study.report_commands import probes_command, steering_command
 
@@ -87,7 +88,7 @@ def propagation_verdict(summary: dict[str, Any] | None, study: str = "DIR") -> V
     """Line (a) from a run's ``summary.json`` (None: the behavioural stage has not finished)."""
     cmd = f"python -m behavioural.summary {study}"
     q = "Does the error propagate?"
-    src = "summary.json"
+    src = SUMMARY
     if summary is None:
         return Verdict("propagation", q, "not run", "no summary.json: the behavioural stage has not finished "
                        f"(python -m study --resume {study})", None, f"python -m behavioural.run --resume {study}", src)
@@ -230,14 +231,14 @@ def read_verdicts(study_dir: str | Path) -> list[Verdict]:
     """The three lines for a study directory, each from its stage's file (absent files give "not run")."""
     out = Path(study_dir)
     s = str(out)
-    summary = _read(out / "summary.json")
+    summary = _read(out / SUMMARY)
     if summary is not None and "overall" not in summary:
         summary = None
     results = _read(out / "probes" / "results.json")
-    steer = _read(out / "steering" / "summary.json")
+    steer = _read(out / "steering" / SUMMARY)
     if steer is not None and "verdict_code" not in steer:
         steer = None
-    config = (_read(out / "steering" / "config.json") or {}).get("config")
+    config = (_read(out / "steering" / CONFIG) or {}).get("config")
     verdicts = [propagation_verdict(summary, s), probe_verdict(results, s),
                 steering_verdict(steer, s, config if isinstance(config, dict) else None)]
     skipped = (_read(out / "stages.json") or {}).get("skipped") or {}

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.tiny import make_tiny_lm
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("LOADBEARING_DATA", REPO.parent / "shared" / "data"))
@@ -41,31 +42,6 @@ def tokenizer(embedded_dir):
     return tok
 
 
-def make_tiny_lm(tokenizer, *, layers: int = 2, hidden: int = 64, seed: int = 0, name: str = "tiny-llama"):
-    """A random 2-layer Llama over the real SmolLM2 vocabulary; no hub, built in well under a second."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from loadbearing.engine.models import wrap_model
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=hidden * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    model = LlamaForCausalLM(cfg).eval()
-    return wrap_model(model, tokenizer, name=name)
-
-
 @pytest.fixture(scope="session")
 def tiny_lm(tokenizer):
     return make_tiny_lm(tokenizer)
@@ -85,3 +61,30 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("integration") is not None:
             item.user_properties.append(("integration", "1"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matmuls on a shared 2-core machine: one intra-op thread is ~20x faster than two under load (a module
+    opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def fake_models(monkeypatch, tiny_lm):
+    """Every stage loads the tiny Llama; the behavioural stage generates with the scripted model."""
+    import functools
+
+    from fakes import scripted_generate
+
+    import behavioural.protocol as protocol
+    import loadbearing.engine.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
+    monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))
+    return tiny_lm

@@ -23,7 +23,7 @@ ATOL = 1e-4
 
 @pytest.fixture(scope="module")
 def lm(tokenizer):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     lm = make_tiny_lm(tokenizer, layers=3, hidden=64, seed=1)
     lm.weights_hash = HASH

@@ -32,7 +32,7 @@ POS = "prefix_last,edit_mean,edit_last"
 
 @pytest.fixture(scope="module")
 def lm(tokenizer):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     lm = make_tiny_lm(tokenizer, layers=3, hidden=64, seed=1)
     lm.weights_hash = HASH
@@ -78,7 +78,7 @@ CHILD = r"""
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from transformers import AutoTokenizer
-from conftest import make_tiny_lm
+from helpers.tiny import make_tiny_lm
 import numpy as np
 import activations.assemble as assemble
 from activations.cache import CacheConfig, cache_activations
@@ -195,7 +195,7 @@ def test_damaged_stores_are_one_line_errors(reference, tmp_path):
 
 # -- corruption: checksums (fletcher32 per chunk, sha256 of the whole file) -----------------------------------------
 def _probe_store(path):
-    from test_probes import lab, write_store
+    from helpers.probe_stores import lab, write_store
 
     rng = np.random.default_rng(3)
     n = 512

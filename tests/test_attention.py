@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from fakes import fake_lm, scripted_generate
+from helpers.attention import K, scripted_lm
 
 from behavioural.causal import receiver as rc
 from behavioural.causal.attention import AttentionConfig, chain_tokens, run_receiver_heads, run_suppression
@@ -97,9 +98,6 @@ def test_log_kl_is_the_suppression_cell():
 
 
 # ------------------------------------------------------------------------------------------------ scripted models
-K = 1  # the scripted models' later steps read step K
-
-
 @pytest.fixture(scope="module")
 def run_dir(tokenizer, tmp_path_factory) -> Path:
     qs = load_questions("arith", task="s2_o5,s3_o5", n_per_level=4)
@@ -117,60 +115,8 @@ def run_copy(run_dir, tmp_path) -> Path:
     return dst
 
 
-class ScriptedAttention(torch.nn.Module):
-    """Attention by script: a token of step i > K attends (uniformly) to step K's tokens only, every other token to
-    itself. Its logit 0 is 5 x the share of its scripted keys the mask leaves it, so masking a step changes exactly
-    the tokens that read it. ``bounds`` maps an input (token ids) to its steps' token ranges."""
-
-    def __init__(self, bounds: dict[tuple, list[tuple[int, int]]], impl: str = "eager", can_switch: bool = True):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-        self.bounds, self.can_switch = bounds, can_switch
-        self.config = type("C", (), {"_attn_implementation": impl})()
-
-    def set_attn_implementation(self, impl: str) -> None:
-        if not self.can_switch:
-            raise ValueError("this model does not support setting its attention implementation")
-        self.config._attn_implementation = impl
-
-    def reads(self, seq: int, bounds: list[tuple[int, int]]) -> np.ndarray:
-        r = np.eye(seq)
-        for i, (a, b) in enumerate(bounds):
-            if i > K:
-                r[a:b] = 0
-                r[a:b, bounds[K][0]:bounds[K][1]] = 1
-        return r / r.sum(axis=1, keepdims=True)
-
-    def forward(self, input_ids, attention_mask=None, output_attentions=False, use_cache=False):
-        if use_cache:  # it keeps no cache: every pass is over the whole input
-            return type("Out", (), {"logits": None, "past_key_values": None})()
-        ids = tuple(input_ids[0].tolist())
-        seq = len(ids)
-        reads = self.reads(seq, self.bounds[ids])
-        allowed = np.ones((seq, seq)) if attention_mask is None else (attention_mask[0, 0].numpy() > -1e30)
-        kept = (reads * allowed).sum(axis=1)  # the share of the scripted attention the mask leaves
-        logits = torch.zeros(1, seq, 16)
-        logits[0, :, 0] = torch.tensor(5 * kept, dtype=torch.float32)
-        attn = None
-        if output_attentions:
-            if self.config._attn_implementation != "eager":
-                attn = (None,)
-            else:
-                attn = tuple(torch.tensor(reads, dtype=torch.float32)[None, None].repeat(1, 2, 1, 1) for _ in range(2))
-        return type("Out", (), {"logits": logits, "attentions": attn})()
-
-
-def _scripted_lm(run: Path, tokenizer, **kw) -> LoadedModel:
-    bounds = {}
-    for c in eligible_chains(Run(run)):
-        ids, b = chain_tokens(c, tokenizer)
-        bounds[tuple(ids)] = b
-    return LoadedModel(model=ScriptedAttention(bounds, **kw), tokenizer=tokenizer, name="scripted",
-                       model_id="scripted", weights_hash="0" * 64)
-
-
 def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run_copy, tokenizer):
-    s = run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), _scripted_lm(run_copy, tokenizer),
+    s = run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), scripted_lm(run_copy, tokenizer),
                            echo=None)
     assert s["n_sampled_questions"] == len(eligible_chains(Run(run_copy))) >= 2
     assert s["proximity_ignore"] == 1 and len(s["top_heads"]) == 4  # 2 layers x 2 heads, all kept (k = 20)
@@ -190,7 +136,7 @@ def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run
 
 
 def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer):
-    s = run_suppression(AttentionConfig(run_copy, max_questions=None, quiet=True), _scripted_lm(run_copy, tokenizer),
+    s = run_suppression(AttentionConfig(run_copy, max_questions=None, quiet=True), scripted_lm(run_copy, tokenizer),
                         echo=None)
     floor = np.log(1e-9)
     for q in s["questions"]:
@@ -213,7 +159,7 @@ def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer)
 def test_attention_that_cannot_be_read_is_one_error_line(run_copy, tokenizer, capsys, monkeypatch):
     import behavioural.causal.common as common
 
-    monkeypatch.setattr(common.Run, "load_model", lambda self, device=None: _scripted_lm(
+    monkeypatch.setattr(common.Run, "load_model", lambda self, device=None: scripted_lm(
         run_copy, tokenizer, impl="flash_attention_2", can_switch=False))
     assert rh_main([str(run_copy), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
@@ -269,7 +215,7 @@ def test_agreement_between_receiver_heads_suppression_and_propagation(run_copy, 
     from behavioural.causal.agreement import format_agreement, pair_agreement, step_agreement
     from study.report_causal import causal_section
 
-    lm = _scripted_lm(run_copy, tokenizer)
+    lm = scripted_lm(run_copy, tokenizer)
     run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), lm, echo=None)
     run_suppression(AttentionConfig(run_copy, max_questions=None, quiet=True), lm, echo=None)
     t = step_agreement(run_copy, n_boot=100)

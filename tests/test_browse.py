@@ -196,14 +196,14 @@ def add_new_stage_outputs(root: Path, tokenizer, forced) -> None:
     the full chain right) and the white-box stages by their own code on tests/test_attention.py's scripted
     attention model (later steps read step 1 only), on every eligible chain."""
     from fakes import fake_lm
-    from test_attention import _scripted_lm
+    from helpers.attention import scripted_lm
 
     from behavioural.causal.attention import AttentionConfig, run_receiver_heads, run_suppression
     from behavioural.causal.filler import FillerConfig, run_filler
 
     run_filler(FillerConfig(root, fillers=("dots",), n_boot=50, quiet=True), fake_lm(tokenizer),
                generate_fn=forced, echo=None)
-    lm = _scripted_lm(root, tokenizer)
+    lm = scripted_lm(root, tokenizer)
     run_receiver_heads(AttentionConfig(root, max_questions=None, quiet=True), lm, echo=None)
     run_suppression(AttentionConfig(root, max_questions=None, quiet=True), lm, echo=None)
 

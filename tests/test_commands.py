@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadbearing.commands import COMMANDS
+from loadbearing.commands import COMMAND_TABLE, COMMANDS, pyproject_scripts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,32 @@ def test_console_script_help(script):
         assert old not in r.stdout, f"{script} --help lists the deprecated {old.strip()}"
 
 
-def test_pyproject_declares_every_command():
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    for script in COMMANDS:
-        assert f"\n{script} = " in text, f"{script} missing from [project.scripts]"
+def test_pyproject_scripts_are_the_command_table():
+    """pyproject.toml's [project.scripts] is exactly loadbearing.commands.COMMAND_TABLE (the one list)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert declared == pyproject_scripts(), "pyproject.toml [project.scripts] differs from loadbearing.commands.COMMAND_TABLE"
+    assert list(declared) == [c.script for c in COMMAND_TABLE], "keep [project.scripts] in the table's order"
+
+
+@pytest.mark.parametrize("cmd", COMMAND_TABLE, ids=lambda c: c.script)
+def test_python_m_module_is_the_entry_or_forwards_to_it(cmd):
+    """``python -m MODULE`` runs the same command as the console script: MODULE is the entry's module (or its
+    package's __main__ calls it), or a runpy shim forwarding to it."""
+    home = cmd.entry.split(":")[0]
+    path = REPO / Path(*cmd.module.split("."))
+    src = (path / "__main__.py") if path.is_dir() else path.with_suffix(".py")
+    text = src.read_text(encoding="utf-8")
+    if cmd.module == home:
+        return
+    assert (f'runpy.run_module("{home}"' in text or f"from {home} import main" in text
+            or (path.is_dir() and f"from {home} import" in text)), f"{src} neither is nor forwards to {home}"
+
+
+def test_architecture_docs_table_is_the_command_table():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([\w.]+)`[^|]*\| `(cot-[\w-]+)` \|$", text, re.M)
+    assert rows == [(c.module, c.script) for c in COMMAND_TABLE], "docs/architecture.md's command table differs"

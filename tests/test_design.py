@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from test_gradient import make_run
+from helpers.gradient_runs import make_run
 
 from behavioural.gradient import GradientConfig, format_summary, run_gradient
 from behavioural.gradient.analysis import taxonomy

@@ -103,7 +103,7 @@ def test_packed_linears_equal_plain_and_restore(tiny_lm):
 
 
 def test_packed_weights_follow_weight_changes(tokenizer):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     model = make_tiny_lm(tokenizer, seed=5).model
     x = torch.randint(0, 100, (1, 4))
@@ -144,7 +144,7 @@ def test_generation_records_identical_with_fast_path_on_and_off(tiny_lm):
 
 
 def test_packed_weights_follow_a_dtype_cast(tokenizer):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     model = make_tiny_lm(tokenizer, seed=6).model
     x = torch.randint(0, 100, (1, 4))

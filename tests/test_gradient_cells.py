@@ -59,7 +59,7 @@ def test_two_cells_are_descriptive_three_are_tested():
 def test_rows_code_edit_type_weights_and_unknown_positions(tmp_path):
     import json
 
-    from test_gradient import make_run
+    from helpers.gradient_runs import make_run
 
     from behavioural.gradient.regression import _frame
     from behavioural.gradient.rows import edit_type, load_runs

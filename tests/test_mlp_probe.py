@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from test_probes import lab, write_store
+from helpers.probe_stores import lab, write_store
 
 from activations.store import open_store
 from probes.config import ALL_PROBES, PROBES, ProbeConfig, parse_probes

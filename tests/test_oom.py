@@ -239,7 +239,7 @@ def test_causal_stage_out_of_memory_writes_the_rows_of_batch_n(tokenizer, tmp_pa
 
 
 def test_activation_cache_out_of_memory_stores_the_values_of_batch_n(tokenizer, tmp_path):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     from activations import open_store
     from activations.cache import CacheConfig, cache_activations
@@ -270,20 +270,20 @@ def test_activation_cache_out_of_memory_stores_the_values_of_batch_n(tokenizer, 
 
 
 def test_steering_sweep_out_of_memory_writes_the_generations_of_batch_n(tokenizer, tmp_path):
-    from test_steering import PLANT, _cfg, _make_run, _planted_lm, _unit, _write_dirs
+    from helpers.steering import PLANT, make_steering_run, planted_lm, sweep_config, unit, write_dirs
 
     from steering.generate import generate_steered
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
+    lm = planted_lm(tokenizer)
     out = {}
     for b in (N, 8):
         root = tmp_path / f"b{b}"
         root.mkdir()
-        run = _make_run(root, tokenizer, n_c=4, n_non=1)
-        dirs = _write_dirs(root / "probes", {2: np.stack([_unit(PLANT)])})
+        run = make_steering_run(root, tokenizer, n_c=4, n_non=1)
+        dirs = write_dirs(root / "probes", {2: np.stack([unit(PLANT)])})
         with oom_above(lm) if b > N else contextlib.nullcontext():
-            run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, batch_size=b), lm=lm,
+            run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, batch_size=b), lm=lm,
                       generate_fn=generate_steered, echo=lambda m: None)
         out[b] = _records(run / "steering" / "generations.jsonl")
         cfg = json.loads((run / "steering" / "config.json").read_text())

@@ -76,7 +76,7 @@ def test_published_accuracy_feeds_the_gradient(tmp_path):
 
 
 def test_mixing_with_protocol_runs_is_refused(tmp_path):
-    from test_gradient import make_run
+    from helpers.gradient_runs import make_run
 
     import_rows(str(SAMPLE), tmp_path / "p", model="m")
     ours = make_run(tmp_path, "ours")

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_lm
+from helpers.tiny import make_tiny_lm
 
 from loadbearing.cli import run_cli
 from steering.patch import PatchConfig, main, run_patching

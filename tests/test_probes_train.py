@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from test_probes import lab, write_store
+from helpers.probe_stores import lab, write_store
 
 from probes.train import ProbeConfig, format_summary, is_complete, main, train
 

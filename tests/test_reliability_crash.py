@@ -42,7 +42,7 @@ tok = AutoTokenizer.from_pretrained(str(dequantised_gguf_dir(embedded_gguf_path(
 if tok.pad_token is None:
     tok.pad_token = tok.eos_token
 if os.environ.get("CRASH_TINY"):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
     lm = make_tiny_lm(tok)
 else:
     lm = fake_lm(tok)

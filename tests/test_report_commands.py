@@ -16,7 +16,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from test_study import fake_models  # noqa: F401 - the fixture
 
 ARGV = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "--alphas", "0.5", "--max-cases", "2",
         "--random-seeds", "1", "--max-new-tokens", "16", "--quiet", "--seed", "42", "--steer-holdout", "0.5"]

@@ -8,12 +8,12 @@ from the same pipeline is informative.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_lm
+from helpers.steering import PLANT, cli_case, make_steering_run, planted_lm, sweep_config, unit, write_dirs
+from helpers.tiny import make_tiny_lm
 
 from steering.hooks import (
     SteeringError,
@@ -24,20 +24,9 @@ from steering.hooks import (
     steer_vectors,
 )
 
-PLANT = 63  # the planted steering dimension
-CHAIN = ["Ċ", "Answer", ":", "Ġ"]  # "\nAnswer: " then a digit
-
-
 # ------------------------------------------------------------------------------------------------ helpers
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny matmuls on a shared 2-core machine: one intra-op thread is ~20x faster than two under load."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _enc(tok, texts):
@@ -62,109 +51,6 @@ def _gen_fn():
     return generate
 
 
-def _planted_lm(tokenizer):
-    """Identity blocks + transition-table unembedding; see the module docstring."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from loadbearing.engine.models import wrap_model
-
-    torch.manual_seed(0)
-    d = 64
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=d, intermediate_size=2 * d, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
-                      eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    model = LlamaForCausalLM(cfg).eval()
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in CHAIN + ["3", "7"]}
-    slot = {t: i for i, t in enumerate(CHAIN + ["3", "7"])}
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
-        E = model.model.embed_tokens.weight
-        E.zero_()
-        for t, j in slot.items():
-            E[ids[t], j] = 1.0
-        W = model.lm_head.weight
-        W.zero_()
-        nxt = {"Ċ": "Answer", "Answer": ":", ":": "Ġ", "3": "Ċ", "7": "Ċ"}
-        for cur, n in nxt.items():
-            W[ids[n], slot[cur]] = 30.0
-        W[ids["3"], slot["Ġ"]] = 10.0  # default answer 3
-        W[ids["7"], slot["Ġ"]] = 6.0
-        W[ids["7"], PLANT] = 10.0  # the planted direction pushes 7
-    return wrap_model(model, tokenizer, name="planted")
-
-
-def _write_dirs(path: Path, bases: dict, resid_norm=1.0, attrs=None):
-    import h5py
-
-    path.mkdir(parents=True, exist_ok=True)
-    with h5py.File(path / "directions.h5", "w") as h:
-        h.attrs["kind"] = "probe_directions"
-        for k, v in (attrs or {}).items():
-            h.attrs[k] = v
-        h.attrs["layers"] = np.array(sorted(bases), dtype=np.int64)
-        for L, b in bases.items():
-            g = h.create_group(f"layer_{L}")
-            g.create_dataset("basis", data=np.asarray(b, dtype=np.float32))
-            g.attrs["resid_norm"] = resid_norm
-    return path
-
-
-def _unit(i, d=64):
-    v = np.zeros(d, dtype=np.float32)
-    v[i] = 1.0
-    return v
-
-
-def _make_run(tmp: Path, tok, n_c=10, n_non=3, gold_c="7", status="ok", model="planted", per_q=1, dup=0):
-    """A run dir whose C cases want 7 (the model says 3) and non-C cases want 3; ``per_q`` cases per question,
-    ``dup`` extra C records that repeat an earlier C case's input under another id."""
-    from loadbearing.records import Baseline, Continuation
-
-    run = tmp / "run"
-    run.mkdir()
-    conts, bases = [], {}
-    for i in range(n_c + n_non + dup):
-        j = i if i < n_c + n_non else i - (n_c + n_non)  # duplicates repeat case j's input
-        qid = f"q{j // per_q}"
-        label = "C" if i < n_c or i >= n_c + n_non else "non-C"
-        prompt = tok.apply_chat_template([{"role": "user", "content": f"Question {j}: what is it?"}],
-                                         tokenize=False, add_generation_prompt=True)
-        pos = "early" if i % 2 else "late"
-        bases[qid] = Baseline(question_id=qid, dataset="arith", task=None, difficulty=None,
-                              question=f"Question {qid}: what is it?", prompt=prompt, prompt_tokens=10,
-                              trace="Start = 4\nAnswer: 3", lines=("Start = 4",), answer_line=1, parsed_answer="3",
-                              gold="3", correct=True, eligible=True, reason="eligible", finish_reason="answer_line",
-                              new_tokens=5)
-        c = Continuation(id=f"{qid}|numeric|{pos}|perturbed|{i}", question_id=qid, dataset="arith", task=None,
-                         difficulty=None, strategy="numeric", position=pos, line_index=0, n_lines=3,
-                         original_line="Start = 4", edited_line="Start = 4", condition="perturbed",
-                         prefix_text="Start = 4\n", input_text=prompt + "Start = 4\n", input_tokens=10, edit_span=(0, 1),
-                         continuation="Answer: 3", new_tokens=3, finish_reason="answer_line", parsed_answer="3",
-                         gold=gold_c if label == "C" else "3", correct=label != "C", label=label)
-        conts.append(c.to_dict())
-        conts.append(dict(conts[-1], id=conts[-1]["id"].replace("perturbed", "control"), condition="control",
-                          label="non-C", gold="3", correct=True))
-    with open(run / "continuations.jsonl", "w") as f:
-        for r in conts:
-            f.write(json.dumps(r) + "\n")
-    with open(run / "baselines.jsonl", "w") as f:
-        for b in bases.values():
-            f.write(json.dumps(b.to_dict()) + "\n")
-    (run / "manifest.json").write_text(json.dumps({"model": {"name": model}, "status": status}))
-    return run
-
-
-def _cfg(run, dirs, **kw):
-    from steering.sweep import SweepConfig
-
-    base = dict(run_dir=str(run), directions=str(dirs), progress=False, max_new_tokens=6)
-    base.update(kw)
-    return SweepConfig(**base)
-
-
 # ------------------------------------------------------------------------------------------------ hooks
 
 
@@ -172,7 +58,7 @@ def test_alpha_zero_is_token_identical(tiny_lm):
     tok, m = tiny_lm.tokenizer, tiny_lm.model
     enc = _enc(tok, ["The cat sat on the", "Two plus two"])
     ref, ref_s = _greedy(m, enc)
-    basis = np.stack([_unit(i) for i in range(4)])
+    basis = np.stack([unit(i) for i in range(4)])
     for positions in ("continuation", "all"):
         with steer(m, basis, layers=[1, 2], alpha=0.0, positions=positions):
             got, got_s = _greedy(m, enc)
@@ -189,13 +75,13 @@ def test_hooks_removed_on_error_and_user_hooks_kept(tiny_lm):
     before = (len(layer._forward_hooks), len(m._forward_pre_hooks), len(m._forward_pre_hooks_with_kwargs))
     try:
         with pytest.raises(RuntimeError, match="boom"):
-            with steer(m, _unit(0), layers=[1], alpha=1.0) as h:
+            with steer(m, unit(0), layers=[1], alpha=1.0) as h:
                 assert h.n_hooks == 2
                 assert len(layer._forward_hooks) == before[0] + 1
                 raise RuntimeError("boom")
         assert h.n_hooks == 0
         assert (len(layer._forward_hooks), len(m._forward_pre_hooks), len(m._forward_pre_hooks_with_kwargs)) == before
-        h2 = patch(m, _unit(0), layers=[1], alpha=1.0)
+        h2 = patch(m, unit(0), layers=[1], alpha=1.0)
         h2.remove()
         h2.remove()  # idempotent
         assert len(layer._forward_hooks) == before[0]
@@ -212,10 +98,10 @@ def test_bad_hook_input(tiny_lm):
         with steer(m, np.ones(32), layers=[1], alpha=1.0):
             pass
     with pytest.raises(SteeringError, match="unknown layer"):
-        with steer(m, _unit(0), layers=[5], alpha=1.0):
+        with steer(m, unit(0), layers=[5], alpha=1.0):
             pass
     with pytest.raises(SteeringError, match="positions"):
-        with steer(m, _unit(0), layers=[1], alpha=1.0, positions="prefix"):
+        with steer(m, unit(0), layers=[1], alpha=1.0, positions="prefix"):
             pass
     assert len(m.model.layers[0]._forward_hooks) == 0
 
@@ -318,7 +204,7 @@ def test_per_row_alpha_and_vectors_match_separate_runs(lm3):
         singles.append(s[0])
     assert not torch.equal(singles[0], singles[2])
     # per-row direction sets of different k, and the [batch, d_model] vector form
-    bases = [v[None].numpy(), np.stack([_unit(0), _unit(1)]), np.stack([_unit(i) for i in range(4)])]
+    bases = [v[None].numpy(), np.stack([unit(0), unit(1)]), np.stack([unit(i) for i in range(4)])]
     with steer(m, bases, layers=[2], alpha=4.0):
         rows, _ = _greedy(m, enc3, n=8)
     vecs = torch.stack([combine_directions(b) for b in bases])
@@ -351,10 +237,10 @@ def test_mean_resid_norm_matches_hidden_states(tiny_lm):
 def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
     from steering.sweep import is_complete, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=8, n_non=2)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, cases="all",
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=8, n_non=2)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, cases="all",
                        batch_size=32), lm=lm, echo=lambda m: None)
     assert s["status"] == "ok" and s["verdict_code"] == "effect", s["verdict"]
     by = {d["key"]: d for d in s["settings"]}
@@ -393,10 +279,10 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
 def test_few_questions_are_inconclusive_not_null(tokenizer, tmp_path):
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(60)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(60)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
     assert s["verdict_code"] == "inconclusive", s["verdict"]
     assert s["verdict"].startswith("inconclusive: no setting beats its control") and "0/4" in s["verdict"]
     assert "would need about" in s["verdict"]
@@ -450,12 +336,12 @@ def test_analysis_outcomes_and_moved_of_all_ranking():
 def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path):
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
+    lm = planted_lm(tokenizer)
     # 12 C cases over 4 questions (3 each) + 2 C records repeating an earlier input under another id
-    run = _make_run(tmp_path, tokenizer, n_c=12, n_non=0, per_q=3, dup=2)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])},
+    run = make_steering_run(tmp_path, tokenizer, n_c=12, n_non=0, per_q=3, dup=2)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])},
                        attrs={"question_split": json.dumps({"fit": ["q0"]})})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5),
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5),
                   lm=lm, echo=lambda m: None)
     cfg = json.loads((run / "steering" / "config.json").read_text())
     stats = cfg["case_sample"]
@@ -471,23 +357,23 @@ def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path
     assert max(per_q.values()) <= 2 and len(per_q) == 3
     assert s["n_c_questions"] == 3 and s["split"]["disjoint"] is True
     # the sample is seeded: the same config draws the same cases
-    s2 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5,
+    s2 = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, per_question=2, max_cases=5,
                         output=str(tmp_path / "again")), lm=lm, echo=lambda m: None)
     cfg2 = json.loads((tmp_path / "again" / "config.json").read_text())
     assert cfg2["case_ids"] == cfg["case_ids"] and s2["n_c_cases"] == 5
     # an exclude file removes more questions; a held-out list keeps only its questions
     ex = tmp_path / "fit.txt"
     ex.write_text("# fitting questions\nq1\n")
-    s3 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, exclude_questions=str(ex),
+    s3 = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, exclude_questions=str(ex),
                         output=str(tmp_path / "ex")), lm=lm, echo=lambda m: None)
     assert s3["n_c_questions"] == 2 and "--exclude-questions" in s3["split"]["source"]
-    held = _write_dirs(tmp_path / "held", {2: np.stack([_unit(PLANT)])},
+    held = write_dirs(tmp_path / "held", {2: np.stack([unit(PLANT)])},
                        attrs={"question_split": json.dumps({"held_out": ["q3"]})})
-    s4 = run_sweep(_cfg(run, held, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, output=str(tmp_path / "held_out")),
+    s4 = run_sweep(sweep_config(run, held, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, output=str(tmp_path / "held_out")),
                    lm=lm, echo=lambda m: None)
     assert s4["n_c_questions"] == 1
     # --allow-overlap steers the fitting questions too, and says so
-    s5 = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, allow_overlap=True,
+    s5 = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1, allow_overlap=True,
                         output=str(tmp_path / "overlap")), lm=lm, echo=lambda m: None)
     assert s5["n_c_questions"] == 4 and s5["split"]["disjoint"] is False and "not a held-out test" in s5["verdict"]
 
@@ -496,9 +382,9 @@ def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
     from steering.generate import generate_steered
     from steering.sweep import SweepError, is_complete, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
     calls = []
 
     def counting(lm_, texts, *a, **kw):
@@ -506,40 +392,40 @@ def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
         return generate_steered(lm_, texts, *a, **kw)
 
     kw = dict(layers=[2], ks=[1], alphas=[1.0], random_seeds=1)
-    run_sweep(_cfg(run, dirs, max_cases=2, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)  # "killed" after two
+    run_sweep(sweep_config(run, dirs, max_cases=2, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)  # "killed" after two
     assert sum(calls) == 2 * 3
     # a torn last line (killed mid-write) is repaired, not duplicated
     gpath = run / "steering" / "generations.jsonl"
     with open(gpath, "a") as f:
         f.write('{"setting": "half')
     with pytest.raises(SweepError, match="resume"):
-        run_sweep(_cfg(run, dirs, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
-    s = run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
+        run_sweep(sweep_config(run, dirs, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
+    s = run_sweep(sweep_config(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
     assert sum(calls) == 4 * 3
     recs = [json.loads(x) for x in gpath.read_text().splitlines()]
     pairs = [(r["setting"], r["case_id"]) for r in recs]
     assert len(pairs) == len(set(pairs)) == 4 * 3
     assert s["settings"][0]["moved_of_all"]["n"] == 4 and is_complete(run / "steering")
     calls.clear()
-    run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
+    run_sweep(sweep_config(run, dirs, resume=True, **kw), lm=lm, generate_fn=counting, echo=lambda m: None)
     assert sum(calls) == 0
     with pytest.raises(SweepError, match="max_new_tokens"):
-        run_sweep(_cfg(run, dirs, resume=True, **dict(kw, max_new_tokens=9)), lm=lm, echo=lambda m: None)
+        run_sweep(sweep_config(run, dirs, resume=True, **dict(kw, max_new_tokens=9)), lm=lm, echo=lambda m: None)
 
 
 def test_second_writer_is_refused(tokenizer, tmp_path):
     from loadbearing.locks import LockError, output_lock
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
     kw = dict(layers=[2], ks=[1], alphas=[1.0], random_seeds=1)
-    run_sweep(_cfg(run, dirs, max_cases=1, **kw), lm=lm, echo=lambda m: None)
+    run_sweep(sweep_config(run, dirs, max_cases=1, **kw), lm=lm, echo=lambda m: None)
     before = (run / "steering" / "generations.jsonl").read_bytes()
     with output_lock(run / "steering", command="another sweep"):
         with pytest.raises(LockError, match="in use"):
-            run_sweep(_cfg(run, dirs, resume=True, **kw), lm=lm, echo=lambda m: None)
+            run_sweep(sweep_config(run, dirs, resume=True, **kw), lm=lm, echo=lambda m: None)
     assert (run / "steering" / "generations.jsonl").read_bytes() == before
 
 
@@ -547,50 +433,20 @@ def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
     from probes import ProbeError
     from steering.sweep import SweepError, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
     kw = dict(ks=[1], alphas=[1.0], random_seeds=1, max_new_tokens=4)
-    wide = _write_dirs(tmp_path / "wide", {2: np.ones((2, 32), dtype=np.float32)})
+    wide = write_dirs(tmp_path / "wide", {2: np.ones((2, 32), dtype=np.float32)})
     with pytest.raises(SweepError, match="width 32 .* d_model is 64"):
-        run_sweep(_cfg(run, wide, layers=[2], **kw), lm=lm)
-    ok = _write_dirs(tmp_path / "ok", {2: np.stack([_unit(PLANT)])})
+        run_sweep(sweep_config(run, wide, layers=[2], **kw), lm=lm)
+    ok = write_dirs(tmp_path / "ok", {2: np.stack([unit(PLANT)])})
     with pytest.raises(SweepError, match="unknown layer 7"):
-        run_sweep(_cfg(run, ok, layers=[7], **kw), lm=lm)
+        run_sweep(sweep_config(run, ok, layers=[7], **kw), lm=lm)
     with pytest.raises(SweepError, match="k must be between 1 and 1"):
-        run_sweep(_cfg(run, ok, layers=[2], **dict(kw, ks=[2])), lm=lm)
+        run_sweep(sweep_config(run, ok, layers=[2], **dict(kw, ks=[2])), lm=lm)
     with pytest.raises(ProbeError, match="no probe directions at"):  # the directions reader's own error
-        run_sweep(_cfg(run, tmp_path / "nowhere", layers=[2], **kw), lm=lm)
+        run_sweep(sweep_config(run, tmp_path / "nowhere", layers=[2], **kw), lm=lm)
     assert not (run / "steering").exists()
-
-
-def _cli_case(tmp_path, tokenizer, case):
-    """Set up one bad CLI input; returns (argv, paths whose bytes must not change)."""
-    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0, status="running" if case == "incomplete" else "ok")
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
-    argv = [str(run), "--directions", str(dirs), "--layers", "2", "--k", "1", "--quiet"]
-    extra = {"alphas_nan": ["--alphas", "nan"], "alphas_inf": ["--alphas", "1,inf"], "alphas_empty": ["--alphas", ","],
-             "alphas_word": ["--alphas", "big"], "max_cases_0": ["--max-cases", "0"], "max_cases_neg": ["--max-cases", "-1"],
-             "batch_0": ["--batch-size", "0"], "tokens_0": ["--max-new-tokens", "0"], "per_q_0": ["--per-question", "0"],
-             "sesoi_nan": ["--sesoi", "nan"], "other_model": ["--model", "some-other-model"],
-             "controls_bad": ["--controls", "random,banana"], "seeds_0": ["--random-seeds", "0"],
-             "exclude_missing": ["--exclude-questions", str(tmp_path / "nope.txt")]}.get(case, [])
-    if case == "nan_bases":
-        _write_dirs(dirs, {2: np.full((2, 64), np.nan, dtype=np.float32)})
-    elif case == "missing_dirs":
-        (dirs / "directions.h5").unlink()
-    elif case == "truncated_dirs":
-        data = (dirs / "directions.h5").read_bytes()
-        (dirs / "directions.h5").write_bytes(data[: len(data) // 3])
-    elif case == "no_run":
-        argv[0] = str(tmp_path / "not-a-run")
-    elif case == "foreign_store":
-        _write_dirs(dirs, {2: np.stack([_unit(PLANT)])},
-                    attrs={"store": json.dumps({"attrs": {"model": {"weights_hash": "b" * 64}}})})
-        m = json.loads((run / "manifest.json").read_text())
-        m["model"]["weights_hash"] = "a" * 64
-        (run / "manifest.json").write_text(json.dumps(m))
-    inputs = [p for p in list(run.iterdir()) + list(dirs.iterdir()) if p.is_file()]
-    return argv + extra, run, inputs
 
 
 BAD_CASES = ["alphas_nan", "alphas_inf", "alphas_empty", "alphas_word", "max_cases_0", "max_cases_neg", "batch_0",
@@ -609,7 +465,7 @@ def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsy
         raise AssertionError("the model must not be loaded for a bad input")
 
     monkeypatch.setattr(models, "load_model", boom)
-    argv, run, inputs = _cli_case(tmp_path, tokenizer, case)
+    argv, run, inputs = cli_case(tmp_path, tokenizer, case)
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs}
     rc = main(argv)
     err = capsys.readouterr().err.strip()
@@ -622,8 +478,8 @@ def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsy
 def test_cli_existing_output_untouched(tokenizer, tmp_path, capsys):
     from steering.sweep import main
 
-    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
-    ok = _write_dirs(tmp_path / "ok", {2: np.stack([_unit(PLANT)])})
+    run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    ok = write_dirs(tmp_path / "ok", {2: np.stack([unit(PLANT)])})
     out = run / "steering"
     out.mkdir()
     (out / "keep.txt").write_text("x")
@@ -638,11 +494,11 @@ def test_no_c_cases_is_insufficient_data(tokenizer, tmp_path):
     from steering.analysis import format_summary
     from steering.sweep import is_complete, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=0, n_non=3)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=0, n_non=3)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
     msgs = []
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0]), lm=lm, echo=msgs.append)
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0]), lm=lm, echo=msgs.append)
     assert s["status"] == "insufficient_data" and s["verdict"].startswith("insufficient_data")
     assert json.loads((run / "steering" / "summary.json").read_text())["status"] == "insufficient_data"
     assert any("no type-C" in m for m in msgs)
@@ -653,10 +509,10 @@ def test_no_c_cases_is_insufficient_data(tokenizer, tmp_path):
 def test_format_summary_text_and_md(tokenizer, tmp_path):
     from steering.sweep import format_summary, format_table, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=3, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
     text = format_summary(s)
     assert "3 type-C cases from 3 questions" in text and "parsed C" in text and s["verdict"] in text
     md = format_summary(s, style="md")
@@ -668,16 +524,16 @@ def test_fitting_questions_read_from_the_directions_store(tokenizer, tmp_path):
     from activations.store import StoreWriter
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3
     store = tmp_path / "activations.h5"
     w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
     rows = [{"continuation_id": f"c{i}", "question_id": f"q{i}", "label": "C", "input_tokens": 5} for i in (0, 1)]
     w.append(rows, {"prefix_last": np.zeros((2, 1, 64))}, {"prefix_last": np.zeros((2, 2), np.int32)})
     w.finish()
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])},
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])},
                        attrs={"store": json.dumps({"path": str(store)})})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
     assert s["n_c_questions"] == 2 and s["split"]["disjoint"] is True and "activation store" in s["split"]["source"]
     recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
     assert {r["question_id"] for r in recs} == {"q2", "q3"}
@@ -705,8 +561,8 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     b = covariance_basis(2, rows, seed=1)
     assert np.allclose(b @ b.T, np.eye(2), atol=1e-5) and abs(b[0, 5]) > 0.9
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3, steered
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3, steered
     store = tmp_path / "activations.h5"
     w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
     n = 40
@@ -716,9 +572,9 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
              "condition": "perturbed", "input_tokens": 5} for i in range(n)]
     w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((n, 2), np.int32)})
     w.finish()
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])},
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])},
                        attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
     assert s["n_c_questions"] == 4
     by = {d["key"]: d for d in s["settings"]}
     assert by["L2|k1|a1|probe"]["control"]["kind"] == "random" and "isotropic" not in by["L2|k1|a1|probe"]
@@ -731,8 +587,8 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     assert len(seeds) == len(set(seeds)) == 4 * (2 + 2 + 2) == s["n_random_directions"]
     assert all(r["direction_seed"] is None for r in recs if r["basis"] in ("probe", "none"))
     # without a readable store: isotropic only, and said so
-    plain = _write_dirs(tmp_path / "plain", {2: np.stack([_unit(PLANT), _unit(62)])})
-    s2 = run_sweep(_cfg(run, plain, layers=[2], ks=[2], alphas=[1.0], random_seeds=2, output=str(tmp_path / "o2")),
+    plain = write_dirs(tmp_path / "plain", {2: np.stack([unit(PLANT), unit(62)])})
+    s2 = run_sweep(sweep_config(run, plain, layers=[2], ks=[2], alphas=[1.0], random_seeds=2, output=str(tmp_path / "o2")),
                    lm=lm, echo=lambda m: None)
     assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]
 
@@ -740,10 +596,10 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
 def test_random_scope_sweep_applies_each_random_direction_to_every_case(tokenizer, tmp_path):
     from steering.sweep import run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, random_scope="sweep"), lm=lm,
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, random_scope="sweep"), lm=lm,
                   echo=lambda m: None)
     recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
     for j in (0, 1):

@@ -11,21 +11,13 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_lm
-from test_steering import (  # noqa: F401  (_one_thread: the module's one-intra-op-thread fixture)
-    CHAIN,
-    PLANT,
-    _cfg,
-    _cli_case,
-    _make_run,
-    _one_thread,
-    _planted_lm,
-    _unit,
-    _write_dirs,
-)
+from helpers.steering import CHAIN, PLANT, cli_case, make_steering_run, planted_lm, sweep_config, unit, write_dirs
+from helpers.tiny import make_tiny_lm
 
 from steering.ablation import ablate, generate_ablated, orthonormal_rows, project_out
 from steering.hooks import SteeringError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 DEAD = (40, 41)  # residual dimensions no layer of the "dead-dims" model ever writes
 
@@ -97,7 +89,7 @@ def test_ablating_a_direction_the_model_never_uses_changes_nothing(tokenizer):
 def _carrying_lm(tokenizer):
     """The planted model of test_steering whose "Ġ" embedding also carries the planted direction: after
     "Answer: " it says 7 (the planted readout) instead of 3."""
-    lm = _planted_lm(tokenizer)
+    lm = planted_lm(tokenizer)
     with torch.no_grad():
         lm.model.model.embed_tokens.weight[tokenizer.convert_tokens_to_ids("Ġ"), PLANT] = 1.0
     return lm
@@ -115,7 +107,7 @@ def test_ablating_the_planted_direction_removes_its_signal(tokenizer):
         with torch.inference_mode():
             ref = m(input_ids=ids).logits[0, -1]
         planted = float(seen["x"][0, -1, PLANT])
-        with ablate(m, _unit(PLANT), layers=[1], positions="all"), torch.inference_mode():
+        with ablate(m, unit(PLANT), layers=[1], positions="all"), torch.inference_mode():
             out = m(input_ids=ids).logits[0, -1]
         gone = seen["x"][0, :, PLANT]
         rnd = orthonormal_rows(np.random.default_rng(0).standard_normal(64))
@@ -181,9 +173,9 @@ def test_sweep_with_add_and_ablate_gives_a_verdict_per_operator(tokenizer, tmp_p
     from steering.sweep import format_summary, is_complete, run_sweep
 
     lm = _carrying_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=8, n_non=0, gold_c="3")  # the model says 7: every C case propagates
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, operators=["add", "ablate"]),
+    run = make_steering_run(tmp_path, tokenizer, n_c=8, n_non=0, gold_c="3")  # the model says 7: every C case propagates
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=2, operators=["add", "ablate"]),
                   lm=lm, echo=lambda m: None)
     assert s["status"] == "ok" and s["operators"] == ["add", "ablate"]
     by = {d["key"]: d for d in s["settings"]}
@@ -231,10 +223,10 @@ def test_add_only_sweep_reads_as_before(tokenizer, tmp_path):
     """The default operator is add: the same keys, records and one verdict, with an operator column saying add."""
     from steering.sweep import format_table, run_sweep
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=3, n_non=0)
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT)])})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=0)
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT)])})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1], alphas=[1.0], random_seeds=1), lm=lm, echo=lambda m: None)
     assert s["operators"] == ["add"] and list(s["verdicts"]) == ["add"]
     assert s["verdict"] == s["verdicts"]["add"]["verdict"] and not s["verdict"].startswith("[")
     assert [d["key"] for d in s["settings"]] == ["L2|k1|a1|probe"]
@@ -251,7 +243,7 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
     from steering.sweep import run_sweep
 
     lm = _carrying_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=4, n_non=0, gold_c="3")
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0, gold_c="3")
     store = tmp_path / "activations.h5"
     w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
     rng = np.random.default_rng(0)
@@ -260,9 +252,9 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
              "condition": "perturbed", "input_tokens": 5} for i in range(40)]
     w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((40, 2), np.int32)})
     w.finish()
-    dirs = _write_dirs(tmp_path / "probes", {2: np.stack([_unit(PLANT), _unit(62)])},
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])},
                        attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
-    s = run_sweep(_cfg(run, dirs, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, operators=["ablate"]),
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=2, operators=["ablate"]),
                   lm=lm, echo=lambda m: None)
     assert s["operators"] == ["ablate"] and not s["verdict"].startswith("[")
     by = {d["key"]: d for d in s["settings"]}
@@ -292,7 +284,7 @@ def test_cli_bad_operator_is_one_line_and_writes_nothing(tokenizer, tmp_path, ca
         raise AssertionError("the model must not be loaded for a bad input")
 
     monkeypatch.setattr(models, "load_model", boom)
-    argv, run, inputs = _cli_case(tmp_path, tokenizer, "ok")
+    argv, run, inputs = cli_case(tmp_path, tokenizer, "ok")
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs}
     assert main(argv + ["--operator", operator]) == 2
     err = capsys.readouterr().err.strip()
@@ -348,14 +340,14 @@ def test_smol_sweep_with_add_and_ablate(smol, tmp_path):
     from steering.sweep import build_parser, config_from_args, run_sweep
 
     tok = smol.tokenizer
-    run = _make_run(tmp_path, tok, n_c=4, n_non=0, model=smol.name)
+    run = make_steering_run(tmp_path, tok, n_c=4, n_non=0, model=smol.name)
     texts = [json.loads(x)["input_text"] for x in (run / "continuations.jsonl").read_text().splitlines()][::2]
     layer, d = 15, smol.model.config.hidden_size
     # the directions: the mean last-token residual (a direction the stream does use), then random orthonormal rows
     with torch.inference_mode():
         hs = smol.model(**_enc(tok, texts), output_hidden_states=True).hidden_states[layer][:, -1].float().mean(0)
     basis = orthonormal_rows(np.vstack([hs.numpy(), np.random.default_rng(0).standard_normal((3, d))]))
-    dirs = _write_dirs(tmp_path / "probes", {layer: basis}, resid_norm=mean_resid_norm(smol, texts, layer))
+    dirs = write_dirs(tmp_path / "probes", {layer: basis}, resid_norm=mean_resid_norm(smol, texts, layer))
     fast = generate_ablated(smol, texts, basis[:1], layers=[layer], max_new_tokens=12, batch_size=4, progress=False)
     ref = generate_simple(smol, texts, max_new_tokens=12, batch_size=4, progress=False, dedupe=False,
                           batch_context=lambda ix: ablate(smol, basis[:1], layers=[layer]))

@@ -3,16 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from conftest import make_tiny_lm
+from helpers.tiny import make_tiny_lm
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

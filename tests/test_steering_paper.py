@@ -7,17 +7,19 @@ import json
 
 import numpy as np
 import pytest
-from test_steering import PLANT, _make_run, _one_thread, _planted_lm, _unit  # noqa: F401 (_one_thread: autouse)
+from helpers.steering import PLANT, make_steering_run, planted_lm, unit
 
 from steering.paper_design import DESIGN_FILE, load_design, paper_layer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _paper_dirs(path, layer=2, paper_bases=True, resid_norm=2.0):
     """directions.h5 as the probes write it: the toolkit's basis, and the paper's m2 / probe_pc with e_63 first."""
     from probes.directions import write_directions
 
-    rows = lambda first, rest: np.stack([_unit(first)] + [_unit(i) for i in rest])  # noqa: E731
-    r = {"logistic": _unit(PLANT), "mass_mean": _unit(PLANT), "basis": rows(PLANT, range(40, 47)),
+    rows = lambda first, rest: np.stack([unit(first)] + [unit(i) for i in rest])  # noqa: E731
+    r = {"logistic": unit(PLANT), "mass_mean": unit(PLANT), "basis": rows(PLANT, range(40, 47)),
          "names": [f"b{i}" for i in range(8)], "resid_norm": resid_norm}
     if paper_bases:
         r.update(basis_m2=rows(PLANT, range(40, 47)), names_m2=["mean_diff"] + [f"within_c_pc{i}" for i in range(1, 8)],
@@ -43,8 +45,8 @@ def test_paper_design_sweep_and_table7_from_its_generations(tokenizer, tmp_path)
     from steering.sweep import SweepConfig
     from steering.table7 import COLUMNS, PAPER_COLUMNS
 
-    lm = _planted_lm(tokenizer)
-    run = _make_run(tmp_path, tokenizer, n_c=3, n_non=3)
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=3)
     dirs = _paper_dirs(tmp_path / "probes")
     out = tmp_path / "paper"
     cfg = SweepConfig(run_dir=str(run), directions=str(dirs), output=str(out), progress=False, max_new_tokens=6,
@@ -114,7 +116,7 @@ def test_design_refuses_fixed_options_and_old_directions_before_loading(tokenize
         raise AssertionError("the model must not be loaded for a bad input")
 
     monkeypatch.setattr(models, "load_model", boom)
-    run = _make_run(tmp_path, tokenizer, n_c=2, n_non=0)
+    run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
     new, old = _paper_dirs(tmp_path / "new"), _paper_dirs(tmp_path / "old", paper_bases=False)
     out = tmp_path / "out"
     cases = [([str(run), "--directions", str(new), "--design", "paper", "--k", "2"], "fixes --k"),

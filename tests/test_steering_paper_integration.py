@@ -1,6 +1,6 @@
 """``steering.sweep --design paper`` on the real embedded SmolLM2-135M-Instruct at small n (integration tier).
 
-The run directory is built as tests/test_steering.py builds its own (``_make_run``: chat-templated prompts, a
+The run directory is built as tests/test_steering.py builds its own (``make_steering_run``: chat-templated prompts, a
 prefix, C cases whose gold the unsteered model misses), for the embedded model; the directions are fitted by
 the probes' own :func:`probes.direction_fit.fit_directions` on the model's real hidden states at the paper's
 relative depth, from the fit questions only, so the residual norm the raw alphas are set against is the model's.
@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 import pytest
-from test_steering import _make_run
+from helpers.steering import make_steering_run
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def test_paper_design_on_the_embedded_model(smol, tmp_path):
 
     layer = paper_layer(smol.model.config.num_hidden_layers)
     assert layer == 16  # block 15 of SmolLM2's 30, as block 21 of Gemma-2-9b-it's 42
-    run = _make_run(tmp_path, smol.tokenizer, n_c=10, n_non=10, model="smollm2-135m-instruct")
+    run = make_steering_run(tmp_path, smol.tokenizer, n_c=10, n_non=10, model="smollm2-135m-instruct")
     recs = [json.loads(x) for x in (run / "continuations.jsonl").read_text().splitlines()]
     pert = [r for r in recs if r["condition"] == "perturbed"]
     fit = [r for r in pert if int(r["question_id"][1:]) % 10 < 7]  # 7 C + 7 non-C fit questions, 3 + 3 held out

@@ -22,19 +22,6 @@ FAST = ["--task", "s2_o5", "--max-examples", "16", "--folds", "2", "--k", "1", "
         "--random-seeds", "1", "--max-new-tokens", "16", "--quiet"]
 
 
-@pytest.fixture
-def fake_models(monkeypatch, tiny_lm):
-    """Every stage loads the tiny Llama; the behavioural stage generates with the scripted model."""
-    from fakes import scripted_generate
-
-    import behavioural.protocol as protocol
-    import loadbearing.engine.models as models
-
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: tiny_lm)
-    monkeypatch.setattr(protocol, "generate", functools.partial(scripted_generate))
-    return tiny_lm
-
-
 @pytest.fixture(scope="module")
 def fast_study(tmp_path_factory, tiny_lm) -> Path:
     """One complete FAST study (scripted behaviour, tiny Llama), built once; tests work on copies of it."""

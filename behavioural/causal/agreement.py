@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.report import Block, Paragraph, blocks_markdown, table
+from loadbearing.runs import SUMMARY
 
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
 
 def _summary(run: Path, name: str) -> dict | None:
-    p = run / name / "summary.json"
+    p = run / name / SUMMARY
     try:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
     except (OSError, ValueError):
@@ -74,7 +75,7 @@ def step_values(run_dir: str | Path) -> dict[str, dict[str, dict[int, float]]]:
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # deferred: scipy is heavy to import
 
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return None

@@ -176,7 +176,7 @@ def binned_curve(points: Sequence[Point], width: float = 0.1) -> list[dict[str, 
 
 # ------------------------------------------------------------------------------------------------ agreement
 def _spearman(pairs: Sequence[tuple[float, float]]) -> float | None:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # deferred: scipy is heavy to import
 
     if len(pairs) < 3:
         return None

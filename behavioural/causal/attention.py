@@ -22,6 +22,7 @@ reasoning step, one forward pass, the steps' token ranges from the tokenizer's o
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,9 +110,7 @@ def _device(model: Any) -> Any:
 
 def forward(model: Any, ids: list[int], *, mask: Any = None, attentions: bool = False, past: Any = None) -> Any:
     """One forward pass over ``ids`` (after the cached ``past`` prefix, when given)."""
-    import copy
-
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     _, dev = _device(model)
     kw: dict[str, Any] = {"use_cache": past is not None}
@@ -128,7 +127,7 @@ def forward(model: Any, ids: list[int], *, mask: Any = None, attentions: bool = 
 def prefix_cache(model: Any, ids: list[int], start: int) -> Any:
     """The key/value cache of ``ids[:start]`` (the prompt and any lead before the first step), or None when the
     model keeps none; every pass over the chain continues from a copy of it, so the prompt is computed once."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if start <= 0:
         return None
@@ -142,7 +141,7 @@ def prefix_cache(model: Any, ids: list[int], start: int) -> Any:
 def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: int = 0) -> Any:
     """``[1, 1, n - start, n]`` additive mask for the queries ``start..n-1`` over all ``n`` keys: causal, plus the
     dtype's minimum on key columns ``cols`` for every query (``start = 0``: the square mask)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     lo = torch.finfo(dtype).min
     m = torch.triu(torch.full((n_tokens, n_tokens), lo, dtype=dtype), diagonal=1)
@@ -198,7 +197,7 @@ def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -
 
 
 def suppression_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict]:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     model, tok = engine.lm.model, engine.lm.tokenizer
     dtype, dev = _device(model)

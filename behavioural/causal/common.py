@@ -27,13 +27,11 @@ from loadbearing.errors import LoadBearingError
 from loadbearing.files import JsonlWriter, RunDirError, atomic_write_text, read_json, read_jsonl, write_json
 from loadbearing.questions.prompts import Trace, assistant_prefix, split_trace
 from loadbearing.records import Baseline
-from loadbearing.runs import MANIFEST, SUMMARY, Run, question_key_of
+from loadbearing.runs import MANIFEST, RECORDS, SUMMARY, SUMMARY_MD, Run, question_key_of
 from loadbearing.stage import RunDirOptions, Stage, SummarySection, option, result_settings
 
 #: the answer-line label every dataset's format instruction asks for ("End with a line 'Answer: X'")
 ANSWER_PREFIX = "Answer:"
-RECORDS = "records.jsonl"
-SUMMARY_MD = "summary.md"
 
 
 class CausalError(LoadBearingError, RuntimeError):

@@ -23,7 +23,7 @@ rewrites often drop or change content.
 """
 from __future__ import annotations
 
-import re
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,7 @@ from behavioural.causal.common import (
     with_note,
 )
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
+from loadbearing.answers.numbers import PLAIN_NUMBER_RE
 from loadbearing.options import parse_fractions
 from loadbearing.questions.prompts import render_chat
 from loadbearing.results import RateJSON
@@ -57,7 +58,6 @@ FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 INSTRUCTION = ("Paraphrase the reasoning steps below in different words. Keep every number, calculation and fact "
                "exactly as it is and change only the wording. Write one step per line, the same number of lines. "
                "Do not add steps and do not give a final answer.")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def _fractions(text: str) -> tuple[float, ...]:
@@ -84,7 +84,7 @@ class ParaphraseConfig(CausalConfig):
 
 
 def numbers(text: str) -> list[str]:
-    return sorted(_NUMBER.findall(text))
+    return sorted(PLAIN_NUMBER_RE.findall(text))
 
 
 def clean_paraphrase(text: str, max_lines: int, dataset: str = "custom", task: str | None = None) -> list[str]:
@@ -138,8 +138,6 @@ def plan(config: ParaphraseConfig, chains: list[Chain], run: Run) -> list[Job]:
 
 def cut_lines(n: int, fraction: float) -> int:
     """Lines paraphrased at ``fraction`` of an ``n``-line chain: ``round(f * n)`` half up, at least 1."""
-    import math
-
     return max(1, min(n, math.floor(fraction * n + 0.5)))
 
 

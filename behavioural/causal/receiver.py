@@ -69,7 +69,7 @@ def vertical_scores(avg: np.ndarray, proximity_ignore: int = PROXIMITY_IGNORE) -
 
 def head_kurtosis(verts: np.ndarray) -> np.ndarray:
     """``[layers, heads]`` kurtosis across steps of ``verts`` (``[layers, heads, n]``), NaNs omitted."""
-    from scipy import stats
+    from scipy import stats  # deferred: scipy is heavy to import
 
     k = stats.kurtosis(verts, axis=2, fisher=True, bias=True, nan_policy="omit")
     return np.asarray(np.ma.filled(k, np.nan), dtype=np.float64)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from behavioural.causal.common import CausalError
@@ -40,7 +41,7 @@ class Similarity:
         if not original.strip() or not new.strip():
             return 0.0  # an empty step shares no meaning with a written one
         if self.model is not None:
-            import numpy as np
+            import numpy as np  # deferred: numpy is heavy to import
 
             a, b = self.model.encode([original, new])
             na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
@@ -59,7 +60,7 @@ class Similarity:
 
 def tfidf_cosine(chain_lines: Sequence[str], original: str, new: str) -> float:
     """Cosine of the TF-IDF vectors of ``original`` and ``new`` (IDF over the chain's lines and ``new``)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.feature_extraction.text import TfidfVectorizer  # deferred: sklearn is heavy to import
 
     corpus = [*chain_lines, new]
     if original not in corpus:
@@ -79,7 +80,7 @@ def load_similarity(method: str) -> Similarity:
     if method.startswith("st:") and len(method) > 3:
         name = method[3:]
         try:
-            from sentence_transformers import SentenceTransformer
+            from sentence_transformers import SentenceTransformer  # deferred: an optional dependency
         except ImportError:
             raise CausalError(f"--similarity {method}: sentence-transformers is not installed; install it and cache "
                               f"{name!r}, or use --similarity tfidf (the lexical fallback)") from None
@@ -93,8 +94,6 @@ def load_similarity(method: str) -> Similarity:
 
 
 def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(dist)
     except PackageNotFoundError:

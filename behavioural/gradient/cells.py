@@ -72,7 +72,7 @@ def meta_regression(y: np.ndarray, x: np.ndarray, vy: np.ndarray, vx: np.ndarray
 def kh_slopes(Y: np.ndarray, X: np.ndarray, VY: np.ndarray, VX: np.ndarray | None = None, *,
               level: float = 0.95) -> dict[str, Any]:
     """:func:`meta_regression` for ``S`` data sets at once (arrays ``[S, C]``)."""
-    from scipy import stats
+    from scipy import stats  # deferred: scipy is heavy to import
 
     Y, X, VY = np.atleast_2d(Y), np.atleast_2d(X), np.atleast_2d(VY)
     VX = np.zeros_like(X) if VX is None else np.atleast_2d(VX)

@@ -27,7 +27,7 @@ from loadbearing.stats import paired_difference_ci
 
 
 def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     s = [r for r in scored(rows) if (r["model"], r["cell"]) in diff]
     return pd.DataFrame({
@@ -51,9 +51,9 @@ def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str], lis
     """GLM binomial fit on the formula's design reduced to full column rank (a duplicate column merged into
     the earlier one, a dependent one dropped: :func:`loadbearing.design.full_rank`); with cluster-robust
     covariance by question when asked. Returns (result, problems, design notes)."""
-    import pandas as pd
-    import statsmodels.api as sm
-    import statsmodels.formula.api as smf
+    import pandas as pd  # deferred: pandas is heavy to import
+    import statsmodels.api as sm  # deferred: statsmodels is heavy to import
+    import statsmodels.formula.api as smf  # deferred: statsmodels is heavy to import
 
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:

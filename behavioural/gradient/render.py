@@ -245,7 +245,7 @@ def _lay_out(s: dict[str, Any], out: _Out) -> None:
 
 def plot(s: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """gradient.png: propagation vs baseline accuracy per (model, task-or-level), both-way bars, fitted curves."""
-    import numpy as np
+    import numpy as np  # deferred: numpy is heavy to import
 
     plt = pyplot()
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 
 from loadbearing.answers import final_answer_line
+from loadbearing.answers.numbers import NUMBER_RE
 
-_NUM = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _OPTION = re.compile(r"(?:\boption\s*\(?([A-J])\)?|\(([A-J])\))")
 _WORD = re.compile(r"[A-Za-z]{4,}")
 _STOP = frozenset("""
@@ -36,7 +36,7 @@ following therefore thus hence so""".split())
 
 def _numbers(s: str) -> set[str]:
     out = set()
-    for m in _NUM.finditer(s):
+    for m in NUMBER_RE.finditer(s):
         v = m.group().replace(",", "")
         try:
             f = float(v)

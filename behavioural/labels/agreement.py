@@ -24,7 +24,7 @@ def kappa(a: Sequence[Any], b: Sequence[Any]) -> dict:
     labels = sorted({str(v) for p in pairs for v in p})
     k = None
     if n:
-        from sklearn.metrics import cohen_kappa_score
+        from sklearn.metrics import cohen_kappa_score  # deferred: sklearn is heavy to import
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -19,7 +19,7 @@ from loadbearing.cli import check_device, check_model_file, check_number
 from loadbearing.files import JsonlWriter, RunDirError, check_jsonl_tail, file_sha256, read_json, read_jsonl, write_json
 from loadbearing.locks import output_lock
 from loadbearing.provenance import git_info, now
-from loadbearing.runs import CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
+from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
 
 __all__ = ["LabelConfig", "build_labellers", "check_tail", "is_complete",
            "label_run", "label_stage", "load_labels", "load_run", "read_run"]
@@ -176,7 +176,7 @@ def label_run(
     run, conts, questions = read_run(rd, allow_incomplete=allow_incomplete)
     missing_q = sorted({c["question_id"] for c in conts} - set(questions))
     if missing_q and any(isinstance(lab, JudgeLabeller) for lab in labellers):
-        raise RunDirError(f"{rd / 'baselines.jsonl'} lacks questions for {missing_q[:3]}; the judge needs the question text")
+        raise RunDirError(f"{rd / BASELINES} lacks questions for {missing_q[:3]}; the judge needs the question text")
     by_name = dict(zip(names, labellers))
     lab_settings = _jsonable([lab.settings() for lab in labellers])
     src_hash = file_sha256(rd / CONTINUATIONS)
@@ -237,7 +237,7 @@ def _label_into(out: Path, settings: dict, conts: list[dict], questions: dict[st
         todo = conts[len(got):]
         bar = None
         if progress and todo:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
             bar = tqdm(total=len(conts), initial=len(got), desc=f"labelling {out.name}")
         with JsonlWriter(path, fsync=False) as w:

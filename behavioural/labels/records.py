@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from loadbearing.errors import LoadBearingError
 from loadbearing.records import Record
+from loadbearing.runs import SUMMARY
 
 SCHEMA_VERSION = 1
 LABELS = ("A", "B", "C")
 GROUP_KEYS = ("position", "strategy", "task", "difficulty")
-SUMMARY_FILE = "summary.json"
+SUMMARY_FILE = SUMMARY
 FINAL_RULE = (
     "C if the answer is parseable and wrong; null if the answer is unparseable; for a correct answer the final "
     "labeller decides: noticed -> B (noticed and repaired), not noticed -> A (bypass), undecided -> null. "

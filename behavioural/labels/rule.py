@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from loadbearing.answers import mentions_answer, normalize_number
+from loadbearing.answers.numbers import LOOSE, NUMBER_TOKEN
 
 RULE_VERSION = 3  # 2: restating the original line counts only when the edit removed/changed its text;
 # 3: rejecting the option the edit favoured counts (the paper's annotation rule)
@@ -63,11 +64,10 @@ CORRECTION_PHRASES: tuple[str, ...] = (
 )
 _PHRASE_RE = re.compile("|".join(f"(?:{p})" for p in CORRECTION_PHRASES), re.IGNORECASE)
 
-# a number token: optional sign, digits with optional thousands commas and decimals
-_NUM_TOKEN = r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])|(?<![\w.])-?\d+(?:\.\d+)?(?![\d])"
-_NUM_RE = re.compile(_NUM_TOKEN)
+# a number token (loadbearing.answers.numbers: optional sign, digits with optional thousands commas and decimals)
+_NUM_RE = re.compile(NUMBER_TOKEN)
 # an equation: an arithmetic expression, "=", a number
-_EQ_RE = re.compile(r"(?P<lhs>[\d(][\d\s.,+\-*/×÷xX()^]*?[\d)])\s*=\s*(?P<rhs>-?\d[\d,]*(?:\.\d+)?)")
+_EQ_RE = re.compile(r"(?P<lhs>[\d(][\d\s.,+\-*/×÷xX()^]*?[\d)])\s*=\s*(?P<rhs>" + LOOSE + ")")
 _RESULT_LEAD = r"(?:=|\bis\b|\bequals\b|\bgives\b|\bgets?\b|\bmakes\b|\bbe\b)"
 _NEGATION_LEADS = (r"\bnot\s+", r"\bisn't\s+", r"\bis not\s+", r"\binstead of\s+", r"\brather than\s+", r"≠\s*", r"!=\s*")
 _NEGATION_TRAILS = r"\s+(?:is|was)\s+(?:wrong|incorrect|not (?:right|correct)|a mistake|an error)\b"
@@ -241,7 +241,7 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
                 add(_ev("recomputes_original", m, f"restates the original equation {eq!r}", sub="restates_original_equation"))
         # 2b. a changed original number in a result position that the model never saw
         for num in sorted(orig_changed - input_nums - edit_changed):
-            pat = re.compile(_RESULT_LEAD + r"\s*(?P<n>" + _NUM_TOKEN + r")", re.IGNORECASE)
+            pat = re.compile(_RESULT_LEAD + r"\s*(?P<n>" + NUMBER_TOKEN + r")", re.IGNORECASE)
             for m in pat.finditer(text):
                 if _norm_num(m.group("n")) == num and not _in_spans(m.start("n"), answer_spans):
                     add(_ev("recomputes_original", m, f"states the original value {num} (absent from its input)", "n",
@@ -249,7 +249,7 @@ def rule_evidence(continuation: str, original_line: str, edited_line: str, input
 
         # 3a. the edited line's expression recomputed to another value
         for _eq, lhs, rhs in _equations(edited_line):
-            pat = re.compile(r"(?<![\d.])" + _ws_pattern(lhs) + r"\s*(?:=|\bis\b|\bequals\b)\s*(?P<n>" + _NUM_TOKEN + r")",
+            pat = re.compile(r"(?<![\d.])" + _ws_pattern(lhs) + r"\s*(?:=|\bis\b|\bequals\b)\s*(?P<n>" + NUMBER_TOKEN + r")",
                              re.IGNORECASE)
             for m in pat.finditer(text):
                 got = _norm_num(m.group("n"))

@@ -11,6 +11,7 @@ from typing import Any
 
 from behavioural.paper_import.rows import PaperImportError
 from loadbearing.answers import score, starts_with_answer_label
+from loadbearing.answers.numbers import NUMBER_OR_OPERATOR_RE
 from loadbearing.questions.data import question_key
 from loadbearing.records import Baseline, Continuation, label_for
 
@@ -69,13 +70,15 @@ def _dataset(row: dict[str, Any]) -> str:
 
 _QUESTION = re.compile(r"Question:\s*(.*?)\s*(?:\n\s*Solution:\s*)?$", re.S)
 _MMLU_OPTION = re.compile(r"^\s*\(?([A-J])\)\s*(.+?)\s*$", re.M)
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|[-+*/×÷]")
 
 
 def edit_shape(original: str, edited: str) -> str:
     """``arithmetic`` (only numbers or operators changed), ``appended`` (the original step kept, text added)
     or ``replaced``."""
-    if _NUMBER.sub("#", original).strip() == _NUMBER.sub("#", edited).strip() and original.strip() != edited.strip():
+    def masked(s: str) -> str:
+        return NUMBER_OR_OPERATOR_RE.sub("#", s).strip()
+
+    if masked(original) == masked(edited) and original.strip() != edited.strip():
         return "arithmetic"
     if original.strip() and original.strip() in edited:
         return "appended"

@@ -2,7 +2,9 @@
 the importer's options (the BBH task map, published baseline accuracy)."""
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -54,9 +56,6 @@ def read_rows(src: str, *, config: str | None = None, split: str | None = None) 
     text = raw.decode("utf-8", errors="replace").strip()
     rows: list[Any]
     if p.suffix.lower() == ".csv" or text.lstrip('"').startswith("annotation_id"):
-        import csv
-        import io
-
         try:
             rows = [dict(r) for r in csv.DictReader(io.StringIO(text))]
         except csv.Error as e:
@@ -82,7 +81,7 @@ def read_rows(src: str, *, config: str | None = None, split: str | None = None) 
 
 
 def _read_hub(repo: str, config: str | None, split: str | None) -> tuple[list[dict], dict[str, Any]]:  # pragma: no cover
-    import datasets
+    import datasets  # deferred: datasets is heavy to import
 
     if config is None:
         names = datasets.get_dataset_config_names(repo)

@@ -2,6 +2,8 @@
 the paper's Table 4 from it."""
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
 import tempfile
@@ -139,9 +141,6 @@ def table4(run_dir: str | os.PathLike[str]) -> str:
 
 def write_table4(run_dir: str | os.PathLike[str], labelling: str = "paper") -> Path | None:
     """``RUN_DIR/table4.csv`` in the paper's layout (None, nothing written, when the run has no A/B/C labels)."""
-    import csv
-    import io
-
     from loadbearing.files import atomic_write_text
 
     rows = table4_rows(run_dir, labelling)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from loadbearing.answers.numbers import NUMBER_RE  # noqa: F401  (its old home: a line's number, now in answers.numbers)
+
 
 @dataclass(frozen=True)
 class NotApplicable:
@@ -30,8 +32,6 @@ _LABEL_RE = re.compile(
     r"(?:\*\*)?[ \t]*|[-*\u2022][ \t]+)",
     re.I,
 )
-#: a number of a reasoning line (not part of a word or of a decimal): ``-3``, ``1,250``, ``2.5``
-NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 
 
 def split_label(line: str) -> tuple[str, str]:

@@ -11,26 +11,14 @@ import re
 from decimal import Decimal
 from fractions import Fraction
 
-from behavioural.strategies.edit import (
-    NUMBER_RE,
-    NotApplicable,
-    format_number,
-    labelled,
-    replace_span,
-    seeded_rng,
-    to_number,
-)
+from behavioural.strategies.edit import NotApplicable, format_number, labelled, replace_span, seeded_rng, to_number
+from loadbearing.answers.numbers import GROUPED, GROUPED_DIGITS, NUMBER_RE, PAPER_NUMBER_RE, PLAIN
 
-# the paper's number: optional sign, thousands commas, decimals
-_PAPER_NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_PAPER_NUM_RE = re.compile(rf"(?<![\w.,]){_PAPER_NUMBER}(?!\w|[.,]\d)")
-_EQ = re.compile(
-    r"(?P<a>-?\d+(?:\.\d+)?)\s*(?P<op>[+\-−*×x/÷])\s*(?P<b>-?\d+(?:\.\d+)?)\s*=\s*\$?(?P<c>-?\d+(?:,\d{3})*(?:\.\d+)?)"
-)
-_OPERAND = r"\$?\d+(?:,\d{3})*(?:\.\d+)?"
+_EQ = re.compile(rf"(?P<a>{PLAIN})\s*(?P<op>[+\-−*×x/÷])\s*(?P<b>{PLAIN})\s*=\s*\$?(?P<c>{GROUPED})")
+_OPERAND = r"\$?" + GROUPED_DIGITS
 _OP = r"[+\-\u2212*\u00d7x/\u00f7]"
 _CHAIN = re.compile(
-    rf"(?<![\w.,$])(?P<expr>-?{_OPERAND}(?:[ \t]*{_OP}[ \t]*{_OPERAND})+)[ \t]*=[ \t]*(?P<c>-?\$?\d+(?:,\d{{3}})*(?:\.\d+)?)"
+    rf"(?<![\w.,$])(?P<expr>-?{_OPERAND}(?:[ \t]*{_OP}[ \t]*{_OPERAND})+)[ \t]*=[ \t]*(?P<c>-?{_OPERAND})"
     r"(?![\d])"
 )
 _SWAP = {"+": "-", "-": "+", "\u2212": "+", "*": "/", "\u00d7": "\u00f7", "x": "\u00f7", "/": "*", "\u00f7": "\u00d7"}
@@ -44,7 +32,7 @@ def arithmetic(line: str, question, seed: int):
     decimals and ``1,000``'s groups are never edited on their own). Decimal arithmetic as in the paper:
     ``$1,250.50`` -> ``$2504.00``.
     """
-    m = _PAPER_NUM_RE.search(line)
+    m = PAPER_NUMBER_RE.search(line)
     if not m:
         return NotApplicable("no editable number in the line (after its step label)")
     value = Decimal(m.group().replace(",", ""))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from loadbearing.answers.numbers import ANSWER_NUMBER_RE
 from loadbearing.answers.statements import HASH_ANSWER_RE, clean, find_statements, read_statement
 
 __all__ = [
@@ -45,10 +46,6 @@ MINUS = "\u2212"  # unicode minus sign
 _CLOSERS = ")]}>"
 BRACKETS = "([{<" + _CLOSERS
 
-_NUM_RE = re.compile(
-    r"(?<![\w.])(?P<sign>-\s?)?\$?\s?(?P<sign2>-)?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?![\d])"
-)
 _MATH_RUN_RE = re.compile(r"[\d\s,.$+\-*/×÷x()=]*")
 _HEDGE_RE = re.compile(
     r"(?:(?:clearly|definitely|certainly)\s+|the\s+)?(?P<opt>(?:option|choice|letter)\s+)?", re.I
@@ -69,7 +66,7 @@ def normalize_number(s: Any) -> str | None:
     """
     if s is None or isinstance(s, bool):
         return None
-    m = _NUM_RE.search(str(s).replace(MINUS, "-"))
+    m = ANSWER_NUMBER_RE.search(str(s).replace(MINUS, "-"))
     return _canonical(m) if m else None
 
 
@@ -143,7 +140,7 @@ def _parse_number(statement: str) -> str | None:
     if re.search(r"\\d?frac\b", statement):
         return None  # a LaTeX fraction is not read (rather than misread as its numerator)
     s = clean(statement.replace("{,}", ",")).replace(MINUS, "-")
-    m = _NUM_RE.search(s)
+    m = ANSWER_NUMBER_RE.search(s)
     if not m:
         return None
     run_m = _MATH_RUN_RE.match(s, m.start())
@@ -151,7 +148,7 @@ def _parse_number(statement: str) -> str | None:
     if "=" not in run and re.match(r"\s*/\s*\d", s[m.end():]):
         return None  # a fraction such as "1/2" is not read (rather than misread as "1")
     if "=" in run:  # "9 * 2 = 18": the result, not the first operand
-        after = _NUM_RE.search(run[run.rindex("=") + 1:])
+        after = ANSWER_NUMBER_RE.search(run[run.rindex("=") + 1:])
         if after:
             return _canonical(after)
     return _canonical(m)

@@ -76,7 +76,7 @@ class _Batch:
 
 def _refillable(cache) -> bool:
     """Only plain full-attention dynamic layers can be padded and concatenated (not sliding windows)."""
-    from transformers.cache_utils import DynamicLayer
+    from transformers.cache_utils import DynamicLayer  # deferred: transformers is heavy to import
 
     from loadbearing.engine.fastpath import SpareLayer
 
@@ -188,7 +188,7 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pas
     ``on_pass`` sees each pass before it runs (see :class:`Pass`). On a model with a sliding window, sharing
     is used only where :func:`sharing_fits` (``horizon``: the most tokens the rows will still decode; None =
     unknown, so no sharing)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.fastpath import new_cache
 
@@ -253,7 +253,7 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pas
 
 
 def _left_pad(t: torch.Tensor, k: int, dim: int) -> torch.Tensor:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if k == 0:
         return t
@@ -264,7 +264,7 @@ def _left_pad(t: torch.Tensor, k: int, dim: int) -> torch.Tensor:
 
 def merge(a: _Batch, b: _Batch) -> _Batch:
     """Concatenate two batches along the batch axis, left-padding the shorter cache (padding masked)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     sa, sb = a.mask.shape[1], b.mask.shape[1]
     s = max(sa, sb)
@@ -331,7 +331,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
     and the rejected columns are masked out. The tokens are the greedy tokens either way (prompt-lookup
     speculative decoding), only the forward passes are fewer.
     """
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     from loadbearing.engine.fastpath import fast_decoding
 
@@ -400,7 +400,7 @@ def _verify_drafts(model, batch: _Batch, nxt: torch.Tensor, drafts: list[list[in
     """One forward over each row's next token and its draft (left-padded); keep the longest greedy-consistent
     prefix of each draft, mask the rest out, and leave each row's next-token logits in ``batch.logits``.
     Returns the batch rows that finished on an accepted draft token."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     n = len(batch.active)
     w = 1 + max(len(d) for d in drafts)

@@ -84,8 +84,8 @@ def _config_kwargs(fam: Family, tokenizer, hidden: int, layers: int) -> dict[str
 
 def build_family(name: str, tokenizer, *, hidden: int = 32, layers: int = 2, seed: int = 0, dtype: Any = None):
     """The tiny random model of family ``name`` (eval mode, ``sdpa`` attention where the family has it)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    import torch  # deferred: torch is heavy to import
+    from transformers import AutoConfig, AutoModelForCausalLM  # deferred: transformers is heavy to import
 
     if name not in FAMILIES:
         raise KeyError(f"unknown family {name!r}; choose one of {', '.join(FAMILIES)}")

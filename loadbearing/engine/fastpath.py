@@ -150,7 +150,7 @@ def folded_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 
     Falls back to ``transformers``' own ``sdpa`` function when there is nothing to fold (no groups, no mask:
     that path already uses ``enable_gqa``) or when the call carries extras this function does not handle.
     """
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # deferred: transformers is heavy to import
 
     rep = getattr(module, "num_key_value_groups", 1)
     if (rep <= 1 or attention_mask is None or kwargs.get("position_bias") is not None
@@ -173,8 +173,8 @@ def folded_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 
 
 
 def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+    from transformers import AttentionInterface  # deferred: transformers is heavy to import
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask  # deferred: transformers is heavy to import
 
     AttentionInterface.register(ATTN_NAME, folded_gqa_sdpa)
     ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_NAME, sdpa_mask)

@@ -79,7 +79,7 @@ class _AnswerLineStop:
         return v
 
     def __call__(self, input_ids, scores, **kwargs):
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         if input_ids.shape[1] <= self.prompt_len:
@@ -252,7 +252,7 @@ def generate(
         return generate_simple(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                                stop_at_answer=stop_at_answer, progress=progress, desc=desc,
                                batch_context=batch_context, sort_by_length=sort_by_length, dedupe=dedupe)
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -327,9 +327,9 @@ def generate_simple(
     """The simple path: length-sorted, left-padded ``model.generate`` batches (the reference the fast path
     is tested against, and the path ``batch_context`` callers take). Same arguments and records as
     :func:`generate`; ``batch_size=1`` is the one-at-a-time baseline."""
-    import torch
-    from tqdm.auto import tqdm
-    from transformers import StoppingCriteriaList
+    import torch  # deferred: torch is heavy to import
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
+    from transformers import StoppingCriteriaList  # deferred: transformers is heavy to import
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

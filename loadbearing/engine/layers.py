@@ -90,7 +90,7 @@ def _resolve(root: Any, path: str) -> Any:
 def decoder_layers(model: Any) -> tuple[str, Any]:
     """``(path, blocks)``: the dotted module path (relative to the unwrapped model) of its decoder blocks and
     the ``ModuleList`` itself, found by :data:`LAYER_PATHS` in order."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     m = unwrap_model(model)
     for path in LAYER_PATHS:

@@ -122,7 +122,7 @@ def cache_dir() -> Path:
     env = os.environ.get("LOADBEARING_CACHE")
     if env:
         return Path(env)
-    from platformdirs import user_cache_dir
+    from platformdirs import user_cache_dir  # deferred: platformdirs is heavy to import
 
     return Path(user_cache_dir("loadbearing-cot")) / "models"
 
@@ -145,7 +145,7 @@ def embedded_gguf_path() -> Path:
 
 
 def _resolve_dtype(dtype: str | None, device: str):
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if dtype is None:
         return torch.float32 if device == "cpu" else torch.bfloat16
@@ -157,7 +157,7 @@ def _resolve_dtype(dtype: str | None, device: str):
 
 
 def _resolve_device(device: str | None) -> str:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -183,8 +183,8 @@ def dequantised_gguf_dir(gguf: str | os.PathLike, *, progress: bool = True) -> t
     if (target / "loadbearing.json").is_file():
         return target, digest
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # deferred: torch is heavy to import
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # deferred: transformers is heavy to import
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -222,11 +222,12 @@ def _quantization_config(quantize: str | None):
     if quantize not in QUANTIZE_CHOICES:
         raise ModelError(f"unknown quantize value {quantize!r}; choose one of {', '.join(QUANTIZE_CHOICES)} (or omit it)")
     try:
+        # deferred: only for quantised loading
         import bitsandbytes  # noqa: F401
-        from transformers import BitsAndBytesConfig
+        from transformers import BitsAndBytesConfig  # deferred: transformers is heavy to import
     except ImportError as e:  # pragma: no cover - bitsandbytes is a dependency
         raise ModelError(f"quantize={quantize!r} needs bitsandbytes: pip install bitsandbytes ({e})") from e
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if quantize == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True)
@@ -264,7 +265,7 @@ def load_model(
     ``dtype`` defaults to float32 on CPU and bfloat16 on GPU; ``device`` is cpu, cuda, cuda:N or auto;
     ``quantize`` is ``"4bit"`` (nf4) or ``"8bit"`` through bitsandbytes. The model is put in eval mode.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # deferred: transformers is heavy to import
 
     qconfig = _quantization_config(quantize)
     dev = _resolve_device(device)

@@ -48,8 +48,8 @@ class OutOfMemory(LoadBearingError, RuntimeError):
 
 def is_oom(e: BaseException) -> bool:
     """True when ``e`` (or an error in its cause chain) is an out-of-memory error a smaller batch may avoid."""
-    import torch
-    from accelerate.utils.memory import should_reduce_batch_size
+    import torch  # deferred: torch is heavy to import
+    from accelerate.utils.memory import should_reduce_batch_size  # deferred: accelerate is heavy to import
 
     oom_type = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     seen: set[int] = set()
@@ -68,13 +68,13 @@ def is_oom(e: BaseException) -> bool:
 
 def free_memory() -> None:
     """Free what a failed attempt left: Python's reference cycles, then the device allocator's cache."""
-    from accelerate.utils.memory import clear_device_cache
+    from accelerate.utils.memory import clear_device_cache  # deferred: accelerate is heavy to import
 
     clear_device_cache(garbage_collection=True)
 
 
 def _say(message: str) -> None:
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
     tqdm.write(message, file=sys.stderr)
 

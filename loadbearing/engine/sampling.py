@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,8 +46,6 @@ class Sampling:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        import math
-
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
@@ -80,7 +79,7 @@ def default_keys(texts: Sequence[str]) -> list[str]:
 
 def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], sampling: Sampling) -> torch.Tensor:
     """One token per row of ``logits`` ``[b, vocab]`` (row ``i`` draws from ``generators[i]``) -> ``[b]`` long."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     if sampling.greedy:
         return logits.argmax(dim=-1)
@@ -104,7 +103,7 @@ def draw(logits: torch.Tensor, generators: Sequence[torch.Generator], sampling: 
 
 def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Index of the first column whose cumulative mass exceeds ``u * total`` (never a zero-mass tail)."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     cum = p.cumsum(dim=-1)  # [b, V]
     target = (u * cum[:, -1].double()).to(cum.dtype)[:, None]
@@ -116,7 +115,7 @@ def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 def chooser(sampling: Sampling, keys: Sequence[str]) -> Callable[[list[int], torch.Tensor], torch.Tensor]:
     """``choose(rows, logits) -> tokens`` for :func:`loadbearing.engine.batching.decode_continuous`: row ``r``
     (an index into ``keys``) draws from its own stream, created on its first token."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     streams: dict[int, torch.Generator] = {}
 

@@ -28,6 +28,7 @@
 """
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,8 +45,9 @@ class VLLMUnavailableError(ModelError):
 def import_vllm():
     """Import vllm or raise :class:`VLLMUnavailableError` with a one-line message naming the install."""
     try:
+        # deferred (both): the optional vLLM backend
         import vllm  # noqa: F401
-        from vllm import LLM, SamplingParams  # noqa: F401
+        from vllm import LLM, SamplingParams  # noqa: F401  (deferred: the optional vLLM backend)
     except Exception as e:  # ImportError, or a broken install (e.g. a torchvision that cannot load)
         first = (str(e).splitlines() or [""])[0][:160]
         raise VLLMUnavailableError(
@@ -57,11 +59,11 @@ def import_vllm():
 
 def _on_cpu() -> bool:
     try:
-        from vllm.platforms import current_platform
+        from vllm.platforms import current_platform  # deferred: the optional vLLM backend
 
         return bool(current_platform.is_cpu())
     except Exception:  # pragma: no cover - older/newer layouts
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         return not torch.cuda.is_available()
 
@@ -99,7 +101,7 @@ class VLLMGenerate:
                  dtype: str | None = None, max_model_len: int | None = None, seed: int = 0,
                  engine_kwargs: dict[str, Any] | None = None):
         vllm = import_vllm()
-        from vllm import LLM
+        from vllm import LLM  # deferred: the optional vLLM backend
 
         if lm.quantize:
             raise ModelError(f"the vLLM backend does not take --quantize {lm.quantize} (bitsandbytes); "
@@ -163,7 +165,6 @@ class VLLMGenerate:
                 except Exception:  # pragma: no cover - best effort
                     pass
         del llm
-        import gc
 
         gc.collect()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from loadbearing.cli import OneLineParser, add_quiet, run_cli
 
@@ -24,8 +25,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> None:
-        from pathlib import Path
-
         from loadbearing.organisms.build import OrganismError, default_spec, ensure_checked, organism_dir
 
         kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]

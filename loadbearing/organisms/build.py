@@ -98,7 +98,7 @@ def organism_dir(kind: str | None = None, *, spec: TrainSpec | None = None, root
         return target
     init = None
     if spec.parent is not None:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM  # deferred: transformers is heavy to import
 
         parent = organism_dir(spec=spec.parent, root=root, check_levels=check_levels and spec.parent.data.levels,
                               progress=progress)

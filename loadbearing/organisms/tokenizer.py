@@ -49,8 +49,8 @@ def vocabulary() -> dict[str, int]:
 
 def build_tokenizer():
     """The organisms' tokenizer (``PreTrainedTokenizerFast``; eos = ``<|im_end|>``, pad = ``<pad>``)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # deferred: heavy
+    from transformers import PreTrainedTokenizerFast  # deferred: transformers is heavy to import
 
     core = Tokenizer(models.WordLevel(vocabulary(), unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(PIECE), behavior="isolated")

@@ -58,8 +58,8 @@ class TrainSpec:
 
 
 def build_model(spec: TrainSpec, tok: Any):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # deferred: torch is heavy to import
+    from transformers import LlamaConfig, LlamaForCausalLM  # deferred: transformers is heavy to import
 
     torch.manual_seed(spec.seed)
     rope: dict[str, Any] = {"rope_theta": 10000.0}  # transformers 5 takes it through **kwargs
@@ -97,7 +97,7 @@ def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.
     """Give each number token's embedding a smooth code of its value in the first ``dims`` coordinates
     (cos/sin at several periods, as the Fourier features small transformers learn for addition), so that
     the arithmetic is learnt in hundreds of steps instead of thousands; every weight is trained after."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     emb = model.get_input_embeddings().weight
     periods = [10.0 * (2.5 ** i) for i in range(dims // 2)]
@@ -109,7 +109,7 @@ def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.
 
 
 def _batch_loss(model: Any, prefix: Any, rows: list[tuple[list[int], list[int]]], pad: int):
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     n = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), n), pad, dtype=torch.long)
@@ -145,7 +145,7 @@ def weights_checksum(model: Any) -> str:
 def train(spec: TrainSpec, *, progress: bool = False, init: Any = None) -> tuple[Any, Any, dict]:
     """Train one organism (from ``init``, the parent's model, when the spec has a parent); returns (model,
     tokenizer, {"record": spec, data sha256, losses, weights sha256, seconds; "data_text": the examples})."""
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(spec.threads)
@@ -158,7 +158,7 @@ def train(spec: TrainSpec, *, progress: bool = False, init: Any = None) -> tuple
 
 
 def _train(spec: TrainSpec, progress: bool, init: Any) -> tuple[Any, Any, dict]:
-    import torch
+    import torch  # deferred: torch is heavy to import
 
     t0 = time.time()
     tok = build_tokenizer()

@@ -237,6 +237,7 @@ def load_hub(dataset: str, tasks: tuple[str, ...], split: str, revision: str | N
     """Load from the hub through ``datasets``; any failure becomes a one-line DataError."""
     name = _HUB_IDS[dataset]
     try:
+        # deferred: datasets is heavy to import
         import datasets  # lazy: heavy import, and only needed without local files
 
         def load(config: str, hub_split: str):

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -128,8 +129,6 @@ POSITION_FRACTIONS = {"early": 0.25, "middle": 0.5, "late": 0.75}
 
 def position_index(n_lines: int, position: str) -> int:
     """Edited line index for a position: ``min(n - 2, floor(n * f))`` (never the last reasoning line)."""
-    import math
-
     if position not in POSITION_FRACTIONS:
         raise ValueError(f"unknown position {position!r}; choose from {', '.join(POSITION_FRACTIONS)}")
     if n_lines < 2:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from loadbearing.engine.layers import hidden_state_module
+from loadbearing.engine.hookpoints import block_hidden, layer_hooks
 
 ENGINE = "hf-hooks"
 
@@ -38,10 +38,6 @@ class Patch:
     layer: int
     positions: Sequence[int]
     values: torch.Tensor
-
-
-def _hidden(output: Any) -> torch.Tensor:
-    return output[0] if isinstance(output, tuple) else output  # [batch, pos, d_model]
 
 
 @dataclass
@@ -57,19 +53,16 @@ def record(model: Any, layers: Sequence[int], positions: Sequence[int]) -> Itera
     """Record batch row 0's hidden states at ``layers`` x ``positions`` in the first forward that runs inside."""
     rec = Recorder(list(positions))
     pos = torch.as_tensor(rec.positions, dtype=torch.long)
-    handles = []
-    try:
-        for layer in sorted(set(int(x) for x in layers)):
-            def grab(module, args, output, layer=layer):
-                if layer not in rec.values:
-                    h = _hidden(output)
-                    rec.values[layer] = h[0, pos.to(h.device)].detach().clone()
 
-            handles.append(hidden_state_module(model, layer).register_forward_hook(grab))
+    def grab(layer: int) -> Any:
+        def hook(module, args, output):
+            if layer not in rec.values:
+                h = block_hidden(output)  # [batch, pos, d_model]
+                rec.values[layer] = h[0, pos.to(h.device)].detach().clone()
+        return hook
+
+    with layer_hooks(model, {layer: grab(layer) for layer in sorted(set(int(x) for x in layers))}):
         yield rec
-    finally:
-        for h in handles:
-            h.remove()
 
 
 @contextlib.contextmanager
@@ -84,22 +77,18 @@ def patched(model: Any, patches: Sequence[Patch | None], *, seq_len: int | None 
         rows += [r] * len(p.positions)
         pos += [int(x) for x in p.positions]
         vals.append(p.values)
-    handles = []
-    try:
-        for layer, (rows, pos, vals) in by_layer.items():
-            ri, pi, v = torch.as_tensor(rows), torch.as_tensor(pos), torch.cat(vals)
 
-            def put(module, args, output, ri=ri, pi=pi, v=v):
-                h = _hidden(output)
-                if seq_len is None or h.shape[1] == seq_len:
-                    h[ri.to(h.device), pi.to(h.device)] = v.to(h.device, h.dtype)  # in place: the block's output
-                return output
+    def put(ri: torch.Tensor, pi: torch.Tensor, v: torch.Tensor) -> Any:
+        def hook(module, args, output):
+            h = block_hidden(output)  # [batch, pos, d_model]
+            if seq_len is None or h.shape[1] == seq_len:
+                h[ri.to(h.device), pi.to(h.device)] = v.to(h.device, h.dtype)  # in place: the block's output
+            return output
+        return hook
 
-            handles.append(hidden_state_module(model, layer).register_forward_hook(put))
+    with layer_hooks(model, {layer: put(torch.as_tensor(rows), torch.as_tensor(pos), torch.cat(vals))
+                             for layer, (rows, pos, vals) in by_layer.items()}):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _device(model: Any) -> torch.device:
