@@ -33,12 +33,12 @@ _BACKEND_SET = False
 def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` with the Agg backend (selected once, on the first call)."""
     global _BACKEND_SET
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy to import
 
     if not _BACKEND_SET:
         matplotlib.use("Agg")
         _BACKEND_SET = True
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy to import
 
     return plt
 

@@ -102,7 +102,7 @@ class VLLMSteering:
               stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
         """Greedy continuations with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``
         (:func:`steering.generate.generate_steered`'s contract)."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         from steering.hooks import d_model
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.cli import OneLineParser, UsageError, add_output, run_cli
-from loadbearing.runs import MANIFEST, Run, question_key_of
+from loadbearing.runs import MANIFEST, RECORDS, Run, question_key_of
 from study.compare_stats import holm, paired_binary, paired_continuous, unpaired_rates
 
 MEASURES = ("propagation", "control error", "baseline accuracy", "AOC", "probe accuracy")
@@ -148,7 +148,7 @@ def _aoc_units(path: Path) -> list[Unit]:
     from behavioural.causal.early_answer import question_curves
     from loadbearing.files import read_jsonl
 
-    f = path / "early_answer" / "records.jsonl"
+    f = path / "early_answer" / RECORDS
     if not f.is_file():
         return []
     return [Unit((c["question_key"],), c["question_key"], float(c["aoc"]), c["question_id"], c.get("difficulty")
@@ -165,7 +165,7 @@ def _probe(path: Path) -> dict[str, Any] | None:
     if row.empty:
         return None
     r = row.iloc[0]
-    import pandas as pd
+    import pandas as pd  # deferred: pandas is heavy to import
 
     def val(x: Any) -> float | None:
         return None if pd.isna(x) else float(x)

@@ -49,7 +49,7 @@ MDD_FACTOR = (1.959963984540054 + 0.8416212335729143) / 1.959963984540054
 
 def mcnemar_exact(b10: int, b01: int) -> float:
     """Two-sided exact McNemar p-value: a binomial(b10 + b01, 1/2) test of the discordant pairs (1.0 with none)."""
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # deferred: scipy is heavy to import
 
     n = int(b10) + int(b01)
     return 1.0 if n == 0 else float(binomtest(int(b10), n, 0.5).pvalue)
@@ -110,7 +110,7 @@ def paired_binary(rows: Sequence[tuple[Hashable, float | None, float | None]], *
 
 def paired_continuous(rows: Sequence[tuple[Hashable, float, float]], *, seed: int = 0) -> dict[str, Any]:
     """One ``(question, a, b)`` per question (numbers); the question-weighted mean difference (module docstring)."""
-    from scipy import stats
+    from scipy import stats  # deferred: scipy is heavy to import
 
     a = np.array([r[1] for r in rows], dtype=float)
     b = np.array([r[2] for r in rows], dtype=float)

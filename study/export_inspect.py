@@ -208,7 +208,7 @@ def output_path(run: Run, output: str | None) -> Path:
 
 def write_log(log: Any, out: Path) -> Path:
     """Write one ``EvalLog`` to ``out`` atomically, in the format its suffix names."""
-    from inspect_ai.log import write_eval_log
+    from inspect_ai.log import write_eval_log  # deferred: inspect_ai is heavy and used only to export
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".export_inspect.") as tmp:

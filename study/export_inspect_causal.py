@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from loadbearing.files import read_json, read_jsonl
-from loadbearing.runs import RECORDS, SUMMARY, Run, question_key_of
+from loadbearing.runs import MANIFEST, RECORDS, SUMMARY, Run, question_key_of
 from study.export_inspect_groups import CELL, cell_score, grouped_score, moved, viewer_config
 
 STAGES = ("early_answer", "filler", "paraphrase", "resample")
@@ -37,7 +37,7 @@ _TEXTS = ("assistant_text", "generation", "continuation", "paraphrase_raw", "ans
 def _finished(run: Run, stage: str) -> bool:
     d = run.path / stage
     try:
-        m = read_json(d / "manifest.json")
+        m = read_json(d / MANIFEST)
     except Exception:  # noqa: BLE001 - absent or unreadable: not exported
         return False
     return m.get("status") == "ok" and (d / RECORDS).is_file() and (d / SUMMARY).is_file()
@@ -76,9 +76,9 @@ def _references(stage: str, rows: list[dict[str, Any]], run: Run) -> list[str | 
 
 def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: Any, model: str) -> Any:
     """One record as a sample; ``b`` its question's baseline (or None)."""
-    from inspect_ai.log import EvalSample
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
-    from inspect_ai.scorer import Score
+    from inspect_ai.log import EvalSample  # deferred: inspect_ai is heavy
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput  # deferred: inspect_ai is heavy
+    from inspect_ai.scorer import Score  # deferred: inspect_ai is heavy
 
     question = b.question if b is not None else r["question_id"]
     lead = r.get("assistant_text") or ""
@@ -100,12 +100,12 @@ def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: A
 
 def build_stage_log(run: Run, stage: str) -> Any:
     """One finished stage as an ``EvalLog`` (nothing written)."""
-    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalResults, EvalSpec, EvalStats
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalResults, EvalSpec, EvalStats  # deferred: inspect_ai is heavy
 
     from loadbearing.files import file_sha256
     from loadbearing.provenance import now
 
-    f = run.path / stage / "records.jsonl"
+    f = run.path / stage / RECORDS
     rows = read_jsonl(f)
     refs = _references(stage, rows, run)
     model = f"loadbearing/{run.model_spec.get('name') or 'unknown'}"

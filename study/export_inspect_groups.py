@@ -31,7 +31,7 @@ CELL = "cell"
 
 def cell_score(**fields: Any) -> Any:
     """The sample's ``cell`` score: a dictionary of :data:`CELL_FIELDS` (None where a field does not apply)."""
-    from inspect_ai.scorer import Score
+    from inspect_ai.scorer import Score  # deferred: inspect_ai is heavy
 
     value = {k: fields.get(k) for k in CELL_FIELDS}
     return Score(value=value, explanation="grouping fields (not a measurement): " +
@@ -46,6 +46,7 @@ def moved(answer: str | None, reference: str | None) -> bool | None:
 def viewer_config(scores: Sequence[str], *, name: str = "by cell") -> Any:
     """The viewer's sample list: the id, the ``cell`` columns, then ``scores`` (scalar scorers), input and
     target; sorted by level, strategy, position."""
+    # deferred: inspect_ai is heavy
     from inspect_ai.viewer import TaskSamplesColumn, TaskSamplesSort, TaskSamplesView, ViewerConfig
 
     cols = [TaskSamplesColumn(id="sampleId"), *[TaskSamplesColumn.score(CELL, f) for f in CELL_FIELDS],
@@ -60,7 +61,7 @@ def grouped_score(scorer: str, rows: Sequence[tuple[bool | None, Hashable, dict[
                   name: str | None = None, unit: str = "generation") -> Any:
     """An ``EvalScore`` holding the pooled rate of ``rows`` (``(flag, question, groups)``; a None flag is
     unscored) and one metric per group value, each question-clustered."""
-    from inspect_ai.log import EvalMetric, EvalScore
+    from inspect_ai.log import EvalMetric, EvalScore  # deferred: inspect_ai is heavy
 
     from loadbearing.stats import clustered_rate
 

@@ -51,7 +51,7 @@ from loadbearing.report import (
     render_markdown,
     render_text,
 )
-from loadbearing.runs import SUMMARY, Run
+from loadbearing.runs import ACTIVATIONS, Run, SKIPPED_STAGE, SUMMARY
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
 from study.html import write_report_html
 from study.report_counting import CONVENTION
@@ -102,7 +102,7 @@ def _labels(out: Path) -> Blocks | None:
 def _activations(out: Path) -> Blocks | None:
     from activations.cache import is_complete, summarize, summary_blocks
 
-    store = out / "activations.h5"
+    store = out / ACTIVATIONS
     return summary_blocks(summarize(store)) if is_complete(store) else None
 
 
@@ -127,7 +127,7 @@ def _gradient(out: Path) -> Blocks | None:
     from behavioural.gradient.render import summary_blocks
 
     d = out / "gradient"
-    if (d / "skipped.json").is_file():
+    if (d / SKIPPED_STAGE).is_file():
         return (Paragraph("One task/level only: no difficulty gradient (see python -m behavioural.gradient)."),)
     return summary_blocks(read_json(d / JSON_NAME)) if is_complete(d) else None
 

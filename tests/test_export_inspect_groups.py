@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_compare import write_run
+from helpers.compare_runs import write_run
 
 
 def _stage(run: Path, name: str, rows: list[dict]) -> None:

