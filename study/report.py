@@ -51,7 +51,7 @@ from loadbearing.report import (
     render_markdown,
     render_text,
 )
-from loadbearing.runs import ACTIVATIONS, Run, SKIPPED_STAGE, SUMMARY
+from loadbearing.runs import ACTIVATIONS, SKIPPED_STAGE, SUMMARY, Run
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
 from study.html import write_report_html
 from study.report_counting import CONVENTION
