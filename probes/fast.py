@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from probes.estimators import best_threshold, inner_splits
-from probes.solver import Design, solve, thread_limit
+from probes.solver import Design, solve, thread_limit, unique_rows
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per solve: bounds the [n, B*K] logit buffers
@@ -181,7 +181,7 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
     shift = X.mean(0)
     Xc = X - shift
     SM = Mk if stat_masks is None else np.atleast_2d(np.asarray(stat_masks, dtype=bool))
-    uS, inv = np.unique(SM, axis=0, return_inverse=True)  # scaler moments once per distinct stat mask
+    uS, inv = unique_rows(SM)  # scaler moments once per distinct stat mask
     Sf = uS.astype(np.float64)
     ns = Sf.sum(1)
     mu_u = (Sf @ Xc) / ns[:, None]

@@ -1,0 +1,82 @@
+"""probes.splits: the vectorised StratifiedGroupKFold gives scikit-learn's own splits, index for index."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.model_selection import StratifiedGroupKFold
+
+from probes.estimators import inner_splits
+from probes.splits import stratified_group_kfold
+
+
+def sklearn_splits(y, groups, k, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cv = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        return list(cv.split(np.zeros(len(y)), y, groups))
+
+
+def same(a, b) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, u) and np.array_equal(t, v) for (x, t), (u, v) in zip(a, b))
+
+
+@pytest.mark.parametrize("draw", range(120))
+def test_the_splits_are_scikit_learns(draw):
+    r = np.random.default_rng(draw)
+    n = int(r.integers(20, 300))
+    k = int(r.integers(2, 6))
+    if draw % 3 == 0:  # equal-sized questions, as in a study (many exactly tied candidate folds)
+        groups = np.arange(n) // int(r.integers(1, 6))
+    else:
+        groups = r.integers(0, max(k + 1, n // int(r.integers(2, 8))), n)
+    if draw % 2:
+        y = (r.random(n) < r.uniform(0.05, 0.6)).astype(np.int64)
+    else:
+        y = r.integers(0, int(r.integers(2, 5)), n)
+    seed = int(r.integers(0, 4))
+    try:
+        want = sklearn_splits(y, groups, k, seed)
+    except ValueError as e:  # what scikit-learn refuses, we refuse the same way (it is scikit-learn's own call)
+        with pytest.raises(ValueError, match=str(e)[:20]):
+            stratified_group_kfold(y, groups, k, seed)
+        return
+    assert same(stratified_group_kfold(y, groups, k, seed), want)
+
+
+def test_string_groups_and_a_study_sized_split():
+    r = np.random.default_rng(7)
+    n = 3000
+    groups = np.array([f"q{i // 5}" for i in range(n)], dtype=object)
+    y = (r.random(n) < 0.37).astype(np.int64)
+    for seed in (0, 1):
+        assert same(stratified_group_kfold(y, groups, 3, seed), sklearn_splits(y, groups, 3, seed))
+
+
+def test_inner_splits_unchanged_for_the_permuted_labels_of_a_study():
+    """The permutation refits' inner splits (probes.permuted.inner_masks) are the splits scikit-learn gives."""
+    from probes.cv import permute_by_group
+
+    r = np.random.default_rng(3)
+    n = 600
+    q = np.arange(n) // 4
+    y = (r.random(n) < 0.4).astype(np.int64)
+    for _ in range(5):
+        yp = permute_by_group(y, q, r)
+        got = inner_splits(yp, q, 3, 0)
+        want = [(a, b) for a, b in sklearn_splits(yp, q, 3, 0) if len(np.unique(yp[a])) > 1]
+        assert same(got, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (40, 8), (300, 1001), (64, 4097)])
+def test_unique_rows_is_numpys_unique_over_rows(shape):
+    """probes.solver.unique_rows (the scaler masks of thousands of refits, packed) = np.unique(axis=0)."""
+    from probes.solver import unique_rows
+
+    r = np.random.default_rng(sum(shape))
+    base = r.random((max(1, shape[0] // 4), shape[1])) < 0.6
+    m = base[r.integers(0, len(base), shape[0])]  # many repeated rows, as the permutation refits have
+    u, inv = unique_rows(m)
+    want_u, want_inv = np.unique(m, axis=0, return_inverse=True)
+    assert u.dtype == bool and np.array_equal(u, want_u) and np.array_equal(inv, np.asarray(want_inv).reshape(-1))
