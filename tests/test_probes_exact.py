@@ -1,4 +1,6 @@
-"""probes.splits: the vectorised StratifiedGroupKFold gives scikit-learn's own splits, index for index."""
+"""The probe stage's speed-ups change no result: the vectorised StratifiedGroupKFold gives scikit-learn's own
+splits index for index (probes.splits), unique_rows is np.unique over rows, and the permuted mass-mean refits
+(decision values from the fit's own GEMM) predict what the per-problem rule predicts."""
 from __future__ import annotations
 
 import warnings
@@ -80,3 +82,30 @@ def test_unique_rows_is_numpys_unique_over_rows(shape):
     u, inv = unique_rows(m)
     want_u, want_inv = np.unique(m, axis=0, return_inverse=True)
     assert u.dtype == bool and np.array_equal(u, want_u) and np.array_equal(inv, np.asarray(want_inv).reshape(-1))
+
+
+@pytest.mark.parametrize("kind", ["mass_mean", "logistic"])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_permuted_refits_predict_as_the_single_fit_does(n_classes, kind):
+    """cv_many (the outer logistic refits stopped at their chosen C; mass-mean decisions from the fit's GEMM)
+    gives every label vector the predictions and inner scores cv_predict gives it alone."""
+    from probes.controls import question_permutations
+    from probes.cv import outer_folds
+    from probes.fast import cv_predict
+    from probes.permuted import cv_many, inner_masks
+
+    r = np.random.default_rng(n_classes)
+    n, d = 240, 12
+    y = r.integers(0, n_classes, n)
+    X = r.standard_normal((n, d)) + 0.8 * y[:, None] * (np.arange(d) < 2) + 50.0 * (np.arange(d) == 3)
+    g = np.arange(n) // 4
+    f = outer_folds(y, g, 4, 0)
+    Yp = np.vstack([y[None], question_permutations(y, g, 3, seed=1)])
+    Cs = (0.001, 0.01, 0.1, 1.0, 10.0)
+    many = cv_many(kind, X, Yp, f, inner_masks(Yp, g, f, 3, 0), Cs=Cs)
+    for p in range(len(Yp)):
+        ref = cv_predict(kind, X, Yp[p], g, f, Cs=Cs, inner_folds=3, seed=0)
+        assert np.array_equal(many["pred"][p], ref["pred"])
+        assert np.allclose(many["inner"][p], ref["inner_score"], equal_nan=True)
+        if kind == "logistic":
+            assert np.array_equal(many["C"][p], ref["C"])
