@@ -9,8 +9,7 @@ every refit exactly as the real fit does.
 For each label vector and outer fold the rule is that of :func:`probes.fast.cv_predict`: the inner grouped,
 stratified splits of the training split (:func:`probes.estimators.inner_splits` on *that* label vector), the
 logistic fits of every inner split along the ascending C path (warm-started), C by the best mean inner
-accuracy (ties -> stronger regularisation), the refit on the training split at that C (warm-started along the
-same path, stopped there); mass-mean in closed
+accuracy (ties -> stronger regularisation), the refit on the training split at that C; mass-mean in closed
 form with the mean inner accuracy as its inner score (nested layer selection reads it). All problems of a
 layer go through the batched solver in chunks. A training split with one class is skipped (its rows stay
 unscored); a multiclass split that lacks a class is fitted as it is (the absent class is never learned).
@@ -69,10 +68,6 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
 
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
                    device: str, tol: float, max_iter: int) -> dict[str, Any]:
-    """Two passes over the problems: the inner fits of every (label vector, outer fold) along the whole C path
-    (their held-out accuracies choose C), then each outer refit along the path only up to its chosen C (the
-    same warm-started sequence of fits, stopped where the result is read: larger Cs converge slowest and their
-    outer fits were never used)."""
     from probes.fast import predict_logits
     from probes.solver import Design, solve
 
@@ -83,82 +78,80 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
     live = _live(Y, fold_ids)
     trains = [fold_ids != k for k in range(F)]
     masks, stats = list(trains), list(trains)  # mask index k < F: outer split k
-    inner_y, inner_m, inner_owner, inner_test = [], [], [], []  # the inner problems
-    owners = [(p, k) for p in range(P) for k in range(F) if live[p, k]]
-    for p, k in owners:
-        for a, b in splits[p][k]:
-            masks.append(a)
-            stats.append(trains[k])
-            inner_y.append(p)
-            inner_m.append(len(masks) - 1)
-            inner_owner.append((p, k))
-            inner_test.append(b)
+    # problems: (label row, mask index, role, owner (p, k), inner test mask or None)
+    prob_y, prob_m, prob_role, prob_owner, prob_test = [], [], [], [], []
+    for p in range(P):
+        for k in range(F):
+            if not live[p, k]:
+                continue
+            for a, b in splits[p][k]:
+                masks.append(a)
+                stats.append(trains[k])
+                prob_y.append(p)
+                prob_m.append(len(masks) - 1)
+                prob_role.append(0)
+                prob_owner.append((p, k))
+                prob_test.append(b)
+            prob_y.append(p)
+            prob_m.append(k)
+            prob_role.append(1)
+            prob_owner.append((p, k))
+            prob_test.append(None)
     pred = np.full((P, n), -1, dtype=np.int64)
     inner = np.full((P, F), np.nan)
     C_out = np.full((P, F), np.nan)
-    if not owners:
+    if not prob_y:
         return {"pred": pred, "inner": inner, "C": C_out}
     D = Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
-    dev = D.X.device
-    acc = np.full((len(inner_y), len(Cs)), np.nan)  # inner problems: held-out inner accuracy per C
-    for s in range(0, len(inner_y), CHUNK):
-        idx = np.arange(s, min(len(inner_y), s + CHUNK))
-        midx = np.asarray(inner_m)[idx]
-        targets = Y[np.asarray(inner_y)[idx]]
+    B = len(prob_y)
+    acc = np.full((B, len(Cs)), np.nan)  # inner problems: held-out inner accuracy per C
+    outer_pred: dict[int, np.ndarray] = {}  # outer problems: [len(Cs), n_te] predictions
+    for s in range(0, B, CHUNK):
+        idx = np.arange(s, min(B, s + CHUNK))
+        midx = np.asarray(prob_m)[idx]
+        targets = Y[np.asarray(prob_y)[idx]]
         theta = None
         for j, C in enumerate(Cs):
             theta, _ = solve(D, targets, midx, np.full(len(idx), C), n_classes=K, theta0=theta, tol=tol,
                              max_iter=max_iter)
-            z = D.logits(theta, torch.as_tensor(midx, device=dev)).detach().cpu().numpy()  # [n, b, K]
+            z = D.logits(theta, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()  # [n, b, K]
             for i, b in enumerate(idx):
-                te = inner_test[b]
-                acc[b, j] = float(np.mean(predict_logits(z[te, i, :]) == Y[inner_y[b], te]))
+                p, k = prob_owner[b]
+                if prob_role[b] == 0:
+                    te = prob_test[b]
+                    acc[b, j] = float(np.mean(predict_logits(z[te, i, :]) == Y[p, te]))
+                else:
+                    te = fold_ids == k
+                    outer_pred.setdefault(int(b), np.empty((len(Cs), int(te.sum())), dtype=np.int64))[j] = \
+                        predict_logits(z[te, i, :])
     by_owner: dict[tuple[int, int], list[int]] = {}
-    for b, o in enumerate(inner_owner):
-        by_owner.setdefault(o, []).append(b)
-    stop = np.full(len(owners), -1)  # per outer refit: the index of its C on the path (-1: DEFAULT_C off it)
-    for i, (p, k) in enumerate(owners):
+    outer_of: dict[tuple[int, int], int] = {}
+    for b, o in enumerate(prob_owner):
+        if prob_role[b] == 0:
+            by_owner.setdefault(o, []).append(b)
+        else:
+            outer_of[o] = b
+    extra = []
+    for (p, k), ob in outer_of.items():
         rows = by_owner.get((p, k), [])
+        te = fold_ids == k
         if rows:
             mean = acc[rows].mean(axis=0)
             best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
-            inner[p, k], C_out[p, k], stop[i] = float(mean[best]), Cs[best], best
+            inner[p, k], C_out[p, k] = float(mean[best]), Cs[best]
+            pred[p, te] = outer_pred[ob][best]
             continue
         C_ = DEFAULT_C if len(Cs) != 1 else Cs[0]
         C_out[p, k] = C_
-        stop[i] = Cs.index(C_) if C_ in Cs else -1
-    for s in range(0, len(owners), CHUNK):  # the outer refits, each along the path up to its chosen C
-        ids = np.arange(s, min(len(owners), s + CHUNK))
-        on = ids[stop[ids] >= 0]
-        path: torch.Tensor | None = None  # the running refits' solutions at the last C
-        for j, C in enumerate(Cs):
-            on = on[stop[on] >= j]
-            if not len(on):
-                break
-            rows_j = np.searchsorted(ids[stop[ids] >= 0], on)  # positions of the still-running refits
-            midx = np.array([owners[i][1] for i in on])
-            th0 = None if path is None else path[torch.as_tensor(rows_j, device=dev)]
-            th, _ = solve(D, Y[[owners[i][0] for i in on]], midx, np.full(len(on), C), n_classes=K, theta0=th0,
-                          tol=tol, max_iter=max_iter)
-            if path is None:
-                path = th
-            else:
-                path[torch.as_tensor(rows_j, device=dev)] = th
-            done = on[stop[on] == j]
-            if len(done):
-                sel = np.flatnonzero(stop[on] == j)
-                z = D.logits(th[torch.as_tensor(sel, device=dev)],
-                             torch.as_tensor(midx[sel], device=dev)).detach().cpu().numpy()
-                for c, i in enumerate(done):
-                    p, k = owners[i]
-                    te = fold_ids == k
-                    pred[p, te] = predict_logits(z[te, c, :])
-    extra = [owners[i] for i in np.flatnonzero(stop < 0)]
+        if C_ in Cs:
+            pred[p, te] = outer_pred[ob][Cs.index(C_)]
+        else:
+            extra.append((p, k))
     if extra:  # no inner split possible and the default C off the path: one more solve
         midx = np.array([k for _, k in extra])
         th, _ = solve(D, Y[[p for p, _ in extra]], midx, np.full(len(extra), DEFAULT_C), n_classes=K, tol=tol,
                       max_iter=max_iter)
-        z = D.logits(th, torch.as_tensor(midx, device=dev)).detach().cpu().numpy()
+        z = D.logits(th, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()
         for i, (p, k) in enumerate(extra):
             te = fold_ids == k
             pred[p, te] = predict_logits(z[te, i, :])

@@ -87,8 +87,8 @@ def test_unique_rows_is_numpys_unique_over_rows(shape):
 @pytest.mark.parametrize("kind", ["mass_mean", "logistic"])
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_permuted_refits_predict_as_the_single_fit_does(n_classes, kind):
-    """cv_many (the outer logistic refits stopped at their chosen C; mass-mean decisions from the fit's GEMM)
-    gives every label vector the predictions and inner scores cv_predict gives it alone."""
+    """cv_many (mass-mean decisions from the fit's own GEMM; logistic as a reference) gives every label vector the
+    predictions and inner scores cv_predict gives it alone."""
     from probes.controls import question_permutations
     from probes.cv import outer_folds
     from probes.fast import cv_predict
