@@ -207,6 +207,23 @@ def cluster_df(n_g: np.ndarray) -> np.ndarray:
     return np.maximum(n ** 2 / (ng ** 2).sum(1) - 1.0, 1.0)
 
 
+def anova_deff(kg: np.ndarray, ng: np.ndarray) -> np.ndarray:
+    """``1 + (m_w - 1) rho`` per dataset (rows of ``kg`` / ``ng`` ``[B, K]``): Kish's design effect at the
+    size-weighted mean question size ``m_w = sum n_g^2 / n``, with ``rho`` the one-way ANOVA intra-question
+    correlation of the binary rows, ``(MSB - MSW) / (MSB + (n_0 - 1) MSW)``, ``n_0 = (n - sum n_g^2 / n) / (K - 1)``,
+    clipped to [0, 1] (1 when MSB = MSW = 0)."""
+    K = kg.shape[1]
+    n = ng.sum(1)
+    pg = kg / ng
+    p = kg.sum(1) / n
+    msb = (ng * (pg - p[:, None]) ** 2).sum(1) / (K - 1)
+    msw = (kg * (1 - pg)).sum(1) / np.maximum(n - K, 1)
+    n0 = (n - (ng ** 2).sum(1) / n) / (K - 1)
+    den = msb + (n0 - 1) * msw
+    rho = np.clip((msb - msw) / np.where(den > 0, den, 1.0), 0.0, 1.0)
+    return 1.0 + ((ng ** 2).sum(1) / n - 1.0) * rho
+
+
 def design_effect_interval(k_g: np.ndarray, n_g: np.ndarray, level: float = 0.95, *,
                            df: str = "effective") -> tuple[np.ndarray, np.ndarray]:
     """Korn-Graubard interval for a pooled proportion of clustered rows, vectorised over datasets.
@@ -219,6 +236,9 @@ def design_effect_interval(k_g: np.ndarray, n_g: np.ndarray, level: float = 0.95
     * floored at ``1 + (m_w - 1) / (1 + min(k, n - k))`` (``m_w = sum n_g^2 / n``) and at 1: with no or few
       events the spread of the questions cannot show the clustering, so the design effect starts at its
       ceiling (every question all-or-none: the questions are the sample) and falls as events accumulate;
+    * and at the ANOVA design effect ``1 + (m_w - 1) rho`` (:func:`anova_deff`): the linearised one is tied to
+      the sizes of the few questions that happen to carry the events (small ones give a small rate *and* a small
+      design effect together), which left 66 questions at ICC 0.6-0.9 and p = 5% covering 0.87-0.93;
     * ``n* = n / deff * (t_{n-1} / t_{df})^2``, ``df = K_eff - 1`` with ``K_eff = n^2 / sum_g n_g^2`` the
       effective number of questions (:func:`cluster_df`; ``K - 1`` when questions are of equal size),
       ``x* = p n*``;
@@ -244,6 +264,7 @@ def design_effect_interval(k_g: np.ndarray, n_g: np.ndarray, level: float = 0.95
         deff = np.where(var_b > 0, var_c / np.where(var_b > 0, var_b, 1.0), 1.0)
     m_w = (ng ** 2).sum(1) / n
     deff = np.maximum(np.maximum(deff, 1.0), 1.0 + (m_w - 1.0) / (1.0 + np.minimum(k, n - k)))
+    deff = np.maximum(deff, anova_deff(kg, ng))
     if df not in ("effective", "clusters"):
         raise ValueError(f"df must be 'effective' or 'clusters', got {df!r}")
     dof = cluster_df(ng) if df == "effective" else np.full(n.shape, K - 1.0)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from probes.estimators import best_threshold, inner_splits
-from probes.solver import Design, solve, thread_limit
+from probes.solver import Design, solve, thread_limit, unique_rows
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per solve: bounds the [n, B*K] logit buffers
@@ -168,12 +168,15 @@ def _mass_mean_problem(mu: np.ndarray, sig: np.ndarray, sums: np.ndarray, counts
     return np.stack(V), np.asarray(b)
 
 
-def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_masks: np.ndarray | None = None
+def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_masks: np.ndarray | None = None,
+                   decisions: dict[int, np.ndarray] | None = None
                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
     """Closed-form ``StandardScaler + MassMeanProbe`` for each (labels ``Y[b]``, mask ``train_masks[b]``):
     class sums and scaler moments are two GEMMs over all problems. Returns ``(classes, coef, intercept)`` per
     problem (raw coordinates), ``None`` where the mask holds one class. ``stat_masks[b]`` (default the
-    training mask) are the rows the scaler was fitted on."""
+    training mask) are the rows the scaler was fitted on. ``decisions``, when given, receives each two-class
+    problem's decision values on every row (``x @ coef.T + intercept``, from the threshold's own GEMM on the
+    centred rows: the same values up to rounding, without a second GEMM)."""
     X = np.asarray(X, dtype=np.float64)
     Y = np.atleast_2d(np.asarray(Y))
     Mk = np.atleast_2d(np.asarray(train_masks, dtype=bool))
@@ -181,7 +184,7 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
     shift = X.mean(0)
     Xc = X - shift
     SM = Mk if stat_masks is None else np.atleast_2d(np.asarray(stat_masks, dtype=bool))
-    uS, inv = np.unique(SM, axis=0, return_inverse=True)  # scaler moments once per distinct stat mask
+    uS, inv = unique_rows(SM)  # scaler moments once per distinct stat mask
     Sf = uS.astype(np.float64)
     ns = Sf.sum(1)
     mu_u = (Sf @ Xc) / ns[:, None]
@@ -212,6 +215,8 @@ def mass_mean_fits(X: np.ndarray, Y: np.ndarray, train_masks: np.ndarray, stat_m
             tr = Mk[b]
             t = best_threshold(S[tr, j] + c0[0], (Y[b][tr] == classes[1]).astype(np.int8))
             out[b][2] = c0 - t
+            if decisions is not None:
+                decisions[b] = S[:, j] + out[b][2][0]
     return [None if r is None else (r[0], r[1], r[2] - r[1] @ shift) for r in out]
 
 

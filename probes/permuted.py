@@ -176,18 +176,23 @@ def _mass_mean_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: 
     scores: dict[tuple[int, int], list[float]] = {}
     for s in range(0, len(jobs), CHUNK):
         chunk = jobs[s: s + CHUNK]
+        dec: dict[int, np.ndarray] = {}  # two-class problems: decision values from the fit's own GEMM
         res = mass_mean_fits(X, np.stack([Y[j[0]] for j in chunk]), np.stack([j[2] for j in chunk]),
-                             np.stack([j[3] for j in chunk]))
-        fitted = [(j, r) for j, r in zip(chunk, res) if r is not None]
+                             np.stack([j[3] for j in chunk]), decisions=dec)
+        fitted = [(i, j, r) for i, (j, r) in enumerate(zip(chunk, res)) if r is not None]
         if not fitted:
             continue
-        # every fitted problem's decision values on every row from one GEMM ([n, sum of K_b]), instead of a
+        # the other fitted problems' decision values on every row from one GEMM ([n, sum of K_b]), instead of a
         # copy of the held-out rows per problem; the same rule as mass_mean_predict
-        Z = X @ np.concatenate([r[1] for _, r in fitted]).T
+        rest = [r for i, _, r in fitted if i not in dec]
+        Z = X @ np.concatenate([r[1] for r in rest]).T if rest else np.zeros((len(X), 0))
         col = 0
-        for (p, k, _, _, te_in), (classes, W, b) in fitted:
-            z = Z[:, col: col + W.shape[0]] + b
-            col += W.shape[0]
+        for i, (p, k, _, _, te_in), (classes, W, b) in fitted:
+            if i in dec:
+                z = dec[i][:, None]
+            else:
+                z = Z[:, col: col + W.shape[0]] + b
+                col += W.shape[0]
             te = (fold_ids == k) if te_in is None else te_in
             zt = z[te]
             cls = classes[(zt[:, 0] > 0).astype(int)] if W.shape[0] == 1 else classes[np.argmax(zt, axis=1)]

@@ -35,6 +35,18 @@ _PRECOND: dict = {}  # the last feature matrix's eigenbasis (one layer is fitted
 SMALL_WORK = 4_000_000  # n * d below which one thread is faster (per-op overhead beats the parallel speed-up)
 
 
+def unique_rows(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(masks, axis=0, return_inverse=True)`` for a bool matrix ``[M, n]``, sorting the rows packed 8
+    to a byte (big-endian bits keep the lexicographic order, so the unique rows, their order and the inverse are
+    the same): thousands of permutation masks of a large study sort in a fraction of the time."""
+    m = np.asarray(masks, dtype=bool)
+    if m.ndim != 2 or m.shape[1] == 0:
+        u, inv = np.unique(m, axis=0, return_inverse=True)
+        return u, np.asarray(inv).reshape(-1)
+    up, inv = np.unique(np.packbits(m, axis=1), axis=0, return_inverse=True)
+    return np.unpackbits(up, axis=1, count=m.shape[1]).astype(bool), np.asarray(inv).reshape(-1)
+
+
 @contextmanager
 def thread_limit(n: int, d: int, device: torch.device | str = "cpu") -> Iterator[None]:
     """One intra-op torch thread for small CPU problems (thread hand-offs dominate them); unchanged otherwise."""
@@ -95,7 +107,7 @@ class Design:
         # the scaler moments once per distinct stat mask (the permutation refits' inner splits share their
         # outer fold's scaler: a few distinct masks among thousands), expanded to every mask
         sm_np = np.asarray(masks if stat_masks is None else stat_masks, dtype=bool)
-        uS, inv = np.unique(sm_np, axis=0, return_inverse=True)
+        uS, inv = unique_rows(sm_np)
         SM = torch.as_tensor(uS.astype(np.float64)).to(dev)  # [U, n]
         ns = SM.sum(1)
         if torch.any(nt < 1) or torch.any(ns < 1):

@@ -39,9 +39,10 @@ def test_interval_coverage_at_few_clusters_and_rare_events(calibration):
 
 def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     """Lognormal and dominant-question sizes, informative sizes, ICC up to 0.9, rare events at 5 and 16
-    questions: the effective-questions degrees of freedom hold 0.95 (less 2 MC SE) where K - 1 did not.
-    Not held (the bench prints FAIL): lognormal and informative sizes at 66 questions, p = 5%, ICC 0.6, where
-    the degrees of freedom barely matter and the design effect itself is underestimated."""
+    questions: the effective-questions degrees of freedom and the ANOVA design-effect floor hold 0.95 (less 2
+    MC SE); with K - 1 degrees of freedom one question holding half the rows covered 0.77-0.87 before the floor.
+    Not held at the bench's 4,000 simulations: informative sizes at 66 questions, p = 5%, ICC 0.3 (0.941
+    against a mark of 0.943; 0.886 before the ANOVA floor), so that entry is not checked here."""
     import numpy as np
 
     from loadbearing.stats import design_effect_interval
@@ -49,11 +50,18 @@ def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     mod = calibration.discover(["intervals"])["intervals"]
     res = mod.hard_entries(1000, seed=0)
     for name, e in res.items():
-        if not e.get("informational") and not name.endswith(("lognormal.q66", "informative.q66")):
+        if not e.get("informational") and not name.endswith("informative.q66"):
             assert calibration.check_entry(e) == "ok", (name, e["worst_scenario"], e["coverage"])
     for K in (16, 66):
         before = res[f"rate.coverage.dominant.q{K}.df_k_minus_1"]
-        assert before["coverage"] < 0.9 and before["k_eff"] < 5  # the interval before
+        assert before["k_eff"] < 5 and res[f"rate.coverage.dominant.q{K}"]["coverage"] >= before["coverage"]
+    # rare clustered events at 66 questions (a few questions carry them): the ANOVA floor widens the interval
+    rng = np.random.default_rng(0)
+    ng = rng.integers(3, 12, 66)
+    pg = rng.beta(0.05 * 0.25, 0.95 * 0.25, size=(4000, 66))  # ICC 0.8, p = 5%
+    kg = rng.binomial(ng, pg)
+    lo, hi = design_effect_interval(kg, ng)
+    assert np.mean((lo <= 0.05) & (0.05 <= hi)) >= 0.94
     # equal sizes: the same interval as before (K_eff = K)
     kg, ng = np.array([[3, 0, 1, 5, 2, 0, 4]]), np.full(7, 6)
     assert np.allclose(design_effect_interval(kg, ng), design_effect_interval(kg, ng, df="clusters"))

@@ -197,3 +197,15 @@ def test_cluster_bootstrap_is_labelled_descriptive_and_never_zero_width():
     assert same["note"].startswith("no interval: every resample of the 4 clusters gave the same value")
     spread = cluster_bootstrap_ci(["a", "b", "c", "d"], [0.0, 1.0, 0.5, 1.0], mean, n_boot=200)
     assert spread["ci"][0] < spread["ci"][1] and "not a calibrated 95% interval" in spread["note"]
+
+
+def test_anova_design_effect_bounds():
+    """All-or-none questions of m rows: rho = 1, deff = m; the same rate in every question: rho = 0, deff = 1."""
+    import numpy as np
+
+    from loadbearing.stats import anova_deff
+
+    ng = np.full((1, 6), 4.0)
+    assert anova_deff(np.array([[4.0, 0, 4, 0, 0, 0]]), ng)[0] == pytest.approx(4.0)
+    assert anova_deff(np.array([[2.0, 2, 2, 2, 2, 2]]), ng)[0] == pytest.approx(1.0)
+    assert anova_deff(np.zeros((1, 6)), ng)[0] == pytest.approx(1.0)  # no events: no between-question spread
