@@ -130,7 +130,8 @@ def _run_activations(out: Path, c: StudyConfig) -> Any:
     from activations.cache import CacheConfig, cache_activations
 
     return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
-                                         conditions="perturbed", resume=True, device=c.device, progress=not c.quiet))
+                                         positions=c.token_positions, conditions="perturbed", resume=True,
+                                         device=c.device, progress=not c.quiet))
 
 
 def _render_activations(out: Path, style: str) -> str | None:
@@ -186,7 +187,7 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
                       max_new_tokens=c.steer_max_new_tokens,
                       per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
                       operators=[o.strip() for o in c.steer_operator.split(",") if o.strip()],
-                      resume=_steer_dir(out).exists())
+                      positions=c.steer_positions, resume=_steer_dir(out).exists())
     for name, value in (("device", c.device), ("progress", not c.quiet)):
         if hasattr(cfg, name):
             object.__setattr__(cfg, name, value)
