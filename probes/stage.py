@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from probes.config import RESULTS, ProbeConfig
-from probes.data import ProbeData, ProbeError, check_folds, is_post_outcome_read, load_probe_data
+from probes.data import POST_OUTCOME_TARGETS, ProbeData, ProbeError, check_folds, is_post_outcome_read, load_probe_data
 from probes.experiment import jsonable, train_probes
 from probes.summary import print_summary
 
@@ -88,7 +88,7 @@ def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
         raise ProbeError(f"cannot read {store_path} as an activation store ({str(e).splitlines()[0]}); re-create it "
                          f"with: python -m activations.cache RUN_DIR") from None
     with store_cm as store:
-        if store.leaky and not config.allow_leaky and not is_post_outcome_read(config.target, config.position):
+        if store.leaky and not config.allow_leaky and config.target not in POST_OUTCOME_TARGETS:  # read at continuation_*
             raise ProbeError(f"{store_path} is marked leaky (its features include tokens written after the edit, "
                              f"which carry the outcome); re-cache at pre-outcome positions, or --allow-leaky to "
                              f"run anyway (results invalid)")
