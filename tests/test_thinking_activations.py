@@ -144,3 +144,22 @@ def test_probes_cli_on_a_leaky_store(think_tok, think_lm, tmp_path, capsys):
         assert main([str(out), "--output-dir", str(tmp_path / "p"), "--quiet", *args]) != 0
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and msg in err[0], err
+
+
+def test_r1_distill_preset_and_study_settings():
+    """The preset reads into a valid study config that steers the think block and caches its positions; the
+    settings added for it stay out of study.json while they hold their defaults."""
+    from study.config import StudyConfig, StudyError
+    from study.files import read_config_file
+
+    (run,) = read_config_file("r1-distill")
+    c = StudyConfig(**run)
+    c.validate()
+    assert c.steer_positions == "think" and "think_mean" in c.token_positions
+    assert c.to_dict()["steer_positions"] == "think"
+    plain = StudyConfig(output_dir="x")
+    assert "steer_positions" not in plain.to_dict() and "token_positions" not in plain.to_dict()
+    for bad, msg in (({"steer_positions": "thinking"}, "--steer-positions"), ({"token_positions": "think"},
+                                                                              "--token-positions")):
+        with pytest.raises(StudyError, match=msg):
+            StudyConfig(output_dir="x", **bad).validate()
