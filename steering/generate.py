@@ -43,12 +43,20 @@ from steering.hooks import d_model, hook_module
 from steering.positions import check_positions, phase_of, prompt_steering
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SteeredGeneration(Generation):
     """A :class:`loadbearing.engine.generation.Generation` with the pass recorder's ``steer_audit``
-    (:mod:`steering.audit`)."""
+    (:mod:`steering.audit`); equal to any Generation with the same text, token count and finish reason (the
+    audit describes how it was made, not what it is)."""
 
     audit: dict | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Generation):
+            return NotImplemented
+        return (self.text, self.new_tokens, self.finish_reason) == (other.text, other.new_tokens, other.finish_reason)
+
+    __hash__ = Generation.__hash__
 
 
 class _RowSteer:
