@@ -14,8 +14,10 @@ inputs and positions: :mod:`activations.inputs`; engines: :mod:`activations.engi
   record's ``input_tokens``.
 * **Layers** follow :mod:`loadbearing.engine.layers`: 0 = embeddings, L = output of block L-1, the last one before
   the final norm. The resolved decoder-layer module path is stored as the ``decoder_layers_path`` attribute.
-* **Positions** are all before the outcome (``prefix_last``, ``edit_mean``, ``edit_last``);
-  ``continuation_mean`` needs ``--allow-outcome-tokens`` and marks the store ``leaky``.
+* **Positions** are all before the outcome (``prefix_last``, ``edit_mean``, ``edit_last``; ``think_mean``,
+  ``think_last`` for a thinking model's think block); ``continuation_mean`` and ``continuation[:N]`` (the first
+  N generated tokens after the edit, ``continuation_0..N-1``: post-outcome reads, e.g. for the
+  ``repair_post_outcome`` probe target) need ``--allow-outcome-tokens`` and mark the store ``leaky``.
 * **Resume**: every batch is committed atomically; after an interruption (SIGKILL included) ``--resume``
   continues and gives the same store as an uninterrupted run. One writer per store (``<store>.lock``).
 * **Shards**: ``--shard I/N`` caches only the questions whose key hashes to shard I (default output
@@ -44,6 +46,8 @@ from activations.inputs import (
     OUTCOME_POSITIONS,
     SAFE_POSITIONS,
     CacheError,
+    expand_continuation,
+    is_outcome_position,
     prepare_item,
 )
 from activations.memory import bound_heap
@@ -121,7 +125,7 @@ def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
         raise CacheError(f"unknown --conditions {config.conditions!r}; choose {', '.join(CONDITIONS)}")
     pos = parse_token_positions(config.positions, safe=SAFE_POSITIONS, outcome=OUTCOME_POSITIONS,
                                 allow_outcome_tokens=config.allow_outcome_tokens, default=("prefix_last",),
-                                error=CacheError)
+                                error=CacheError, expand=expand_continuation, expand_name="continuation[:N]")
     check_layers(config.layers, error=CacheError)
     shard = _shard(config.shard)
     check_device(config.device)
@@ -208,7 +212,7 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
     layers_path, _ = decoder_layers(lm.model)
     lay = parse_layers(config.layers, n_layers=n_layers(lm.model), error=CacheError) or []
     d_model = model_width(lm.model)
-    leaky = any(p in OUTCOME_POSITIONS for p in pos)
+    leaky = any(is_outcome_position(p) for p in pos)
     settings = {
         "layers": lay, "positions": pos, "engine": engine, "dtype": config.dtype, "batch_size": config.batch_size,
         "conditions": config.conditions, "labels": label_source or None,
@@ -352,10 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_option(what, "--token-positions", dest="positions", default="prefix_last", metavar="LIST",
                deprecated=("--positions",),
                help=f"comma-separated token positions: {', '.join(SAFE_POSITIONS)} (default prefix_last); "
-                    f"{', '.join(OUTCOME_POSITIONS)} needs --allow-outcome-tokens")
+                    f"{', '.join(OUTCOME_POSITIONS)} and continuation[:N] (the first N tokens generated after "
+                    f"the edit, one position each) need --allow-outcome-tokens")
     what.add_argument("--allow-outcome-tokens", action="store_true",
-                      help="allow the continuation_mean position (averages over outcome tokens: label leakage); "
-                           "marks the store leaky")
+                      help="allow continuation_mean / continuation[:N] (tokens written after the edit: the "
+                           "outcome; post-outcome reads, not for prediction); marks the store leaky")
     what.add_argument("--dtype", default="float32", choices=DTYPES, help="stored dtype (default float32)")
     model = ap.add_argument_group("model and engine")
     model.add_argument("--engine", default="nnsight", choices=ENGINES,

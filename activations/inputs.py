@@ -6,9 +6,17 @@
 
 Positions (all before the outcome unless ``--allow-outcome-tokens``): ``prefix_last`` (the last input token),
 ``edit_mean`` / ``edit_last`` (mean over / last of the tokens of the edited line, found through the tokenizer's
-offset mapping), ``continuation_mean`` (mean over the continuation's tokens, which contain the outcome: leaky).
+offset mapping), ``think_mean`` / ``think_last`` (mean over / last of the input's tokens inside its think block, a thinking
+model's ``<think>...</think>``, whether the chat template or the model opened it; :func:`loadbearing.thinking.think_span`),
+``continuation_mean`` (mean over the continuation's tokens, which contain the outcome: leaky), and
+``continuation[:N]`` (the first ``N`` tokens of the continuation, the text generated after the edited step, each
+its own position ``continuation_0`` .. ``continuation_{N-1}``; default and most :data:`MAX_CONTINUATION`; also
+leaky, post-outcome). Only the first ``N`` continuation tokens are fed (a causal model's states there do not
+depend on later tokens), so the forward pass and the store grow by ``N`` tokens and ``N`` positions per row, a
+bound fixed before caching; a continuation shorter than ``N`` repeats its last token (the stored span says so).
 Layer indices follow :mod:`loadbearing.engine.layers` (0 = embeddings, L = output of block L-1). ``--layers`` and
-``--token-positions`` are read by :mod:`loadbearing.options` (``parse_layers``, ``parse_token_positions``).
+``--token-positions`` are read by :mod:`loadbearing.options` (``parse_layers``, ``parse_token_positions``; the
+``continuation[:N]`` entries through :func:`expand_continuation`).
 """
 from __future__ import annotations
 
@@ -19,10 +27,38 @@ from typing import Any
 
 from activations.schema import StoreError
 from loadbearing.runs import question_key_of
+from loadbearing.thinking import OPEN_TAG, think_span
 
-SAFE_POSITIONS = ("prefix_last", "edit_mean", "edit_last")
+SAFE_POSITIONS = ("prefix_last", "edit_mean", "edit_last", "think_mean", "think_last")
 OUTCOME_POSITIONS = ("continuation_mean",)
 POSITIONS = SAFE_POSITIONS + OUTCOME_POSITIONS
+#: ``continuation[:N]``: the first N generated tokens after the edit, one position each (post-outcome)
+CONTINUATION = "continuation"
+DEFAULT_CONTINUATION = 8
+MAX_CONTINUATION = 64
+
+
+def continuation_positions(n: int) -> list[str]:
+    """The position names ``continuation:n`` expands to."""
+    return [f"{CONTINUATION}_{i}" for i in range(n)]
+
+
+def is_outcome_position(p: str) -> bool:
+    """Whether position ``p`` reads tokens written after the edit (the outcome): leaky for prediction."""
+    return p in OUTCOME_POSITIONS or p.startswith(CONTINUATION + "_")
+
+
+def _continuation_count(p: str) -> int | None:
+    """N of a ``continuation[:N]`` entry (None: not one); a bad N is a CacheError naming the fix."""
+    if p == CONTINUATION:
+        return DEFAULT_CONTINUATION
+    if not p.startswith(CONTINUATION + ":"):
+        return None
+    raw = p.split(":", 1)[1]
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_CONTINUATION:
+        raise CacheError(f"--token-positions {p!r}: N must be a whole number from 1 to {MAX_CONTINUATION} (the "
+                         f"store keeps N positions per row), e.g. continuation:8")
+    return int(raw)
 LAYER_SEMANTICS = (
     "HF hidden_states indexing: 0 = residual stream entering block 0 (embeddings), L = residual stream after "
     "block L-1; the last index is before the final norm"
@@ -40,6 +76,13 @@ class Item:
     row: dict[str, Any]  # the store's row-table columns
     ids: list[int]  # tokens fed to the model
     spans: dict[str, tuple[int, int]]  # position -> [start, end) token offsets
+
+
+def expand_continuation(p: str) -> list[str] | None:
+    """``continuation[:N]`` -> its ``N`` positions (``continuation_0`` ..); None when ``p`` is not such an entry
+    (:func:`loadbearing.options.parse_token_positions`' ``expand``)."""
+    n = _continuation_count(p)
+    return None if n is None else continuation_positions(n)
 
 
 def _token_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -78,12 +121,26 @@ def prepare_item(rec: dict, tokenizer, positions: Sequence[str], label3: str | N
         spans["edit_mean"] = (toks[0], toks[-1] + 1)
         spans["edit_last"] = (toks[-1], toks[-1] + 1)
     spans["prefix_last"] = (n - 1, n)
-    if "continuation_mean" in positions:
+    if any(p.startswith("think_") for p in positions):
+        ts = think_span(text, offsets)
+        if ts is None:
+            raise CacheError(f"continuation {cid!r}: its input_text holds no think block (no {OPEN_TAG} tag before "
+                             "the cut, or an empty one); think_* positions need a thinking model's run, use "
+                             "prefix_last or edit_* here")
+        spans["think_mean"], spans["think_last"] = ts, (ts[1] - 1, ts[1])
+    n_cont = sum(1 for p in positions if p.startswith(CONTINUATION + "_"))
+    if "continuation_mean" in positions or n_cont:
         cont = rec.get("continuation") or ""
         cids = list(tokenizer(cont, add_special_tokens=False)["input_ids"])
         if not cids:
-            raise CacheError(f"continuation {cid!r} has an empty continuation; cannot average over it")
-        spans["continuation_mean"] = (n, n + len(cids))
+            raise CacheError(f"continuation {cid!r} has an empty continuation; cannot read positions after the edit")
+        if "continuation_mean" in positions:
+            spans["continuation_mean"] = (n, n + len(cids))
+        else:  # only the first N are read: feed no more (a causal model's states there ignore later tokens)
+            cids = cids[:n_cont]
+        for i in range(n_cont):
+            j = n + min(i, len(cids) - 1)
+            spans[f"{CONTINUATION}_{i}"] = (j, j + 1)
         ids = ids + cids
     memberships = rec.get("memberships")
     row = {
@@ -121,5 +178,6 @@ def pad_right(items: Sequence[Item], pad_id: int):
     return ids, mask
 
 
-__all__ = ["CacheError", "Item", "LAYER_SEMANTICS", "OUTCOME_POSITIONS", "POSITIONS", "SAFE_POSITIONS",
-           "pad_right", "prepare_item"]
+__all__ = ["CONTINUATION", "CacheError", "DEFAULT_CONTINUATION", "Item", "LAYER_SEMANTICS", "MAX_CONTINUATION",
+           "OUTCOME_POSITIONS", "POSITIONS", "SAFE_POSITIONS", "continuation_positions", "expand_continuation",
+           "is_outcome_position", "pad_right", "prepare_item"]

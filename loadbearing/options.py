@@ -174,16 +174,28 @@ def parse_layers(spec: str | Sequence[int] | None, option: str = "--layers", *, 
 # ------------------------------------------------------------------------------------------------ positions
 def parse_token_positions(spec: str | Sequence[str] | None, option: str = "--token-positions", *,
                           safe: Sequence[str], outcome: Sequence[str] = (), allow_outcome_tokens: bool = False,
-                          default: Sequence[str] = (), error: ErrorType = UsageError) -> list[str]:
+                          default: Sequence[str] = (), error: ErrorType = UsageError,
+                          expand: Callable[[str], list[str] | None] | None = None, expand_name: str = "") -> list[str]:
     """Token positions an activation is read at: names from ``safe`` (before the outcome) and, only with
     ``allow_outcome_tokens``, from ``outcome`` (they average over the continuation, which holds the outcome the
-    probes predict: label leakage). None is ``default``; repeats are dropped, the order kept."""
+    probes predict: label leakage). ``expand``: an entry that names several outcome positions at once
+    (``continuation:N`` -> ``continuation_0`` ..; None when the entry is not one; ``expand_name`` is how the error
+    lists it). None is ``default``; repeats are dropped, the order kept."""
     if spec is None:
         return list(default)
     out: list[str] = []
     for p in split_list(spec):
+        many = expand(p) if expand is not None else None
+        if many is not None:
+            if not allow_outcome_tokens:
+                raise error(f"position {p!r} reads the continuation written after the edit, which contains the "
+                            "outcome (post-outcome, not for prediction); pass --allow-outcome-tokens to cache it "
+                            "(the store is then marked leaky)")
+            out += [c for c in many if c not in out]
+            continue
         if p not in safe and p not in outcome:
-            extra = f" (or {', '.join(outcome)} with --allow-outcome-tokens)" if outcome else ""
+            listed = [*outcome, expand_name] if expand_name else list(outcome)
+            extra = f" (or {', '.join(listed)} with --allow-outcome-tokens)" if listed else ""
             raise error(f"{option}: unknown position {p!r}; choose from {', '.join(safe)}{extra}")
         if p in outcome and not allow_outcome_tokens:
             raise error(f"position {p!r} averages over the continuation, which contains the outcome the probes predict "

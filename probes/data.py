@@ -11,6 +11,13 @@
   (r2m-ai/load-bearing-cot, ``experiments/probes/layer_sweep.py`` and ``experiments/probes/retrain_probes.py``).
   The paper's faithful task keeps only rows with a three-class label; ``propagation`` reads ``label``.
 
+* ``repair_post_outcome``: B vs A among the non-C rows (``label3``; class names ``["A", "B"]``, ``y = 1`` for
+  B), read only at a position of the continuation (``continuation_i``, cached with ``--token-positions
+  continuation:N``). Repair happens in the continuation written after the edit, so these states come after
+  the outcome: the probe *describes* where repair is visible, it does not *predict* it (its name says
+  post-outcome; the results carry ``post_outcome``). It is the one target a leaky store serves without
+  ``--allow-leaky``.
+
 Every row also carries the binary C-vs-non-C label (``y_c``; from ``label``, else ``label3 == "C"``) that
 the exported steering directions use, whatever the target. Rows without a label for the target are dropped
 (unscored, never counted as a class). Hidden states are read one layer at a time (``ProbeData.X(layer)``).
@@ -27,8 +34,16 @@ from loadbearing.errors import LoadBearingError
 from loadbearing.options import parse_layers
 from loadbearing.runs import question_key_of
 
-TARGETS = ("propagation", "three_class", "bypass")
-CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"], "bypass": ["non-A", "A"]}
+TARGETS = ("propagation", "three_class", "bypass", "repair_post_outcome")
+CLASSES = {"propagation": ["non-C", "C"], "three_class": ["A", "B", "C"], "bypass": ["non-A", "A"],
+           "repair_post_outcome": ["A", "B"]}
+#: the targets read after the outcome, at continuation positions only (descriptive, not for prediction)
+POST_OUTCOME_TARGETS = ("repair_post_outcome",)
+
+
+def is_post_outcome_read(target: str, position: str) -> bool:
+    """A post-outcome target read where it must be: at a continuation position (``continuation_i``)."""
+    return target in POST_OUTCOME_TARGETS and position.startswith("continuation_")
 
 
 class ProbeError(LoadBearingError, ValueError):
@@ -82,6 +97,12 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
         raise ProbeError(f"unknown --conditions {conditions!r}; choose 'perturbed' or 'all'")
     if position not in store.positions:
         raise ProbeError(f"unknown --token-position {position!r}; this store has positions {store.positions}")
+    if target in POST_OUTCOME_TARGETS and not is_post_outcome_read(target, position):
+        cont = [p for p in store.positions if str(p).startswith("continuation_")]
+        raise ProbeError(f"--target {target} is read after the outcome, at a continuation position; pass "
+                         f"--token-position {cont[0] if cont else 'continuation_0'}"
+                         + ("" if cont else " (re-cache with --token-positions continuation:N "
+                            "--allow-outcome-tokens)"))
     layer_list = parse_layers(layers, available=store.layers, error=ProbeError) or []
     rows = store.rows
     src = store.attrs.get("label_source") or "unknown"
@@ -101,7 +122,7 @@ def load_probe_data(store, *, target: str = "propagation", conditions: str = "pe
     bad = sorted(set(vals[keep & (vals != "")]) - set(allowed))
     if bad:
         raise ProbeError(f"unexpected {col} values {bad} in {store.path}; expected {allowed} or empty")
-    use = np.asarray(keep & (vals != ""))
+    use = np.asarray(keep & (vals != "") & ((vals != "C") if target in POST_OUTCOME_TARGETS else True))
     scope = "perturbed rows" if conditions == "perturbed" else "rows"
     if not use.any():
         hint = ("label the continuations, then re-cache" if target == "propagation" else

@@ -22,7 +22,7 @@ import numpy as np
 
 from loadbearing.runs import DIRECTIONS
 from probes.config import RESULTS, ProbeConfig
-from probes.data import ProbeData, ProbeError, check_folds, load_probe_data
+from probes.data import POST_OUTCOME_TARGETS, ProbeData, ProbeError, check_folds, is_post_outcome_read, load_probe_data
 from probes.experiment import jsonable, train_probes
 from probes.summary import print_summary
 
@@ -89,7 +89,7 @@ def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
         raise ProbeError(f"cannot read {store_path} as an activation store ({str(e).splitlines()[0]}); re-create it "
                          f"with: python -m activations.cache RUN_DIR") from None
     with store_cm as store:
-        if store.leaky and not config.allow_leaky:
+        if store.leaky and not config.allow_leaky and config.target not in POST_OUTCOME_TARGETS:  # read at continuation_*
             raise ProbeError(f"{store_path} is marked leaky (its features include tokens written after the edit, "
                              f"which carry the outcome); re-cache at pre-outcome positions, or --allow-leaky to "
                              f"run anyway (results invalid)")
@@ -104,9 +104,14 @@ def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
             data, probes=config.probes, folds=config.folds, inner_folds=config.inner_folds, group=config.group,
             seed=config.seed, pca=config.pca, n_directions=config.n_directions, permutations=config.permutations,
             n_boot=config.bootstrap, transfer=config.transfer, transfer_layer=config.transfer_layer,
-            directions=config.directions, Cs=tuple(config.cs), solver=config.solver, device=config.device, log=log,
+            directions=config.directions and not is_post_outcome_read(config.target, config.position),
+            Cs=tuple(config.cs), solver=config.solver, device=config.device, log=log,
             steer_holdout=config.steer_holdout, mlp=config.mlp_settings(), paper_table=config.paper_table)
         prov = store_provenance(store)
+    if is_post_outcome_read(config.target, config.position):
+        results["post_outcome"] = {"position": config.position, "note": (
+            "read at a continuation position, after the outcome: describes where repair is visible, not a "
+            "prediction of it")}
     return results, dirs, prov
 
 

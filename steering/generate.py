@@ -17,6 +17,12 @@ exactly the positions :mod:`steering.hooks` steers for ``positions`` (the one ru
 * ``"generated"``: none;
 * ``"all"``: every non-pad one, prefix included (no prefix sharing then: the prefix is steered per row).
 
+``"think"`` / ``"answer"`` (thinking models) keep the ``"continuation"`` positions of one phase: a forward
+pre-hook on the model reads each pass's tokens and narrows the hook's mask to the think block or the answer
+(:mod:`loadbearing.thinking`). Each returned record is a :class:`SteeredGeneration` whose ``audit`` is
+what the pass recorder saw (:mod:`steering.audit`: the positions that got the vector, the hook's firings per
+token, the KV cache).
+
 The stop rule is the fast path's own (``loadbearing.engine.generation``'s row stepper, the rule of
 :func:`loadbearing.engine.generation.finish` that every backend uses), so a steered record with alpha 0 is the
 unsteered record. No model hook outlives the call (registered in ``try``, removed in
@@ -25,15 +31,33 @@ unsteered record. No model hook outlives the call (registered in ``try``, remove
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from loadbearing.engine.batching import Pass
+from loadbearing.engine.generation import Generation
 from loadbearing.engine.hookpoints import block_hidden, forward_hooks, replace_hidden
 from steering.errors import SteeringError
 from steering.hooks import d_model, hook_module
-from steering.positions import check_positions, prompt_steering
+from steering.positions import check_positions, phase_of, prompt_steering
+
+
+@dataclass(frozen=True, eq=False)
+class SteeredGeneration(Generation):
+    """A :class:`loadbearing.engine.generation.Generation` with the pass recorder's ``steer_audit``
+    (:mod:`steering.audit`); equal to any Generation with the same text, token count and finish reason (the
+    audit describes how it was made, not what it is)."""
+
+    audit: dict | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Generation):
+            return NotImplemented
+        return (self.text, self.new_tokens, self.finish_reason) == (other.text, other.new_tokens, other.finish_reason)
+
+    __hash__ = Generation.__hash__
 
 
 class _RowSteer:
@@ -123,7 +147,8 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
     (``state.set(mode, data, mask)`` before each pass, mode ``off | last | mask | all``; :class:`_RowSteer`
     adds, :class:`steering.ablation.RowAblate` projects out) and ``row_data[i]`` row ``i``'s data (a tensor
     indexed by the pass's rows). The positions rule and the prefix sharing are the module docstring's."""
-    from loadbearing.engine.generation import generate
+    from loadbearing.engine.generation import encode, generate
+    from steering.audit import PassWatch
 
     prompt_mode = _check_args(positions, batch_size, max_new_tokens)  # last | none | all
     model = getattr(lm, "model", lm)
@@ -136,7 +161,20 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
     if any(not t for t in texts):  # only "" has no tokens (the chat template writes every other input's)
         raise SteeringError("cannot generate from an empty input (no tokens)")
 
+    tok = lm.tokenizer
+    phase = phase_of(positions)
+    tags = None
+    if phase is not None:
+        from loadbearing.thinking import ThinkError, ThinkTags
+
+        try:
+            tags = ThinkTags.of(tok)
+        except ThinkError as e:
+            raise SteeringError(str(e)) from None
+    watch = PassWatch(state, [encode(tok, t) for t in texts], phase, tags)
+
     def on_pass(p: Pass) -> None:
+        watch.on_pass(p.kind, p.rows)
         if p.kind == "shared":  # a prefix several rows share: unsteered (never "all", which shares nothing)
             state.set("off")
             return
@@ -150,10 +188,16 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
         else:  # all: every non-pad input token
             state.set("mask", data, p.mask)
 
-    with forward_hooks((m, state) for m in mods):
-        return generate(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
+    with forward_hooks((m, state) for m in mods) as hooks:
+        hooks.pre_forward(model, watch.pre, with_kwargs=True)
+        for m in mods:
+            hooks.forward(m, watch.fired)
+        outs = generate(lm, texts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                         stop_at_answer=stop_at_answer, progress=progress, desc=desc, on_pass=on_pass,
                         share=positions != "all")
+    return [SteeredGeneration(g.text, g.new_tokens, g.finish_reason, watch.audits[i].record(
+        prompt_tokens=watch.prompt_len[i], produced=g.new_tokens + (g.finish_reason == "eos"), layers=len(layers),
+        text=g.text, decode=lambda ids: tok.decode(ids, skip_special_tokens=True))) for i, g in enumerate(outs)]
 
 
-__all__ = ["generate_steered", "generate_with_row_hook"]
+__all__ = ["SteeredGeneration", "generate_steered", "generate_with_row_hook"]

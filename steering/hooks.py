@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from loadbearing.engine.hookpoints import Hooks, block_hidden, forward_hooks, replace_hidden
+from steering.audit import HandleWatch
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
@@ -114,7 +115,7 @@ class SteeringHandle:
     """
 
     def __init__(self, model: Any, vectors: Any, *, layers: Sequence[int], alpha: Any, positions: str,
-                 prompt_len: int | None = None) -> None:
+                 prompt_len: int | None = None, tokenizer: Any = None) -> None:
         import torch  # deferred: torch is heavy to import
 
         self.model = model
@@ -142,6 +143,7 @@ class SteeringHandle:
         self._mask = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
         self.calls = 0
         self.steered_positions = 0
+        self._watch = HandleWatch(positions, tokenizer)  # the phase filter and the audit
 
     # -- lifecycle
     def reset(self) -> None:
@@ -149,6 +151,9 @@ class SteeringHandle:
         self.prompt_len = self._fixed_prompt_len
         self._prefix_ids = None
         self._saw_cache = False
+
+    def audit(self) -> list[dict[str, Any]]:  # per row of the prompt: what was steered (steering.audit)
+        return self._watch.audit(len(self.layers))
 
     def remove(self) -> None:
         self._hooks.remove()
@@ -220,6 +225,7 @@ class SteeringHandle:
                     self.prompt_len = cur
                 self._prefix_ids = ids.detach().clone() if ids is not None else None
                 self._saw_cache = False
+                self._watch.new_prompt(batch)
         pos = torch.arange(past_len, past_len + cur, device=device)  # absolute positions of this pass
         am = kwargs.get("attention_mask")
         if am is not None and am.ndim == 2:
@@ -230,7 +236,7 @@ class SteeringHandle:
             valid = torch.ones(batch, cur, dtype=torch.bool, device=device)
         plen = self.prompt_len if self.prompt_len is not None else cur
         sel = pos >= first_steered(self.positions, plen)  # [cur]
-        self._mask = valid & sel[None, :]  # [batch, cur]
+        self._mask = self._watch.observe(valid & sel[None, :], ids, am, past_len, cur, valid)  # [batch, cur]
         return None
 
     def _edit(self, hidden: Any) -> Any:
@@ -253,6 +259,7 @@ class SteeringHandle:
         n_steer = int(mask.sum())
         if n_steer == 0:
             return None
+        self._watch.fired()
         new = edit(None if n_steer == mask.numel() else mask)  # decode steps: every row's one position is steered
         self.steered_positions += n_steer
         return replace_hidden(output, new)
@@ -263,20 +270,20 @@ H = TypeVar("H", bound=SteeringHandle)
 
 
 def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alpha: Any = 1.0, positions: str = "continuation",
-                  prompt_len: int | None = None) -> SteeringHandle:
+                  prompt_len: int | None = None, tokenizer: Any = None) -> SteeringHandle:
     """Register hooks adding ``alpha * vectors`` ([d_model] shared, or [batch, d_model] per row) at ``layers``.
 
     Returns the :class:`SteeringHandle`; call ``remove()`` (or use it as a context manager) to undo.
     """
-    model = _unwrap(model)
+    tokenizer, model = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None), _unwrap(model)
     layer_list, mods = hook_layers(model, layers, positions)
     v = as_tensor(vectors)
     width = d_model(model)
     if v.ndim not in (1, 2) or v.shape[-1] != width:
         raise SteeringError(f"steering vectors have shape {tuple(v.shape)} but the model's d_model is {width}; "
                             "use directions computed from this model's residual stream")
-    return attach(SteeringHandle(model, v, layers=layer_list, alpha=alpha, positions=positions, prompt_len=prompt_len),
-                  mods)
+    return attach(SteeringHandle(model, v, layers=layer_list, alpha=alpha, positions=positions, prompt_len=prompt_len,
+                                 tokenizer=tokenizer), mods)
 
 
 def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Any]]:

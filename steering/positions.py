@@ -15,17 +15,23 @@ tokens; padding is never steered):
 * ``"generated"``: only positions of generated tokens (the first generated token onwards); the first
   generated token itself is then produced unsteered.
 * ``"all"``: every position, prompt included.
+* ``"think"`` / ``"answer"`` (thinking models): the ``"continuation"`` positions that are inside the think block
+  / after it (the rule of :mod:`loadbearing.thinking`: a position is in the think block when, after reading
+  it, the last think tag read is ``<think>``; the chat template's own opener counts).
 
-Every generated token is steered under each of the three.
+Every generated token is steered under each of the first three; under ``"think"`` / ``"answer"`` only those of
+the one phase.
 """
 from __future__ import annotations
 
 from steering.errors import SteeringError
 
-POSITIONS = ("continuation", "generated", "all")
+POSITIONS = ("continuation", "generated", "all", "think", "answer")
+#: the positions that keep one phase of a thinking model's sequence (the continuation rule, one phase)
+PHASES = ("think", "answer")
 
 # of a row's own input tokens, which are steered: the last one, none, or all (see prompt_steering)
-_PROMPT = {"continuation": "last", "generated": "none", "all": "all"}
+_PROMPT = {"continuation": "last", "generated": "none", "all": "all", "think": "last", "answer": "last"}
 
 
 def check_positions(positions: str) -> str:
@@ -49,4 +55,9 @@ def prompt_steering(positions: str) -> str:
     return _PROMPT[check_positions(positions)]
 
 
-__all__ = ["POSITIONS", "check_positions", "first_steered", "prompt_steering"]
+def phase_of(positions: str) -> bool | None:
+    """The phase ``positions`` keeps: True (think block), False (answer), None (no phase filter)."""
+    return {"think": True, "answer": False}.get(check_positions(positions))
+
+
+__all__ = ["PHASES", "POSITIONS", "check_positions", "first_steered", "phase_of", "prompt_steering"]

@@ -55,7 +55,8 @@ def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = No
 def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[str, str],
                       seed: int = 0, random_scope: str = "case") -> dict[str, Any]:
     """One line of ``generations.jsonl``: the setting, the case, the generation and its score (a random
-    control's record names the seed of its own direction)."""
+    control's record names the seed of its own direction), and, from the fast path, ``steer_audit`` (what the
+    hooks touched: :mod:`steering.audit`)."""
     pred, ok = score(g.text, case, questions)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -82,6 +83,7 @@ def generation_record(s: Setting, case: dict[str, Any], g: Any, questions: dict[
         "correct": ok,
         "finish_reason": g.finish_reason,
         "new_tokens": g.new_tokens,
+        **({"steer_audit": g.audit} if getattr(g, "audit", None) is not None else {}),
     }
 
 

@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "directions' (use >= 19; default %(default)s)")
     add_option(g, "--steer-positions", dest="positions", choices=POSITIONS, default="continuation",
                deprecated=("--positions",), help="which token positions are steered (see steering.positions; "
-                                                 "default %(default)s)")
+                                                 "think / answer: a thinking model's think block / its answer "
+                                                 "only; default %(default)s)")
     g.add_argument("--operator", default="add",
                    help="comma-separated operators: add (add the directions at each alpha), ablate (project their span "
                         "out of the residual stream, no alpha: is the direction necessary? steering.ablation); each "

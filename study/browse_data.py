@@ -143,6 +143,15 @@ def _strongest(run: Run) -> str | None:
     return next((str(d.get("key")) for d in sets if isinstance(d, dict) and d.get("strongest")), None)
 
 
+def _audit(a: Any) -> list | None:
+    """A record's ``steer_audit`` (:mod:`steering.audit`) as the page reads it: ``[text_spans, positions,
+    n_positions, prompt_tokens, hook_fires_per_token, kv_cache]`` (None without one)."""
+    if not isinstance(a, dict):
+        return None
+    return [a.get("text_spans"), a.get("positions"), a.get("n_positions"), a.get("prompt_tokens"),
+            a.get("hook_fires_per_token"), a.get("kv_cache")]
+
+
 def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None = None,
             steering: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The browser's data for one or more runs: compact columnar JSON with one string table ``S``.
@@ -159,6 +168,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
     steer: dict[str, list] = {k: [] for k in ("row", "setting", "basis", "layer", "k", "alpha", "text", "ans", "ok",
                                              "effect")}
     steer_counts: list[dict[str, Any]] = []
+    audits: list[list | None] = []  # per steered generation: what its hooks touched (steering.audit), or None
     meta_runs, labellings = [], []
     causal = CausalData()
     multi = len(runs) > 1
@@ -256,6 +266,7 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
             steer["ok"].append(_tri(r.get("correct")))
             ans = C["ans"][row]
             steer["effect"].append(S(_effect(r, S.table[ans] if ans is not None else None)))
+            audits.append(_audit(r.get("steer_audit")))
     return {
         "v": SCHEMA_VERSION,
         "meta": {"runs": meta_runs, "models": sorted({m["model"] for m in meta_runs}),
@@ -263,7 +274,8 @@ def collect(run_dirs: Sequence[str | os.PathLike[str]], *, labelling: str | None
         "S": S.table,
         "c": C,
         "Q": Q,
-        "steer": dict(steer, counts=steer_counts) if steer["row"] else None,
+        "steer": (dict(steer, counts=steer_counts) | ({"audit": audits} if any(a is not None for a in audits) else {}))
+        if steer["row"] else None,
         "causal": causal.to_dict(),
     }
 

@@ -96,14 +96,23 @@ class StudyConfig:
     #: ``--stages paper_steering``: C cases (and as many non-C ones) of the descriptive paper-design sweep
     paper_steer_cases: int = 4
     quiet: bool = False
+    #: steering positions (steering.positions: continuation, generated, all; think / answer for a thinking model)
+    steer_positions: str = "continuation"
+    #: the activation store's token positions (activations.inputs; e.g. "prefix_last,think_mean")
+    token_positions: str = "prefix_last"
 
     #: settings that may differ on --resume (they do not change results)
     FREE = ("output_dir", "batch_size", "device", "quiet", "backend", "tensor_parallel_size",
             "gpu_memory_utilization", "pipeline_parallel_size", "data_parallel_size", "distributed_executor_backend",
             "stages")
 
+    #: settings added later, left out of the stored settings while they hold their default (so a study that does
+    #: not use them stores the same study.json as before they existed)
+    ADDED = {"steer_positions": "continuation", "token_positions": "prefix_last"}
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        return {k: v for k, v in d.items() if not (k in self.ADDED and v == self.ADDED[k])}
 
     def result_settings(self) -> dict[str, Any]:
         return {k: v for k, v in self.to_dict().items() if k not in self.FREE}
@@ -120,6 +129,10 @@ class StudyConfig:
         self._check_probe_settings()
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
         check_fraction(self.sesoi, "--sesoi", error=StudyError)
+        from steering.positions import POSITIONS
+
+        if self.steer_positions not in POSITIONS:
+            raise StudyError(f"--steer-positions must be one of {', '.join(POSITIONS)}, got {self.steer_positions!r}")
         if self.random_scope not in ("case", "sweep"):
             raise StudyError(f"--random-scope must be case or sweep, got {self.random_scope!r}")
         check_number(self.gpu_memory_utilization, "--gpu-memory-utilization", minimum=0.01, maximum=1.0)
@@ -140,8 +153,9 @@ class StudyConfig:
 
 
     def _check_probe_settings(self) -> None:
+        from activations.inputs import OUTCOME_POSITIONS, SAFE_POSITIONS, expand_continuation
         from loadbearing.errors import LoadBearingError
-        from loadbearing.options import check_layers
+        from loadbearing.options import check_layers, parse_token_positions
         from probes.config import parse_probes
 
         check_layers(self.activation_layers, "--activation-layers", error=StudyError)
@@ -151,6 +165,12 @@ class StudyConfig:
             msg = str(e).splitlines()[0]
             raise StudyError(msg if msg.startswith("--probe") or "unknown --probe" in msg[:40]
                              else f"--probe {self.probe!r}: {msg}") from None
+        try:
+            parse_token_positions(self.token_positions, "--token-positions", safe=SAFE_POSITIONS,
+                                  outcome=OUTCOME_POSITIONS, default=("prefix_last",), error=StudyError,
+                                  expand=expand_continuation, expand_name="continuation[:N]")
+        except LoadBearingError as e:
+            raise StudyError(str(e).splitlines()[0]) from None
 
 
 def read_stored(out: Path) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from loadbearing.runs import MANIFEST
 from study.config import StudyConfig, StudyError
 
 CONFIG_FILE = "study.toml"
-PRESETS = ("paper", "embedded-cpu", "embedded-paper-datasets", "reproduce")
+PRESETS = ("paper", "embedded-cpu", "embedded-paper-datasets", "reproduce", "r1-distill")
 #: keys of a study file besides the settings
 LIST_KEYS = ("models", "datasets", "dataset_settings", "run")
 

@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--steer-operator", default=d.steer_operator, help="steering operators, a comma list: add (the "
                     "directions added at each alpha), ablate (their span projected out: are they necessary?) "
                     f"(default {d.steer_operator})")
+    pr.add_argument("--steer-positions", default=d.steer_positions,
+                    help="steering: which positions get the vector (continuation, generated, all; think / answer: a "
+                         f"thinking model's think block / its answer; default {d.steer_positions})")
+    pr.add_argument("--token-positions", default=d.token_positions,
+                    help="activations: the stored token positions, a comma list (prefix_last, edit_mean, edit_last, "
+                         f"think_mean, think_last; default {d.token_positions})")
     add_quiet(o)
     return p
 

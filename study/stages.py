@@ -114,7 +114,8 @@ def _run_activations(out: Path, c: StudyConfig) -> Any:
     from activations.cache import CacheConfig, cache_activations
 
     return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
-                                         conditions="perturbed", resume=True, device=c.device, progress=not c.quiet))
+                                         positions=c.token_positions, conditions="perturbed", resume=True,
+                                         device=c.device, progress=not c.quiet))
 
 
 def _render_activations(out: Path, style: str) -> str | None:
@@ -171,7 +172,7 @@ def _run_steering(out: Path, c: StudyConfig) -> Any:
                       max_new_tokens=c.steer_max_new_tokens,
                       per_question=c.per_question, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
                       operators=split_list(c.steer_operator), resume=_steer_dir(out).exists(), device=c.device,
-                      progress=not c.quiet)
+                      progress=not c.quiet, positions=c.steer_positions)
     with steering_backend(c) as fns:
         return run_sweep(cfg, echo=(lambda *_: None) if c.quiet else print, **fns)
 

@@ -542,8 +542,8 @@ def test_fitting_questions_read_from_the_directions_store(tokenizer, tmp_path):
 def test_positions_rule_has_one_home():
     from steering.positions import POSITIONS, first_steered, prompt_steering
 
-    assert [first_steered(p, 5) for p in POSITIONS] == [4, 5, 0]
-    assert [prompt_steering(p) for p in POSITIONS] == ["last", "none", "all"]
+    assert [first_steered(p, 5) for p in POSITIONS] == [4, 5, 0, 4, 4]  # think / answer: the continuation's, one phase
+    assert [prompt_steering(p) for p in POSITIONS] == ["last", "none", "all", "last", "last"]
     with pytest.raises(SteeringError, match="unknown positions"):
         first_steered("prefix", 5)
 

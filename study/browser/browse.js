@@ -324,12 +324,43 @@ function steerBlock(i) {
     d.append(sm);
     const two = el('div', 'cols2');
     const l = el('div', 'panel'); l.append(el('h4', null, baseName), el('div', 'text', baseText));
-    const r = el('div', 'panel'); r.append(el('h4', null, 'steered: ' + S[ST.setting[j]]), el('div', 'text', ST.text[j]));
+    const r = el('div', 'panel'); r.append(el('h4', null, 'steered: ' + S[ST.setting[j]]), auditText(j));
+    const au = auditLine(j);
+    if (au) r.append(au);
     two.append(l, r);
     d.append(two);
     box.append(d);
   }
   return box;
+}
+// the steering audit (steering.audit): the generated text whose tokens got the vector, highlighted
+function auditText(j) {
+  const t = ST.text[j], a = ST.audit ? ST.audit[j] : null, box = el('div', 'text');
+  box.dataset.role = 'steered-text';
+  if (!a || !a[0]) { box.textContent = t; return box; }
+  let at = 0;
+  for (const [c0, c1] of a[0]) {
+    if (c0 > at) box.append(document.createTextNode(t.slice(at, c0)));
+    const m = el('mark', 'steered', t.slice(c0, c1));
+    m.title = 'these tokens\' residuals got the steering vector';
+    box.append(m);
+    at = c1;
+  }
+  if (at < t.length) box.append(document.createTextNode(t.slice(at)));
+  return box;
+}
+function auditLine(j) {
+  const a = ST.audit ? ST.audit[j] : null;
+  if (!a) return null;
+  const [, pos, n, P, fpt, kv] = a;
+  const inPrompt = (pos || []).reduce((acc, [p0, p1]) => acc + Math.max(0, Math.min(p1, P) - p0), 0);
+  const where = (pos || []).map(([p0, p1]) => (p1 - p0 > 1 ? p0 + '\u2013' + (p1 - 1) : String(p0))).join(', ');
+  const d = el('div', 'kv audit', 'steered positions ' + (where || 'none') + ' (' + n + ': ' + inPrompt +
+    ' of the ' + P + ' input tokens, ' + (n - inPrompt) + ' generated) \u00b7 hook fired ' +
+    (fpt === null || fpt === undefined ? '?' : fpt.toFixed(2)) + '\u00d7 per layer per token \u00b7 KV cache ' +
+    (kv ? 'on' : 'off'));
+  d.dataset.role = 'steer-audit';
+  return d;
 }
 // ---------------------------------------------------------------- causal tests (parsed on first use)
 let CA;
