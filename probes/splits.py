@@ -24,7 +24,7 @@ import numpy as np
 
 
 def _sklearn_split(y: np.ndarray, groups: np.ndarray, n_splits: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    from sklearn.model_selection import StratifiedGroupKFold
+    from sklearn.model_selection import StratifiedGroupKFold  # deferred: scikit-learn is heavy to import
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

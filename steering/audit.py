@@ -123,7 +123,7 @@ class PassWatch:
         self.kind, self.rows = kind, rows
 
     def pre(self, module: Any, args: Any, kwargs: dict) -> None:
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         self._firing = []
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -207,7 +207,7 @@ class HandleWatch:
 
     def observe(self, mask: Any, ids: Any, am: Any, past_len: int, cur: int, valid: Any) -> Any:
         """The pass's ``[batch, cur]`` steering ``mask``, narrowed to the phase; records the steered positions."""
-        import torch
+        import torch  # deferred: torch is heavy to import
 
         batch = int(valid.shape[0])
         if len(self.audits) != batch:

@@ -31,7 +31,7 @@ def think_tok(embedded_dir):
 
 @pytest.fixture(scope="module")
 def think_lm(think_tok):
-    from conftest import make_tiny_lm
+    from helpers.tiny import make_tiny_lm
 
     return make_tiny_lm(think_tok, layers=2, hidden=64, seed=3, name="tiny-think")
 
