@@ -37,10 +37,10 @@ reproduce: $(STAMP)
 	d=runs/reproduce-$$(date +%Y%m%d-%H%M%S); $(PY) -m study --config reproduce --output-dir $$d && $(PY) -m study.reproduce $$d
 
 # docs/support-matrix.md: every architecture family (a tiny random model) x every toolkit path, checked against
-# transformers' own computation (study/conformance.py, the checks of tests/test_conformance.py)
+# transformers' own computation (study/conformance/matrix.py, the checks of tests/test_conformance.py)
 .PHONY: support-matrix
 support-matrix: $(STAMP)
-	$(PY) -m study.support_matrix --output docs/support-matrix.md
+	$(PY) -m study.conformance.support_matrix --output docs/support-matrix.md
 
 # the planted-truth model organisms (docs/organisms.md): load-bearing, decorative and graded tiny Llamas trained
 # from scratch on the arith ladder (seeded, one CPU thread, cached beside the embedded model; a cached one is reused)

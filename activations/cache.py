@@ -57,10 +57,10 @@ from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
-from loadbearing.report import Block, Paragraph, blocks_markdown, table
+from loadbearing.report.blocks import Block, Paragraph, blocks_markdown, table
+from loadbearing.results.stages import StoreSummary
 from loadbearing.runs import ACTIVATIONS, question_key_of
 from loadbearing.shards import Shard, parse_shard
-from loadbearing.stage_results import StoreSummary
 
 DEFAULT_OUTPUT = ACTIVATIONS
 CONDITIONS = ("perturbed", "control", "all")

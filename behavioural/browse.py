@@ -1,5 +1,5 @@
 """python -m behavioural.browse RUN_DIR   (the trace browser reads every stage's files, so its home is
-``study/browse.py``; this shim forwards to it)"""
+``study/browse/page.py``; this shim forwards to it)"""
 import runpy
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
-from loadbearing.results import RateJSON, read_result
+from loadbearing.results.check import RateJSON, read_result
 from loadbearing.runs import SUMMARY
 
 if sys.version_info >= (3, 11):

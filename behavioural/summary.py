@@ -14,7 +14,7 @@ model input (one Continuation record, which lists every (strategy, position) cel
 * pooled rates (``overall``, by task/difficulty) count each distinct generation once;
 * per-strategy and per-position rates count a generation in every group it is a member of (once per group);
   positions that share one generation are one group (``middle=late``: with 3-4 reasoning lines the middle
-  and late edits land on one line; :func:`loadbearing.design.merged_position`), never two identical rows;
+  and late edits land on one line; :func:`loadbearing.stats.design.merged_position`), never two identical rows;
 * where a question contributes several rows the interval is clustered by question (Korn-Graubard:
   Clopper-Pearson on a design-effect-adjusted n; :func:`loadbearing.stats.clustered_rate`); a row-level
   Wilson interval is used only where every row is a different question (e.g. baseline accuracy);
@@ -31,11 +31,11 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from behavioural.results import BehaviourSummary, CollapsedPositions, GroupRates, PairedDifference
-from loadbearing.design import merged_position, position_sort_key
 from loadbearing.records import LABEL_C
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
 from loadbearing.runs import question_key_of
 from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
+from loadbearing.stats.design import merged_position, position_sort_key
 from loadbearing.tables import render_table
 
 BREAKDOWNS = ("position", "strategy", "task", "difficulty")

@@ -1,7 +1,7 @@
 """python bench/bench_patching.py [--tiny] [--layers 8] [--batch 32] [--repeats 3] [--json OUT]
 
 Activation-patching benchmark on the embedded model (SmolLM2-135M-Instruct; ``--tiny``: a random 2-layer Llama
-over its tokenizer). The workload is one case of ``python -m steering.patch``: an arith few-shot prompt with an
+over its tokenizer). The workload is one case of ``python -m steering.patching``: an arith few-shot prompt with an
 edited assistant prefix and its clean control, scored rows ``prefix + "Answer:" + answer`` for the correct and
 the propagated answer, one patch per (layer, group) for ``--layers`` layers x the 4 groups (two rows a patch).
 

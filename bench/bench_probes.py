@@ -117,9 +117,9 @@ def time_sklearn_layer(store: SyntheticStore, layer: int, folds: int = 5, inner_
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
-    from probes.cv import outer_folds
-    from probes.estimators import DEFAULT_CS, inner_splits
-    from probes.solver import Design, solve
+    from probes.fit.cv import outer_folds
+    from probes.fit.estimators import DEFAULT_CS, inner_splits
+    from probes.fit.solver import Design, solve
 
     X = store.read(layer)
     y = store.y
@@ -165,7 +165,7 @@ def time_sklearn_layer(store: SyntheticStore, layer: int, folds: int = 5, inner_
 
 def time_eigh(n: int, d: int) -> tuple[float, float]:
     """CPU and wall seconds of the per-layer preconditioner (correlation GEMM + eigh) at [n, d]."""
-    from probes import solver
+    from probes.fit import solver
 
     solver._PRECOND.clear()
     X = SyntheticStore(n, d, 1).read(0)

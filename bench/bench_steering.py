@@ -16,7 +16,7 @@ dose-matched, per-row vectors), greedy, stop at the answer line or ``--new-token
    ``model.generate`` batches, :func:`loadbearing.engine.generation.generate_simple`), tokens/s over tokens/s.
 
 ``--backend vllm`` (in the vLLM environment, ``make vllm``) measures instead, in one run and on the same rows:
-``vllm_over_hf``, steered vLLM (:class:`steering.vllm_generate.VLLMSteering`, per-request vectors in vLLM's
+``vllm_over_hf``, steered vLLM (:class:`steering.vllm.engine.VLLMSteering`, per-request vectors in vLLM's
 workers) tokens/s over steered HF fast path tokens/s; and ``vllm_steered_over_unsteered``, steered over
 unsteered tokens/s on the same (eager) vLLM engine; with how many records are identical.
 
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from loadbearing.engine.generation import generate, generate_simple
     from steering.generate import generate_steered
-    from steering.grid import random_basis
     from steering.hooks import combine_directions, d_model, mean_resid_norm, n_layers, steer_vectors
+    from steering.sweep.grid import random_basis
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _vllm(args, lm, texts, V, A, layer, kw, out, steered, timed, toks) -> dict:
     """Steered vLLM vs steered HF, and steered vs unsteered vLLM, on the same rows."""
-    from steering.vllm_generate import VLLMSteering
+    from steering.vllm.engine import VLLMSteering
 
     vs = VLLMSteering(gpu_memory_utilization=args.gpu_memory_utilization)
     try:

@@ -1,6 +1,6 @@
 """python bench/calibration.py --only compare [--fast] [--json F]
 
-Size, coverage and power of ``python -m study.compare``'s paired tests (:mod:`study.compare_stats`; issue #36):
+Size, coverage and power of ``python -m study.compare``'s paired tests (:mod:`study.compare.stats`; issue #36):
 
 * ``compare.signflip.size.q{K}``: K questions, 3 paired rows each; a question's rate p_q ~ 0.7 Beta(2, 3), both
   runs' rows Bernoulli(p_q) (the null: the runs exchangeable within a question, rows correlated through p_q);
@@ -39,7 +39,7 @@ def _binary(rng: np.random.Generator, k: int, rows: int, shift: float) -> list[t
 
 
 def binary_entries(n: int, seed: int, ks: tuple[int, ...]) -> dict[str, dict[str, Any]]:
-    from study.compare_stats import paired_binary
+    from study.compare.stats import paired_binary
 
     out: dict[str, dict[str, Any]] = {}
     for k in ks:
@@ -68,7 +68,7 @@ def binary_entries(n: int, seed: int, ks: tuple[int, ...]) -> dict[str, dict[str
 
 
 def continuous_entries(n: int, seed: int, ks: tuple[int, ...]) -> dict[str, dict[str, Any]]:
-    from study.compare_stats import paired_continuous
+    from study.compare.stats import paired_continuous
 
     out: dict[str, dict[str, Any]] = {}
     for k in ks:
@@ -86,7 +86,7 @@ def continuous_entries(n: int, seed: int, ks: tuple[int, ...]) -> dict[str, dict
 
 def run(fast: bool = True, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Every entry (``fast``: 300 simulations at 8 and 20 questions; else 2,000 at 8, 20 and 60)."""
-    import study.compare_stats as cs
+    import study.compare.stats as cs
 
     n, ks = (300, (8, 20)) if fast else (2000, (8, 20, 60))
     old = cs.MC_DRAWS

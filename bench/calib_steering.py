@@ -3,7 +3,7 @@
 Simulations of the steering stage's inference at the case counts real runs have (24: the demo's
 ``--max-cases``, 57: the paper's C cases, 100), each printed beside its nominal level:
 
-* ``exact.size``: the exact randomisation test of one setting (:mod:`steering.exact`) when the probe is a
+* ``exact.size``: the exact randomisation test of one setting (:mod:`steering.sweep.exact`) when the probe is a
   random direction in distribution (effect 0): empirical size of p_two < 0.05 (and of each direction,
   nominal 0.025), beside ``attainable``, the size the discrete test can actually reach at 0.05 on such data
   (the mean over simulated data sets of the conditional null probability of p_two <= 0.05);
@@ -71,7 +71,7 @@ def _data(rng: np.random.Generator, n_sims: int, n: int, base: float, effect: fl
 
 
 def exact_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
-    from steering.power import exact_p_binary
+    from steering.planning.power import exact_p_binary
 
     out = {}
     rng = np.random.default_rng(seed)
@@ -96,7 +96,7 @@ def exact_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
 
 
 def rule_entries(n_sims: int, seed: int, settings: tuple[int, ...]) -> dict[str, dict[str, Any]]:
-    from steering.power import simulate
+    from steering.planning.power import simulate
 
     out = {}
     for n in CASES:
@@ -132,7 +132,7 @@ def rule_entries(n_sims: int, seed: int, settings: tuple[int, ...]) -> dict[str,
 def mde_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
     from scipy.stats import norm
 
-    from steering.power import mde, simulate
+    from steering.planning.power import mde, simulate
 
     out = {}
     for n in CASES:
@@ -153,7 +153,7 @@ def mde_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
 
 
 def coverage_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
-    from steering.power import interval_binary
+    from steering.planning.power import interval_binary
 
     out = {}
     rng = np.random.default_rng(seed)

@@ -2,8 +2,8 @@
 
 The steering verdict at the designs the toolkit actually runs, with the parse failures they show, and the
 direction effect the per-case exact test does not cover. Every sweep is simulated and judged by the sweep's
-own tests and rule (:func:`steering.power.simulate`: both exact tests, both intervals, Holm, the verdict of
-:mod:`steering.verdict`).
+own tests and rule (:func:`steering.planning.power.simulate`: both exact tests, both intervals, Holm, the verdict of
+:mod:`steering.sweep.verdict`).
 
 Designs (cases one per question; ``base`` = random moved rate among parsed; ``parse`` = parse rate):
 
@@ -51,7 +51,7 @@ LEVEL = 0.05
 
 
 def design_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
-    from steering.power import simulate
+    from steering.planning.power import simulate
 
     out: dict[str, dict[str, Any]] = {}
     for name, d in DESIGNS.items():
@@ -94,8 +94,8 @@ def design_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
 
 def _old_rule_null(d: dict[str, Any], q_probe: float, moved_probe: float, n_sims: int, seed: int) -> float:
     """How often the moved-of-all rule (an unparsed answer counts as not moved; no parse outcome) said null."""
-    from steering.power import exact_p_binary, interval_binary
-    from steering.verdict import decide
+    from steering.planning.power import exact_p_binary, interval_binary
+    from steering.sweep.verdict import decide
 
     rng = np.random.default_rng(seed + 17)
     n, m, base, q = d["n_cases"], d["m"], d["base_rate"], d["parse_rate"]
@@ -111,7 +111,7 @@ RANK_R = 19
 
 
 def _rank_size(d: dict[str, Any], n_sims: int, seed: int, sd: float = 1.0) -> float:
-    """How often :func:`steering.outcomes.direction_rank`'s p_greater <= 0.05 when every direction (the
+    """How often :func:`steering.sweep.outcomes.direction_rank`'s p_greater <= 0.05 when every direction (the
     probe's and R random ones, each over the same cases, parse at ``parse``) has its own logit effect."""
     from scipy.special import expit, logit
 
@@ -132,7 +132,7 @@ def _direction_size(d: dict[str, Any], n_sims: int, seed: int, sd: float = 1.0) 
     effect: the probe one fixed direction for all cases, each random generation a fresh direction."""
     from scipy.special import expit, logit
 
-    from steering.power import exact_p_binary
+    from steering.planning.power import exact_p_binary
 
     rng = np.random.default_rng(seed + 13)
     n, m, base = d["n_cases"], d["m"], d["base_rate"]

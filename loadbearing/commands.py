@@ -33,11 +33,11 @@ COMMAND_TABLE: tuple[Command, ...] = (
     Command("cot-cache", "activations.cache", "activations.cache:main"),
     Command("cot-cache-merge", "activations.merge", "activations.merge:main"),
     Command("cot-probes", "probes.train", "probes.train:main"),
-    Command("cot-steer", "steering.sweep", "steering.sweep:main"),
+    Command("cot-steer", "steering.sweep", "steering.sweep.cli:main"),
     Command("cot-study", "study", "study.driver:main"),
-    Command("cot-report", "study.report", "study.report:main"),
-    Command("cot-browse", "behavioural.browse", "study.browse:main"),
-    Command("cot-selfcheck", "loadbearing.selfcheck", "study.selfcheck:main"),
+    Command("cot-report", "study.report", "study.report.write:main"),
+    Command("cot-browse", "behavioural.browse", "study.browse.page:main"),
+    Command("cot-selfcheck", "loadbearing.selfcheck", "study.conformance.selfcheck:main"),
 )
 
 #: console script -> the module ``python -m`` runs (derived from :data:`COMMAND_TABLE`)

@@ -12,11 +12,11 @@ from probes.data import ProbeError
 from probes.directions import Directions, DirectionSet, load_direction_info, load_directions, read_directions
 
 _LAZY = {
-    "LogisticProbe": "probes.estimators",
-    "MassMeanProbe": "probes.estimators",
-    "make_probe_pipeline": "probes.estimators",
-    "raw_direction": "probes.estimators",
-    "fit_directions": "probes.direction_fit",
+    "LogisticProbe": "probes.fit.estimators",
+    "MassMeanProbe": "probes.fit.estimators",
+    "make_probe_pipeline": "probes.fit.estimators",
+    "raw_direction": "probes.fit.estimators",
+    "fit_directions": "probes.fit.direction_fit",
     "load_probe_data": "probes.data",
     "train_probes": "probes.experiment",
     "ProbeConfig": "probes.config",

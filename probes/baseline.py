@@ -10,7 +10,7 @@ Candidates (neither sees activations):
 
 * ``logistic``: one-hot strategy, edit position, edited line index, number of lines, task/level (the columns
   of :func:`probes.validity.metadata_features`) -> L2 logistic regression with C by the grouped inner CV
-  (:func:`probes.permuted.cv_many`, the same batched solver and C rule as the probes);
+  (:func:`probes.fit.permuted.cv_many`, the same batched solver and C rule as the probes);
 * ``lookup``: per cell, the class with the most smoothed training votes (:func:`cell_lookup`): a cell's
   counts plus ``SMOOTH`` pseudo-rows distributed as its strategy x position parent, whose counts are in
   turn smoothed toward the overall class mix; a small cell leans on its parent, an empty one is its parent.
@@ -97,12 +97,12 @@ def one_hot(F: np.ndarray) -> np.ndarray:
 
 def metadata_design(F: np.ndarray, used: list[str]) -> tuple[np.ndarray, list[str]]:
     """The logistic candidate's one-hot design of the metadata features ``F`` (columns named ``used``) with each
-    column that duplicates an earlier one merged (:func:`loadbearing.design.distinct_columns`: e.g. an arith
+    column that duplicates an earlier one merged (:func:`loadbearing.stats.design.distinct_columns`: e.g. an arith
     ``difficulty`` one-hot equals its ``task`` one-hot; a duplicate would halve its own penalty), and the notes
     naming each merge."""
     import pandas as pd  # deferred: pandas is heavy to import
 
-    from loadbearing.design import distinct_columns
+    from loadbearing.stats.design import distinct_columns
 
     names = [f"{c}={u}" for j, c in enumerate(used) for u in np.unique(F[:, j].astype(str))]
     X, notes = distinct_columns(pd.DataFrame(one_hot(F), columns=names))
@@ -112,12 +112,12 @@ def metadata_design(F: np.ndarray, used: list[str]) -> tuple[np.ndarray, list[st
 def metadata_predictions(meta: Any, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: tuple[float, ...],
                          device: str = "cpu") -> dict[str, Any]:
     """Held-out predictions of the metadata baseline for every label vector ``Y[p]`` (``[P, n]``) over the outer
-    folds, with ``splits`` from :func:`probes.permuted.inner_masks` of the same ``Y``.
+    folds, with ``splits`` from :func:`probes.fit.permuted.inner_masks` of the same ``Y``.
 
     Returns ``{"pred" [P, n] (-1 unscored), "chosen" [P, F] ("logistic" / "lookup" / "" skipped),
     "inner_logistic" / "inner_lookup" [P, F], "C" [P, F], "features", "cells", "merged_columns" (notes naming the
     one-hot columns merged as duplicates)}``."""
-    from probes.permuted import cv_many
+    from probes.fit.permuted import cv_many
 
     Y = np.atleast_2d(np.asarray(Y))
     P, n = Y.shape
@@ -164,7 +164,7 @@ def study_baselines(meta: Any, y: np.ndarray, Yp: np.ndarray, groups: np.ndarray
     """The metadata baseline of a study on the real labels and on every permutation, in one batch:
     ``(real entry (:func:`probes.validity.baseline_entry`), correct [P, F] per permutation (-1 unscored),
     the permutations' inner splits)`` (the splits are reused by the probes' permuted refits)."""
-    from probes.permuted import fold_correct, inner_masks
+    from probes.fit.permuted import fold_correct, inner_masks
     from probes.validity import baseline_entry
 
     Y = np.vstack([np.asarray(y)[None], np.asarray(Yp).reshape(-1, len(y))])

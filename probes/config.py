@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probes.data import TARGETS, ProbeError, store_dir
-from probes.estimators import DEFAULT_CS
-from probes.mlp_train import HIDDEN_SIZES, WEIGHT_DECAYS
+from probes.fit.estimators import DEFAULT_CS
+from probes.fit.mlp_train import HIDDEN_SIZES, WEIGHT_DECAYS
 
 SCHEMA_VERSION = 2
 PROBES = ("logistic", "mass_mean")  # what --probe both means (the linear probes)
@@ -95,7 +95,7 @@ class ProbeConfig:
                 raise ProbeError(msg)
         parse_probes(self.probe)
         if self.solver == "torch":
-            from probes.solver import resolve_device
+            from probes.fit.solver import resolve_device
 
             try:
                 resolve_device(self.device)
@@ -107,7 +107,7 @@ class ProbeConfig:
         return parse_probes(self.probe)
 
     def mlp_settings(self) -> dict:
-        """What :class:`probes.mlp_cv.MLPBackend` takes (used when the probe set holds ``mlp``)."""
+        """What :class:`probes.fit.mlp_cv.MLPBackend` takes (used when the probe set holds ``mlp``)."""
         return {"permutations": int(self.mlp_permutations), "hidden_sizes": tuple(int(h) for h in self.mlp_hidden),
                 "weight_decays": tuple(float(w) for w in self.mlp_weight_decay)}
 

@@ -7,7 +7,7 @@ fit does, and permutation p-values for the per-layer accuracy, the nested headli
 Scheme (documented in results.json as ``control_method``):
 
 * Labels are exchanged at the question level between questions with the same design, the sorted list of
-  their rows' (strategy, position, level) cells (:func:`probes.cv.permute_by_group`): each row keeps its
+  their rows' (strategy, position, level) cells (:func:`probes.fit.cv.permute_by_group`): each row keeps its
   metadata, each question's labels stay together and the label-metadata link is kept, so the null is "the
   activations carry nothing about the label beyond the design". Questions whose design is unique fall back
   to a row-level permutation within each cell across them; the counts are reported (``info``).
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.cv import permute_by_group
+from probes.fit.cv import permute_by_group
 
 CONTROL_METHOD = ("question-level label exchanges between questions with the same (strategy, position, level) "
                   "design (row-level within cells where a design is unique); every permutation cross-validated "
@@ -42,7 +42,7 @@ CONTROL_METHOD = ("question-level label exchanges between questions with the sam
 def question_permutations(y: np.ndarray, groups: np.ndarray, n_permutations: int, seed: int, cells=None,
                           with_info: bool = False) -> Any:
     """``[P, n]`` label vectors, each a question-level exchange of ``y`` within designs (``cells`` per row);
-    with ``with_info`` also the exchange counts of :func:`probes.cv.permute_by_group`."""
+    with ``with_info`` also the exchange counts of :func:`probes.fit.cv.permute_by_group`."""
     rng = np.random.default_rng(seed)
     info: dict[str, Any] = {}
     if n_permutations <= 0:
@@ -63,12 +63,12 @@ def layer_control(be: Any, kind: str, X: np.ndarray, Yp: np.ndarray, groups: np.
     """The permuted refits of probe ``kind`` at one layer: ``(correct [P', F] (-1 skipped), inner [P', F] or None)``.
 
     Logistic and mass-mean are cross-validated exactly as the real labels are: batched on the torch backend
-    (:func:`probes.permuted.cv_many`, with the inner splits ``splits`` of :func:`probes.permuted.inner_masks`),
+    (:func:`probes.fit.permuted.cv_many`, with the inner splits ``splits`` of :func:`probes.fit.permuted.inner_masks`),
     or through ``be.cv`` once per permutation on the scikit-learn backend (the very function that fitted the
     real labels). Any other probe (e.g. ``mlp``) goes through ``be.permutations`` (its own refits, which may
     cover only the first P' permutations) and has no inner scores (``None``: the nested null then falls back to
     the per-fold best layer, conservative)."""
-    from probes.permuted import cv_many, fold_correct
+    from probes.fit.permuted import cv_many, fold_correct
 
     F = int(fold_ids.max()) + 1
     if len(Yp) == 0:
@@ -108,7 +108,7 @@ def fold_accuracy(correct: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def nested_null(correct: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """``[P, F]`` correct counts of nested layer selection on permuted labels: per permutation and fold the layer
     with the best inner score (ties -> earlier; no score at any layer -> the first layer), as
-    :func:`probes.cv.nested_selection` does for the real labels. ``correct`` / ``inner``: ``[L, P, F]``."""
+    :func:`probes.fit.cv.nested_selection` does for the real labels. ``correct`` / ``inner``: ``[L, P, F]``."""
     s = np.where(np.isnan(inner), -np.inf, inner)
     j = np.argmax(s, axis=0)  # [P, F]; all -inf -> 0 (the first layer)
     return np.take_along_axis(correct, j[None], axis=0)[0]
@@ -126,9 +126,9 @@ def permutation_correct_sklearn(kind: str, X: np.ndarray, y_perms: np.ndarray, f
                                 C_per_fold: Sequence[float | None], *, pca: int | None = None,
                                 seed: int = 0) -> np.ndarray:
     """Fixed-C refits (one scikit-learn pipeline per permutation and fold; the reference of
-    :func:`probes.fast.permutation_correct`): int ``[P, F]`` correct held-out counts, -1 where skipped. Not the
+    :func:`probes.fit.fast.permutation_correct`): int ``[P, F]`` correct held-out counts, -1 where skipped. Not the
     study's control any more (that chooses C inside every refit, :func:`layer_control`)."""
-    from probes.cv import pipeline_for
+    from probes.fit.cv import pipeline_for
 
     X = np.asarray(X)
     Yp = np.atleast_2d(np.asarray(y_perms))

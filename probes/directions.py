@@ -23,9 +23,9 @@ coordinates.
                                        then top principal components of within-class variation, each
                                        orthogonalised against the rows before (k <= n_directions)
     /layer_{L}/basis_m2   float32 [k, d] the paper's M2 basis: mean difference (toward non-C), then within-C
-                                       principal axes with it projected out (probes.direction_fit.m2_basis)
+                                       principal axes with it projected out (probes.fit.direction_fit.m2_basis)
     /layer_{L}/basis_probe_pc float32 [k, d] the paper's probe basis: the logistic direction, then principal
-                                       components with it projected out (probes.direction_fit.probe_pc_basis)
+                                       components with it projected out (probes.fit.direction_fit.probe_pc_basis)
     /layer_{L} attrs      resid_norm (mean L2 norm of the layer's activations over the fitted rows), names
                           (basis row names), names_m2, names_probe_pc, logistic_C, n_rows, n_C, n_nonC,
                           cos_logistic_mass_mean
@@ -348,7 +348,7 @@ def write_directions(path: str | os.PathLike, per_layer: dict[int, dict], *, tar
                      store: dict, n_directions: int, selected_layer: int | None = None,
                      selected_layer_method: str = "", layer_module: str | None = None,
                      question_split: dict | None = None) -> Path:
-    """Write ``directions.h5`` (see the module docstring) from :func:`probes.direction_fit.fit_directions`
+    """Write ``directions.h5`` (see the module docstring) from :func:`probes.fit.direction_fit.fit_directions`
     results per layer. The file is built in memory (HDF5's core driver: the same bytes as a file on disk) and
     published through :func:`loadbearing.files.atomic_write_bytes` (a temporary file, renamed), so a crash
     never leaves a partial file."""

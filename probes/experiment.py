@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from probes.backend import Backend
 from probes.config import ALL_PROBES, PROBES, SCHEMA_VERSION, TRANSFER_BY
 from probes.data import ProbeData, ProbeError, check_folds
-from probes.estimators import DEFAULT_CS
+from probes.fit.backend import Backend
+from probes.fit.estimators import DEFAULT_CS
 from probes.sections import data_section, directions_section, headline, jsonable
 
 
@@ -49,7 +49,7 @@ class _Study:
     boot: dict[str, int]
     meta: dict[str, Any]  # the metadata-only baseline's held-out predictions
     meta_correct: np.ndarray
-    splits: Any = None  # inner splits of every permuted label vector (probes.permuted.inner_masks)
+    splits: Any = None  # inner splits of every permuted label vector (probes.fit.permuted.inner_masks)
     meta_perm_correct: np.ndarray | None = None  # [P, F] the metadata baseline refitted on each permutation
     steer_fold_ids: np.ndarray | None = None  # folds over the direction-fitting questions (probes.steer_layer)
     steer_scores: dict = field(default_factory=dict)  # layer -> C-vs-non-C accuracy over the fit questions
@@ -122,7 +122,7 @@ def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds:
 
 def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, Any]:
     """CV, control and gain of probe ``pk`` at layer ``L``: ``(CV run, layer entry, permutation counts)``."""
-    from probes.cv import score_predictions
+    from probes.fit.cv import score_predictions
 
     t1 = time.perf_counter()
     run = S.be.cv(pk, X, S.y, S.groups, S.fold_ids)
@@ -148,7 +148,7 @@ def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm: list[tu
     selection on every permutation's inner scores, against the metadata baseline refitted on it), within-cell
     accuracy, best layer."""
     from probes.controls import fold_accuracy, gain_null, max_over_layers_null, nested_null, permutation_p
-    from probes.cv import nested_selection, score_predictions
+    from probes.fit.cv import nested_selection, score_predictions
     from probes.validity import within_cell
 
     data, y, qgroups = S.data, S.y, S.qgroups
@@ -245,7 +245,7 @@ def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_
     """Every layer once: each probe's CV, control and gain, and the layer's directions.
     Returns ``(per_layer CV runs, layer entries, permutation counts, directions)``, each keyed by probe
     (directions by layer)."""
-    from probes.direction_fit import fit_directions
+    from probes.fit.direction_fit import fit_directions
 
     data = S.data
     per_layer: dict[str, dict] = {pk: {} for pk in S.probes}
@@ -285,13 +285,13 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                  control_repeats: int | None = None, steer_holdout: float = 0.0, mlp: dict[str, Any] | None = None,
                  paper_table: bool = False) -> tuple[dict, dict]:
     """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
-    ``directions`` maps layer -> :func:`probes.direction_fit.fit_directions` result (empty if disabled).
+    ``directions`` maps layer -> :func:`probes.fit.direction_fit.fit_directions` result (empty if disabled).
     ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
     questions outside a seeded held-out fraction (:func:`steer_split`), recorded for the steering stage; the
     cross-validated scores always use every question."""
     from probes.baseline import design_cells, study_baselines
     from probes.controls import CONTROL_METHOD, question_permutations
-    from probes.cv import majority_baseline, outer_folds, score_predictions
+    from probes.fit.cv import majority_baseline, outer_folds, score_predictions
 
     if control_repeats is not None:
         permutations = int(control_repeats)
@@ -301,8 +301,8 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
             raise ProbeError(f"unknown probe {pk!r}; choose from {ALL_PROBES}")
     be = Backend(solver, device, pca, inner_folds, tuple(Cs), seed)
     mlp_be: Any = None
-    if "mlp" in probes:  # the MLP probe (probes.mlp_cv): same folds, baselines and controls; settings in mlp
-        from probes.mlp_cv import MLPBackend
+    if "mlp" in probes:  # the MLP probe (probes.fit.mlp_cv): same folds, baselines and controls; settings in mlp
+        from probes.fit.mlp_cv import MLPBackend
 
         be = mlp_be = MLPBackend(be, **(mlp or {}))
         log(mlp_be.describe(permutations))

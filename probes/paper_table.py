@@ -95,7 +95,7 @@ def _mark_best(rows: list[dict[str, Any]]) -> None:
 def _other_task(target: str, data: ProbeData, *, be: Any, probes: tuple[str, ...], folds: int, group: str,
                 seed: int) -> tuple[ProbeData, np.ndarray, dict[str, dict[int, np.ndarray]]]:
     """Load ``target``'s rows from the study's store and cross-validate every probe at every layer."""
-    from probes.cv import outer_folds
+    from probes.fit.cv import outer_folds
 
     d = load_probe_data(data.store, target=target, conditions=data.conditions, layers=data.layers,
                         position=data.position)

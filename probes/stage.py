@@ -54,7 +54,7 @@ def train(config: ProbeConfig) -> Path:
         return _train_unlocked(config, out)
 
 
-train_stage = train  # the name study/stages.py looks for
+train_stage = train  # the name study/stages/core.py looks for
 
 
 def store_provenance(store: Any) -> dict:

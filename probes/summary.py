@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadbearing.report import Block, Bullets, Item, Paragraph, blocks_markdown, table
+from loadbearing.report.blocks import Block, Bullets, Item, Paragraph, blocks_markdown, table
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE, format_rate
 
 

@@ -22,12 +22,12 @@ Reads an activation store (``python -m activations.cache``) and writes a new dir
   is the nested-CV accuracy (layer chosen inside each training split). The .md says which is which.
 
 ``--probe mlp`` (or a set such as ``logistic,mass_mean,mlp``; ``both`` is logistic + mass_mean) adds a
-one-hidden-layer MLP probe (:mod:`probes.mlp`) inside the same folds, with the same baselines and controls;
+one-hidden-layer MLP probe (:mod:`probes.fit.mlp`) inside the same folds, with the same baselines and controls;
 its shuffled-label control refits ``--mlp-permutations`` (20) of the permutations.
 
 Every fitted step is refitted inside each training fold; outer folds are ``StratifiedGroupKFold`` by
 question (the store's ``question_key``, else ``question_id``). ``--solver torch`` (default) fits all
-logistic probes of a layer in batched solves (:mod:`probes.solver`) that reach scikit-learn's optimum;
+logistic probes of a layer in batched solves (:mod:`probes.fit.solver`) that reach scikit-learn's optimum;
 ``--solver sklearn`` is the reference implementation.
 
 This module is the command line only. The library: :class:`probes.config.ProbeConfig`,
@@ -43,8 +43,8 @@ import sys
 from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, run_cli
 from probes.config import ALL_PROBES, RESULTS, SOLVERS, TARGETS, ProbeConfig, parse_cs, parse_floats, parse_ints
 from probes.data import ProbeError
-from probes.estimators import DEFAULT_CS
 from probes.experiment import steer_split, train_probes
+from probes.fit.estimators import DEFAULT_CS
 from probes.stage import is_complete, train, train_stage
 from probes.summary import format_summary
 

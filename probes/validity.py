@@ -58,7 +58,7 @@ def metadata_baseline(meta: Any, y: np.ndarray, groups: np.ndarray, fold_ids: np
     fold the better of the one-hot logistic model and the smoothed cell lookup, by inner CV on the training
     split (:func:`probes.baseline.metadata_predictions`). ``chosen_per_fold`` says which won."""
     from probes.baseline import metadata_predictions
-    from probes.permuted import inner_masks
+    from probes.fit.permuted import inner_masks
 
     y = np.asarray(y)
     Y = y[None]
@@ -199,7 +199,7 @@ def summarise_transfer(res: list[dict[str, Any]], y: np.ndarray, groups: np.ndar
                        ) -> list[dict[str, Any]]:
     """Scores of :func:`transfer` results: per held-out value (``leave_one_out``, against the in-distribution
     predictions ``ref_pred`` when given) or per training value (``train_on_one``: others, within, per value)."""
-    from probes.cv import score_predictions
+    from probes.fit.cv import score_predictions
 
     vals = np.array([as_str(v) for v in values], dtype=object)
     out = []

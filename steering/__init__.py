@@ -22,7 +22,7 @@ from steering.hooks import (  # noqa: F401
     steer,
     steer_vectors,
 )
-from steering.results import read_sweep  # noqa: F401  (a DataFrame of generations.jsonl; pandas loads on call)
+from steering.sweep.results import read_sweep  # noqa: F401  (a DataFrame of generations.jsonl; pandas loads on call)
 
 __all__ = ["AblationHandle", "ablate", "patch_ablation", "read_sweep", "POSITIONS", "SteeringError", "SteeringHandle",
            "combine_directions", "mean_resid_norm", "patch", "patch_vectors", "steer", "steer_vectors"]

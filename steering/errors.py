@@ -1,4 +1,4 @@
-"""The steering stage's error for bad steering input (the sweep's own, :class:`steering.config.SweepError`, sits
+"""The steering stage's error for bad steering input (the sweep's own, :class:`steering.sweep.config.SweepError`, sits
 beside its settings). Both derive from :class:`loadbearing.errors.LoadBearingError`."""
 from __future__ import annotations
 
@@ -9,4 +9,8 @@ class SteeringError(LoadBearingError, ValueError):
     """Bad steering input (wrong width, unknown layer, mismatched batch); the message names the fix."""
 
 
-__all__ = ["SteeringError"]
+class PatchingError(LoadBearingError, ValueError):
+    """Bad input to activation patching; the message names the problem and the fix."""
+
+
+__all__ = ["PatchingError", "SteeringError"]

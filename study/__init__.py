@@ -6,8 +6,8 @@
 
 Modules: :mod:`study.config` (the study's settings, stored in ``DIR/study.json``), :mod:`study.stages` (each
 stage called as a library function, asked by its own ``is_complete``), :mod:`study.driver` (the CLI),
-:mod:`study.report` (joins each stage's own rendered summary; :mod:`study.html` writes it as ``report.html``),
-:mod:`study.browse` (the trace browser; its data from :mod:`study.browse_data`, its page in ``study/browser/``).
+:mod:`study.report` (joins each stage's own rendered summary; :mod:`study.report.html` writes it as ``report.html``),
+:mod:`study.browse` (the trace browser; its data from :mod:`study.browse.data`, its page in ``study/browser/``).
 Nothing is loaded at import time.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ def __getattr__(name: str):  # lazy: importing the package loads no stage
 
         return run_study
     if name == "write_report":
-        from study.report import write_report
+        from study.report.write import write_report
 
         return write_report
     raise AttributeError(name)

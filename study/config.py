@@ -16,7 +16,7 @@ from typing import Any
 
 from loadbearing.errors import LoadBearingError
 from loadbearing.runs import CONFIG, MANIFEST
-from steering.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI
+from steering.sweep.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI
 
 STUDY_FILE = "study.json"
 SCHEMA_VERSION = 1
@@ -55,7 +55,7 @@ class StudyConfig:
     folds: int = 5
     #: fraction of questions the steering directions are NOT fitted on; only those questions are steered
     steer_holdout: float = 0.5
-    #: the steering grid and sample: the sweep's own defaults (steering.config), so the two steer alike
+    #: the steering grid and sample: the sweep's own defaults (steering.sweep.config), so the two steer alike
     k: str = ",".join(str(k) for k in DEFAULT_KS)
     alphas: str = ",".join(f"{a:g}" for a in DEFAULT_ALPHAS)
     steer_layers: str | None = None
@@ -118,7 +118,7 @@ class StudyConfig:
         return {k: v for k, v in self.to_dict().items() if k not in self.FREE}
 
     def validate(self) -> None:
-        """Refuse settings that cannot run (offline: loads nothing). :func:`study.plan.check` goes further."""
+        """Refuse settings that cannot run (offline: loads nothing). :func:`study.dryrun.plan.check` goes further."""
         from loadbearing.cli import check_fraction, check_number
         from loadbearing.options import parse_float_list, parse_layers, split_list
 
@@ -142,7 +142,7 @@ class StudyConfig:
         ks = parse_float_list(self.k, "--k", minimum=1)
         if any(int(v) != v for v in ks):
             raise StudyError(f"--k {self.k!r}: numbers of directions must be whole numbers >= 1")
-        from steering.config import OPERATORS
+        from steering.sweep.config import OPERATORS
 
         ops = split_list(self.steer_operator)
         bad = [o for o in ops if o not in OPERATORS]

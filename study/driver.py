@@ -107,7 +107,7 @@ def describe(c: StudyConfig) -> str:
 def prepare(config: StudyConfig, *, dry_run: bool = False) -> tuple[StudyConfig, dict[str, str], list[str]]:
     """(the resolved config, the rule that filled each unset setting, what the offline check found); refuses
     a setting that cannot run, before anything is loaded or written. A real run also checks the device here."""
-    from study.plan import check
+    from study.dryrun.plan import check
     from study.settings import resolve
 
     config, rules = resolve(config)
@@ -162,10 +162,10 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print, rules: di
 def is_complete(out: str | Path, config: StudyConfig | None = None) -> bool:
     """Whether every selected stage is complete (each asked by its own ``is_complete``) or recorded as skipped
     for too little data, and the report is written: resuming such a study has nothing to do."""
-    from study.checks import read_skipped
-    from study.plan import select_stages
-    from study.report import is_written
-    from study.stages import REGISTRY
+    from study.dryrun.plan import select_stages
+    from study.report.write import is_written
+    from study.stages.checks import read_skipped
+    from study.stages.core import REGISTRY
 
     out = Path(out)
     if config is None:
@@ -182,7 +182,7 @@ def is_complete(out: str | Path, config: StudyConfig | None = None) -> bool:
 def _skip_reason(out: Path, name: str, config: StudyConfig, skipped: dict[str, str], selected: list[str]) -> str | None:
     """Why a stage cannot run: a stage it needs was skipped (that reason), or is neither selected nor done,
     or the stage's own data check says so."""
-    from study.stages import REGISTRY
+    from study.stages.core import REGISTRY
 
     st = REGISTRY[name]
     for dep in st.needs:
@@ -199,10 +199,10 @@ def _skip_reason(out: Path, name: str, config: StudyConfig, skipped: dict[str, s
 def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = None) -> Path:
     """Every selected stage in order; ``rules`` given: the resolved ``study.toml`` is written once the
     behavioural stage has claimed the directory (it takes only a directory holding nothing but study.json)."""
-    from study.checks import behaviour_reason, read_skipped, write_skipped
-    from study.plan import select_stages
-    from study.report import write_report
-    from study.stages import REGISTRY
+    from study.dryrun.plan import select_stages
+    from study.report.write import write_report
+    from study.stages.checks import behaviour_reason, read_skipped, write_skipped
+    from study.stages.core import REGISTRY
 
     t0 = time.perf_counter()
     bar = "=" * 8
@@ -259,7 +259,7 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
 
 def _closure(name: str) -> set[str]:
     """Every stage ``name`` needs, directly or through another."""
-    from study.stages import REGISTRY
+    from study.stages.core import REGISTRY
 
     seen: set[str] = set()
     todo = list(REGISTRY[name].needs)
@@ -274,10 +274,10 @@ def _closure(name: str) -> set[str]:
 def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], say, *, resume: bool = False) -> int:
     """The dry run: per run its settings (a several-run file: one line per run first, then the first run's
     settings in full and each later run's differences from it), what was checked, warnings, plan and estimate
-    (:mod:`study.plan_checks`). A refusal the real run would make (an existing output directory, one in use)
+    (:mod:`study.dryrun.checks`). A refusal the real run would make (an existing output directory, one in use)
     raises its error; a warning is printed and the exit status stays 0."""
-    from study.plan import generation_bound, plan_text
-    from study.plan_checks import dry_run_checks, estimate_lines, run_line
+    from study.dryrun.checks import dry_run_checks, estimate_lines, run_line
+    from study.dryrun.plan import generation_bound, plan_text
     from study.settings import settings_block
 
     several = len(configs) > 1
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         configs, resume, dry_run, config_file = configs_from_argv(argv)
         where["out"] = configs[0].output_dir
-        from study.plan import cached_counts
+        from study.dryrun.plan import cached_counts
 
         with cached_counts():  # each config's questions loaded once
             try:

@@ -7,10 +7,10 @@ then this, which prints from the study directory's own files, in order:
    study's SESOI, with each tested setting's own verdict, its parse rate against its random controls' (the
    parse-rate difference, its interval and exact p), its moved-among-parsed difference, 95% interval over
    questions and Holm-adjusted exact p; which settings are uninformative (the answer line broken); the
-   held-out cases steered beside the number a null needed (the sweep's simulated power, :mod:`steering.power`);
+   held-out cases steered beside the number a null needed (the sweep's simulated power, :mod:`steering.planning.power`);
 2. the probe table in the paper's layout (``probes/paper_table.md``, ``probes.train --paper-table``);
 3. the steering table in the paper's Table 7 layout (``steering-paper/table7.md``, the small descriptive
-   paper-design sweep, :mod:`steering.paper_design`).
+   paper-design sweep, :mod:`steering.paper.design`).
 
 A part whose file is missing is named with the stage that writes it; the exit status is 1 then, else 0.
 """

@@ -398,7 +398,7 @@ def test_three_stages_agree(q, text):
     from behavioural.protocol import _continuation_record, _Job
     from loadbearing.answers import Score, score
     from loadbearing.engine.generation import Generation
-    from steering.sweep import score as steering_score
+    from steering.sweep.cli import score as steering_score
 
     want = score(text, q)
     assert isinstance(want, Score)

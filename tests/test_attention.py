@@ -17,8 +17,8 @@ from helpers.attention import K, scripted_lm
 from behavioural.causal import receiver as rc
 from behavioural.causal.attention import AttentionConfig, chain_tokens, run_receiver_heads, run_suppression
 from behavioural.causal.common import eligible_chains
+from behavioural.causal.receiver_heads import main as rh_main
 from behavioural.protocol import Settings, run_protocol
-from behavioural.receiver_heads import main as rh_main
 from loadbearing.engine.models import LoadedModel
 from loadbearing.questions.data import load_questions
 from loadbearing.runs import Run
@@ -127,8 +127,8 @@ def test_later_steps_attending_only_to_step_k_give_it_the_top_vertical_score(run
     assert all(r["attn_implementation"] == "eager" and len(r["bounds"]) == r["n_lines"] for r in rows)
     assert "Receiver heads" in (run_copy / "receiver_heads" / "summary.md").read_text()
     # a study stage: complete, and rendered in the report from its summary
-    import study.stages_extra  # noqa: F401 - registers the optional stages
-    from study.stages import REGISTRY
+    import study.stages.extra  # noqa: F401 - registers the optional stages
+    from study.stages.core import REGISTRY
 
     st = REGISTRY["receiver_heads"]
     assert st.is_complete(run_copy) and not REGISTRY["suppression"].is_complete(run_copy)
@@ -150,8 +150,8 @@ def test_masking_a_step_changes_only_the_steps_that_read_it(run_copy, tokenizer)
                 else:
                     assert m[i, j] == pytest.approx(floor, abs=1e-6), (i, j, m)
         assert q["top_step"] == K
-    import study.stages_extra  # noqa: F401 - registers the optional stages
-    from study.stages import REGISTRY
+    import study.stages.extra  # noqa: F401 - registers the optional stages
+    from study.stages.core import REGISTRY
 
     assert "| effect of masking each step |" in (REGISTRY["suppression"].render(run_copy, "md") or "")
 
@@ -213,7 +213,7 @@ def test_the_prompt_cache_gives_the_full_pass_logits_and_attention(run_copy, tin
 
 def test_agreement_between_receiver_heads_suppression_and_propagation(run_copy, tokenizer):
     from behavioural.causal.agreement import format_agreement, pair_agreement, step_agreement
-    from study.report_causal import causal_section
+    from study.report.causal import causal_section
 
     lm = scripted_lm(run_copy, tokenizer)
     run_receiver_heads(AttentionConfig(run_copy, max_questions=None, quiet=True), lm, echo=None)

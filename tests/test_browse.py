@@ -1,4 +1,4 @@
-"""The trace browser (study.browse) and report.html (study.html).
+"""The trace browser (study.browse) and report.html (study.report.html).
 
 Fast tier: the data the page embeds, the JSON escaping, the fragment syntax, the CLI's errors, the report's
 objects in HTML (escaping, the rows' browser links).
@@ -26,7 +26,7 @@ import pytest
 from loadbearing.engine.generation import Generation
 from loadbearing.records import Baseline, Continuation
 from loadbearing.runs import Run
-from study.browse import collect, embed_json, fragment, main, render, write_browser
+from study.browse.page import collect, embed_json, fragment, main, render, write_browser
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = ("Wait. <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"><b>bold</b> **unbalanced "
@@ -35,10 +35,10 @@ LONG = "Z" * 10_000
 
 
 def _study_html_module():
-    """study.html, also while ``study`` is still the single study.py module (before the study package exists)."""
+    """study.report.html, also while ``study`` is still the single study.py module (before the study package exists)."""
     try:
-        import study.html
-        return study.html
+        import study.report.html
+        return study.report.html
     except ImportError:
         spec = importlib.util.spec_from_file_location("_study_html", REPO / "study" / "html.py")
         mod = importlib.util.module_from_spec(spec)
@@ -120,7 +120,7 @@ def make_small_run(root: Path, tokenizer) -> Path:
 
 #: what the scripted paraphraser puts before every line it rewrites (markup that must show as text)
 PARA_MARK = '<img src=x onerror="window.__pwned=4"><i>In other words</i> '
-#: the restored fraction per (layer, group) of the patched case (steering.patch's record format)
+#: the restored fraction per (layer, group) of the patched case (steering.patching.cli's record format)
 PATCHED = {0: [1.0, 0.0, 0.0, 1.0], 1: [0.5, 0.0, 0.25, 0.75]}
 
 
@@ -128,7 +128,7 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
     """The causal tests on the small run, by their own stage code with scripted models: early answering (the
     answer is known once the chain holds two lines), a paraphrase of every prefix (each line behind
     :data:`PARA_MARK`), resampling of 4 questions (even rollouts replace the step; at step 1 they then answer
-    999); and ``patching/patching.json`` in steering.patch's format for one C case of a resampled question."""
+    999); and ``patching/patching.json`` in steering.patching.cli's format for one C case of a resampled question."""
     import re
 
     from fakes import fake_lm, scripted_generate
@@ -186,7 +186,7 @@ def add_causal_outputs(root: Path, tokenizer) -> None:
     results.append({"kind": "random-layer", "layer": 1, "group": "edit", "n_positions": 3, "ld": 0.0, "restored": 9.0})
     (root / "patching").mkdir()
     (root / "patching" / "patching.json").write_text(json.dumps({
-        "schema_version": 1, "kind": "steering.patch", "settings": {"layers": list(PATCHED), "groups": groups},
+        "schema_version": 1, "kind": "steering.patching.cli", "settings": {"layers": list(PATCHED), "groups": groups},
         "cases": [{"id": case.id, "question_id": case.question_id, "gold": case.gold, "propagated": case.parsed_answer,
                    "ld_edited": 2.0, "ld_clean": -1.0, "gap": -3.0, "excluded": False, "results": results}]}))
 
@@ -379,7 +379,7 @@ def test_new_causal_stages_data_come_from_the_summaries(small_run):
         (p["fraction"], p["retention"]["k"], p["retention"]["n"]) for p in ps["curve"]]
     assert [h[:2] for h in sm["rh"]["heads"]] == [[h["layer"], h["head"]] for h in rh["top_heads"]][:8]
     from behavioural.causal.agreement import step_agreement
-    from study.report_causal import N_BOOT, SEED
+    from study.report.causal import N_BOOT, SEED
 
     ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
     assert [(a["a"], a["b"], a["nq"], a["top"]["k"], a["top"]["n"]) for a in sm["ag"]] == [
@@ -465,7 +465,7 @@ def test_run_without_labels_or_baseline_lines(tmp_path, tokenizer):
 
 
 def test_report_tables_and_links(tmp_path):
-    from loadbearing.report import Bullets, Code, Figure, Paragraph, Row, Section, Table, facet_filter, label_cell_filters
+    from loadbearing.report.blocks import Bullets, Code, Figure, Paragraph, Row, Section, Table, facet_filter, label_cell_filters
 
     write_report_html = _study_html()
     png = tmp_path / "fig.png"
@@ -504,7 +504,7 @@ def test_report_tables_and_links(tmp_path):
 
 
 def test_report_figures_stay_inside_the_study(tmp_path):
-    from loadbearing.report import Figure, Section
+    from loadbearing.report.blocks import Figure, Section
 
     (tmp_path / "probes").mkdir()
     (tmp_path / "probes" / "acc.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\1" * 20)
@@ -517,9 +517,9 @@ def test_report_figures_stay_inside_the_study(tmp_path):
 def test_study_report_rows_carry_their_browser_filters(tmp_path):
     """The behaviour and labels tables of a study's report link each group row (and each non-zero label count)
     to the browser filtered to that group: the filters are set where the rows are built, from the group keys."""
-    from behavioural.labels.summary import summary_blocks
-    from loadbearing.report import Table
-    from study.report_behaviour import behaviour_blocks
+    from behavioural.labels.label_summary import summary_blocks
+    from loadbearing.report.blocks import Table
+    from study.report.behaviour import behaviour_blocks
 
     rate = {"k": 1, "n": 2, "rate": 0.5, "lo": 0.1, "hi": 0.9, "method": "wilson", "n_questions": 2}
     row = {"propagation": rate, "control_error": rate, "coverage": rate, "questions": 2, "generations": 4}
@@ -872,7 +872,7 @@ def test_new_causal_stages_render_their_summaries(driver, page, small_run, tmp_p
         By.CSS_SELECTOR, '[data-role="sum-receiver"]').text
     assert f"{sp['n_sampled_questions']} chains" in summ.find_element(By.CSS_SELECTOR, '[data-role="sum-suppression"]').text
     from behavioural.causal.agreement import step_agreement
-    from study.report_causal import N_BOOT, SEED
+    from study.report.causal import N_BOOT, SEED
 
     ag = step_agreement(small_run, n_boot=N_BOOT, seed=SEED)
     assert [[r[0], r[1].split(" ")[0], r[2], r[3].split(" ")[0]]
@@ -891,7 +891,7 @@ def test_report_html_links_open_the_browser_filtered(driver, small_run, tmp_path
     out = tmp_path / "study"
     shutil.copytree(small_run, out)
     write_browser(out)
-    from loadbearing.report import Row, Section, Table, facet_filter
+    from loadbearing.report.blocks import Row, Section, Table, facet_filter
 
     rows = (Row(("overall", "x"), facet_filter()), Row(("strategy=contradiction", "y"), facet_filter(strategy="contradiction")),
             Row(("strategy=arithmetic_change, C", "z"), facet_filter(strategy="arithmetic_change", label="C")))

@@ -11,12 +11,12 @@ import pytest
 
 from activations.synthetic import make_run
 from loadbearing.runs import Run
-from steering.cases import case_dict
 from steering.generate import generate_steered
-from steering.grid import Setting
-from steering.runner import generation_record
-from study.browse import write_browser
-from study.browse_data import collect
+from steering.sweep.cases import case_dict
+from steering.sweep.grid import Setting
+from steering.sweep.runner import generation_record
+from study.browse.data import collect
+from study.browse.page import write_browser
 
 
 @pytest.fixture(scope="module")

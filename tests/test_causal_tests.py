@@ -18,10 +18,10 @@ from behavioural.causal.common import ANSWER_PREFIX
 from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
 from behavioural.causal.early_answer import format_summary as ea_format
 from behavioural.causal.early_answer import is_complete as ea_complete
+from behavioural.causal.early_answer import main as ea_main
 from behavioural.causal.filler import FillerConfig, filler_text, run_filler
 from behavioural.causal.paraphrase import INSTRUCTION, ParaphraseConfig, clean_paraphrase, run_paraphrase
-from behavioural.early_answer import main as ea_main
-from behavioural.paraphrase import main as para_main
+from behavioural.causal.paraphrase import main as para_main
 from behavioural.protocol import Settings, run_protocol
 from loadbearing.engine.generation import Generation
 from loadbearing.questions.data import load_questions

@@ -33,8 +33,8 @@ ALIASES = [
     ("behavioural.merge", ["p0", "--output", "m"], "--output", "--output-dir", "output", "m"),
     ("study.browse", ["RUN", "--output", "b.html"], "--output", "--output-file", "output", "b.html"),
     ("study.export_inspect", ["RUN", "--output", "l.eval"], "--output", "--output-file", "output", "l.eval"),
-    ("steering.patch", ["RUN", "--output", "p"], "--output", "--output-dir", "output", "p"),
-    ("steering.patch", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
+    ("steering.patching.cli", ["RUN", "--output", "p"], "--output", "--output-dir", "output", "p"),
+    ("steering.patching.cli", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
 ]
 
 
@@ -56,7 +56,7 @@ def test_deprecated_alias_warns_once_and_sets_the_new_option(module, argv, old, 
 
 def test_alias_on_the_command_line_runs_the_command(tmp_path, capsys, monkeypatch):
     """An old command line still runs end to end: the sweep's planner with --positions and --no-progress."""
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     monkeypatch.chdir(tmp_path)
     rc = main(["--plan", "--base-rate", "0.05", "--k", "1", "--alphas", "1", "--positions", "generated",
@@ -111,7 +111,7 @@ def test_sesoi_that_cannot_be_a_fraction_is_refused_with_the_fix(value, message)
 
 
 def test_sesoi_in_points_is_refused_by_the_sweep_and_the_study(tmp_path, capsys):
-    from steering.config import SweepConfig, SweepError
+    from steering.sweep.config import SweepConfig, SweepError
     from study.config import StudyConfig, StudyError
     from study.driver import main as study_main
 
@@ -129,7 +129,8 @@ def test_sesoi_in_points_is_refused_by_the_sweep_and_the_study(tmp_path, capsys)
 
 def test_sweep_and_study_share_their_steering_defaults():
     from loadbearing.options import parse_list
-    from steering.config import (
+    from steering.sweep.cli import build_parser as sweep_parser
+    from steering.sweep.config import (
         DEFAULT_ALPHAS,
         DEFAULT_KS,
         DEFAULT_PER_QUESTION,
@@ -137,7 +138,6 @@ def test_sweep_and_study_share_their_steering_defaults():
         DEFAULT_SESOI,
         SweepConfig,
     )
-    from steering.sweep import build_parser as sweep_parser
     from study.config import StudyConfig
     from study.options import build_parser as study_parser
 
@@ -145,7 +145,7 @@ def test_sweep_and_study_share_their_steering_defaults():
     sweep = sweep_parser().parse_args(["RUN"])
     cfg = SweepConfig(run_dir="r", directions="d")
     assert [int(k) for k in study.k.split(",")] == list(DEFAULT_KS) == [1, 4]
-    assert sweep.k is None  # None -> DEFAULT_KS within the stored basis (steering.plan)
+    assert sweep.k is None  # None -> DEFAULT_KS within the stored basis (steering.sweep.plan)
     assert parse_list(sweep.alphas, "--alphas", kind=float) == parse_list(study.alphas, "--alphas", kind=float) \
         == cfg.alphas == list(DEFAULT_ALPHAS)
     assert sweep.per_question == study.per_question == cfg.per_question == DEFAULT_PER_QUESTION == 1
@@ -172,7 +172,7 @@ def test_help_formatter_says_each_default_once():
 @pytest.mark.parametrize("old", ["--line-position", "--position"])
 def test_paraphrase_single_cut_names_its_replacement(old, capsys):
     """paraphrase's one cut became the --fractions curve: the old option is one error line naming the new one."""
-    from behavioural.paraphrase import main
+    from behavioural.causal.paraphrase import main
 
     with pytest.raises(SystemExit) as e:
         main(["RUN", old, "late"])

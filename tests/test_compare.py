@@ -17,7 +17,7 @@ def _row(res, measure, group="all"):
 
 
 def test_a_known_difference_is_found_and_its_interval_covers_it(tmp_path):
-    from study.compare import compare, load
+    from study.compare.cli import compare, load
 
     # A propagates at every middle and late edit, B only at late: A - B = 1/3 exactly, on 30 questions
     a = write_run(tmp_path / "a", n_q=30, propagate=lambda i, p: p != "early", aoc=lambda i: 1)
@@ -44,8 +44,8 @@ def test_a_known_difference_is_found_and_its_interval_covers_it(tmp_path):
 
 
 def test_mcnemar_on_baselines_and_only_shared_questions_count(tmp_path):
-    from study.compare import compare, load
-    from study.compare_stats import mcnemar_exact
+    from study.compare.cli import compare, load
+    from study.compare.stats import mcnemar_exact
 
     # 20 shared questions (ids 5..24); A right on all, B wrong on ids divisible by 3
     a = write_run(tmp_path / "a", n_q=25, propagate=lambda i, p: False)
@@ -60,7 +60,7 @@ def test_mcnemar_on_baselines_and_only_shared_questions_count(tmp_path):
 
 
 def test_by_level_and_by_strategy_and_unpaired_strategies(tmp_path):
-    from study.compare import compare, load
+    from study.compare.cli import compare, load
 
     # level L1 (odd ids) propagates in A only: the difference lives in one level
     a = write_run(tmp_path / "a", n_q=24, propagate=lambda i, p: i % 2 == 1)
@@ -78,7 +78,7 @@ def test_by_level_and_by_strategy_and_unpaired_strategies(tmp_path):
 
 
 def test_the_cli_prints_the_table_and_writes_the_section(tmp_path, capsys):
-    from study.compare import main
+    from study.compare.cli import main
 
     a = write_run(tmp_path / "a", n_q=12, propagate=lambda i, p: True, model="m1")
     b = write_run(tmp_path / "b", n_q=12, propagate=lambda i, p: p == "early", model="m2")
@@ -94,7 +94,7 @@ def test_the_cli_prints_the_table_and_writes_the_section(tmp_path, capsys):
 
 
 def test_a_study_directory_compares_the_models_within_each_dataset(tmp_path, capsys):
-    from study.compare import main
+    from study.compare.cli import main
 
     root = tmp_path / "study"
     for m in ("m1", "m2"):
@@ -114,7 +114,7 @@ def test_a_study_directory_compares_the_models_within_each_dataset(tmp_path, cap
 
 
 def test_bad_input_is_one_error_line(tmp_path, capsys):
-    from study.compare import main
+    from study.compare.cli import main
 
     a = write_run(tmp_path / "a", n_q=5, propagate=lambda i, p: True)
     b = write_run(tmp_path / "b", n_q=5, offset=100, propagate=lambda i, p: True)
@@ -138,7 +138,7 @@ def test_bad_input_is_one_error_line(tmp_path, capsys):
 
 
 def test_the_tests_and_holm_by_hand():
-    from study.compare_stats import holm, mcnemar_exact, paired_continuous, sign_flip_p
+    from study.compare.stats import holm, mcnemar_exact, paired_continuous, sign_flip_p
 
     assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(6, 0) == pytest.approx(2 * 0.5 ** 6)
     p, how = sign_flip_p([1, 1, 1, 1, 1])

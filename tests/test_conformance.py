@@ -14,7 +14,7 @@ from loadbearing.engine import batching
 from loadbearing.engine.families import FAMILIES, WINDOW, build_family, save_family
 from loadbearing.engine.generation import encode
 from loadbearing.engine.models import load_model, wrap_model
-from study.conformance import PATHS, chat_inputs, run_checks
+from study.conformance.matrix import PATHS, chat_inputs, run_checks
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_bitsandbytes_on_cpu(quantize, tmp_path_factory, tokenizer, capsys):
 def test_selfcheck_passes_on_a_tiny_saved_model_and_fails_on_a_planted_fault(family_dir, capsys, monkeypatch):
     import re
 
-    from study.selfcheck import main
+    from study.conformance.selfcheck import main
 
     rc = main(["--model", family_dir("gemma2"), "--prompts", "4", "--max-new-tokens", "8"])
     out = capsys.readouterr().out
@@ -153,7 +153,7 @@ def test_selfcheck_passes_on_a_tiny_saved_model_and_fails_on_a_planted_fault(fam
 
 
 def test_selfcheck_bad_input_is_one_error_line(tmp_path, capsys):
-    from study.selfcheck import main
+    from study.conformance.selfcheck import main
 
     assert main(["--model", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -176,7 +176,7 @@ def test_the_support_matrix_in_docs_covers_every_family_and_path():
 
 @pytest.mark.integration
 def test_selfcheck_on_the_embedded_model(capsys):
-    from study.selfcheck import main
+    from study.conformance.selfcheck import main
 
     rc = main(["--prompts", "3", "--batch-size", "2", "--max-new-tokens", "6"])
     out = capsys.readouterr().out

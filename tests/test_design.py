@@ -1,4 +1,4 @@
-"""Design matrices before a fit (loadbearing.design): collapsed positions become one level, duplicate and
+"""Design matrices before a fit (loadbearing.stats.design): collapsed positions become one level, duplicate and
 dependent columns are merged or dropped with a note; the gradient's fits and tables use it, and its Table 4
 counts perturbed generations only."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from helpers.gradient_runs import make_run
 from behavioural.gradient import GradientConfig, format_summary, run_gradient
 from behavioural.gradient.analysis import taxonomy
 from behavioural.gradient.rows import load_runs
-from loadbearing.design import distinct_columns, full_rank, merged_position, position_index
+from loadbearing.stats.design import distinct_columns, full_rank, merged_position, position_index
 
 
 def test_merged_position_labels_and_trend_index():
@@ -134,7 +134,7 @@ def test_table4_counts_perturbed_generations_only(tmp_path):
 
 
 def test_metadata_baseline_merges_duplicate_one_hot_columns():
-    from probes.cv import outer_folds
+    from probes.fit.cv import outer_folds
     from probes.validity import metadata_baseline
 
     rng = np.random.default_rng(3)

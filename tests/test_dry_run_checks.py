@@ -73,8 +73,8 @@ def test_vllm_that_cannot_be_imported_is_a_warning(tmp_path, capsys, monkeypatch
 
 
 def test_the_device_is_checked_against_the_cuda_devices_torch_sees(monkeypatch):
-    from study import plan_checks
     from study.config import StudyConfig
+    from study.dryrun import checks as plan_checks
 
     c = StudyConfig(output_dir="x", device="cuda:1", backend="vllm", tensor_parallel_size=4)
     warnings, note = plan_checks.check_device(c, count=0)
@@ -99,7 +99,7 @@ def test_alphas_that_turn_the_model_into_noise_are_a_warning(tmp_path, capsys):
 
 def test_the_estimate_of_tokens_store_and_time():
     from study.config import StudyConfig
-    from study.plan_checks import estimate, estimate_lines
+    from study.dryrun.checks import estimate, estimate_lines
     from study.settings import resolve
 
     # one paper BBH run (study/presets/paper.toml): 1,000 questions x 6 edits x 3 positions perturbed rows,

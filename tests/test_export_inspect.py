@@ -40,7 +40,7 @@ def test_the_log_reads_back_sample_by_sample(run_dir, capsys):
     from inspect_ai.log import read_eval_log
 
     from loadbearing.runs import Run
-    from study.export_inspect import DEFAULT_OUTPUT, main
+    from study.export_inspect.cli import DEFAULT_OUTPUT, main
 
     assert main([str(run_dir)]) == 0
     out = run_dir / DEFAULT_OUTPUT
@@ -54,7 +54,7 @@ def test_the_log_reads_back_sample_by_sample(run_dir, capsys):
     by_id = {c.id: c for c in recs}
     assert sorted(s.id for s in log.samples) == sorted(by_id)  # one sample per generation (the reader may reorder)
     assert log.eval.metadata["labelling"] == name == "rule"
-    from loadbearing.design import merged_position
+    from loadbearing.stats.design import merged_position
 
     n_merged = 0
     for s in log.samples:
@@ -95,7 +95,7 @@ def test_samples_df_counts_match_the_run(run_dir, tmp_path):
     from inspect_ai import analysis
 
     from loadbearing.runs import Run
-    from study.export_inspect import export_inspect
+    from study.export_inspect.cli import export_inspect
 
     path = export_inspect(run_dir, str(tmp_path / "run.eval"))
     df = analysis.samples_df(str(path))
@@ -120,7 +120,7 @@ def test_samples_df_counts_match_the_run(run_dir, tmp_path):
 def test_the_export_is_stable_and_follows_the_suffix(run_dir, tmp_path):
     from inspect_ai.log import read_eval_log
 
-    from study.export_inspect import export_inspect
+    from study.export_inspect.cli import export_inspect
 
     a = read_eval_log(str(export_inspect(run_dir, str(tmp_path / "a.eval"))))
     b = read_eval_log(str(export_inspect(run_dir, str(tmp_path / "b.json"))))
@@ -130,7 +130,7 @@ def test_the_export_is_stable_and_follows_the_suffix(run_dir, tmp_path):
 
 
 def test_bad_input_is_one_error_line(run_dir, tmp_path, capsys):
-    from study.export_inspect import main
+    from study.export_inspect.cli import main
 
     assert main([str(tmp_path)]) == 2  # not a run directory
     err = capsys.readouterr().err
@@ -150,7 +150,7 @@ def test_bad_input_is_one_error_line(run_dir, tmp_path, capsys):
 def test_an_unfinished_run_is_refused_unless_asked(run_dir, tmp_path, capsys):
     import shutil
 
-    from study.export_inspect import main
+    from study.export_inspect.cli import main
 
     d = tmp_path / "run"
     shutil.copytree(run_dir, d)

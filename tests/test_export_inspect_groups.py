@@ -26,7 +26,7 @@ def run(tmp_path) -> Path:
     from loadbearing.runs import Run
 
     d = write_run(tmp_path / "run", n_q=6, propagate=lambda i, p: p != "early" and i % 3 != 0, aoc=lambda i: 1 + i % 3)
-    for f, v in (("manifest.json", {"kind": "behavioural.early_answer", "status": "ok"}), ("summary.json", {})):
+    for f, v in (("manifest.json", {"kind": "behavioural.causal.early_answer", "status": "ok"}), ("summary.json", {})):
         (d / "early_answer" / f).write_text(json.dumps(v))
     bases = Run(d).baselines()
     meta = [{"question_id": b.question_id, "question_key": b.question_key, "dataset": b.dataset, "task": b.task,
@@ -48,8 +48,8 @@ def test_columns_groups_and_causal_logs_read_back(run, capsys):
     from inspect_ai.log import read_eval_log
 
     from loadbearing.runs import Run
-    from study.export_inspect import main
-    from study.export_inspect_groups import CELL_FIELDS
+    from study.export_inspect.cli import main
+    from study.export_inspect.groups import CELL_FIELDS
 
     assert main([str(run)]) == 0
     out = capsys.readouterr().out
@@ -106,7 +106,7 @@ def test_columns_groups_and_causal_logs_read_back(run, capsys):
 
 
 def test_no_causal_stage_no_causal_log(tmp_path):
-    from study.export_inspect import export_inspect
+    from study.export_inspect.cli import export_inspect
 
     d = write_run(tmp_path / "run", n_q=3, propagate=lambda i, p: True)
     (d / "filler").mkdir()  # an unfinished stage (no manifest) is not exported

@@ -25,8 +25,8 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     rc = main([str(p) for p in ladder] + ["--output-dir", str(out)])
     assert rc == 0, capsys.readouterr().err
     s = json.loads((out / "gradient.json").read_text())
-    from loadbearing.results import read_result
-    from loadbearing.stage_results import GradientSummary
+    from loadbearing.results.check import read_result
+    from loadbearing.results.stages import GradientSummary
 
     assert read_result(out / "gradient.json", GradientSummary) == s  # the typed result reads the file back unchanged
     assert is_complete(out) and (out / "gradient.png").stat().st_size > 1000 and (out / "gradient.md").is_file()

@@ -112,9 +112,9 @@ CONCEPTS = {
     # an atomic replace of a file or a directory
     "atomic writes": (re.compile(r"\bos\.(replace|rename)\(|\.rename\(|\.replace\(tmp"), {"loadbearing/files.py"}),
     # drawing bootstrap resamples
-    "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats.py"}),
+    "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats/bootstrap.py"}),
     # the rank check of a design matrix before a fit (duplicate / dependent columns merged with a note)
-    "design rank check": (re.compile(r"matrix_rank\("), {"loadbearing/design.py"}),
+    "design rank check": (re.compile(r"matrix_rank\("), {"loadbearing/stats/design.py"}),
     # reading directions.h5
     "directions.h5 reader": (re.compile(r"h5py\.File\([^)]*direction"), {"probes/directions.py"}),
     # "question_key, else question_id"
@@ -126,7 +126,7 @@ CONCEPTS = {
     # a markdown table's separator row read back (the report is built from objects: nothing parses markdown)
     "markdown table parsing": (re.compile(r"re\.\w+\([^\n]*:\?-\{2,\}"), set()),
     # report HTML: a report table's browse links and folded tables (one renderer of the report objects)
-    "report html renderer": (re.compile(r"<details><summary>|class=\"browse"), {"loadbearing/report_html.py"}),
+    "report html renderer": (re.compile(r"<details><summary>|class=\"browse"), {"loadbearing/report/html.py"}),
     # partitioning shards
     "shard partition": (re.compile(r"def shard_of\(|% *count\b|sha\w*\([^)]*\)\.\w+\(\)[^\n]*% "), {"loadbearing/shards.py"}),
 }

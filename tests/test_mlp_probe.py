@@ -12,10 +12,10 @@ from helpers.probe_stores import lab, write_store
 
 from activations.store import open_store
 from probes.config import ALL_PROBES, PROBES, ProbeConfig, parse_probes
-from probes.cv import cross_val_predict_grouped, outer_folds
 from probes.data import ProbeError, load_probe_data
 from probes.experiment import train_probes
-from probes.mlp_cv import MLPBackend, cv_predict
+from probes.fit.cv import cross_val_predict_grouped, outer_folds
+from probes.fit.mlp_cv import MLPBackend, cv_predict
 from probes.paper_table import COLUMNS, pm
 from probes.train import main
 
@@ -184,7 +184,7 @@ def test_mlp_transfer_checks_run(tmp_path):
 def test_batched_training_does_not_couple_problems():
     """A problem trained in a batch (with others that stop earlier or later, and another standardisation group)
     ends where it ends alone: same kept epoch, same weights up to float32 round-off."""
-    from probes.mlp_train import train_mlps
+    from probes.fit.mlp_train import train_mlps
 
     rng = np.random.default_rng(0)
     n, d, B = 120, 10, 6

@@ -273,7 +273,7 @@ def test_steering_sweep_out_of_memory_writes_the_generations_of_batch_n(tokenize
     from helpers.steering import PLANT, make_steering_run, planted_lm, sweep_config, unit, write_dirs
 
     from steering.generate import generate_steered
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     out = {}

@@ -158,7 +158,7 @@ def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
 @pytest.mark.parametrize("argv, says", [(["--kinds", "sceptical"], "--kinds 'sceptical'"),
                                         (["--n-per-level", "100"], "--n-per-level")])
 def test_validate_refuses_bad_options_in_one_line_before_training(tmp_path, capsys, argv, says):
-    from study.validate import main
+    from study.validate.cli import main
 
     out = tmp_path / "v"
     assert main(["--output-dir", str(out), *argv]) == 2

@@ -1,6 +1,6 @@
 """The paper's own tables by their real column names: the headers of the CSVs the paper released
 (tests/fixtures/released_headers/, copied from r2m-ai/load-bearing-cot ``figures/``; see its README) come first,
-in order and spelled exactly, in what ``probes.train --paper-table`` and ``steering.table7`` write."""
+in order and spelled exactly, in what ``probes.train --paper-table`` and ``steering.paper.table7`` write."""
 from __future__ import annotations
 
 import csv
@@ -41,7 +41,7 @@ def test_probe_paper_table_starts_with_the_released_header():
 
 
 def test_steering_table7_starts_with_the_released_header():
-    from steering.table7 import COLUMNS, PAPER_COLUMNS, to_csv
+    from steering.paper.table7 import COLUMNS, PAPER_COLUMNS, to_csv
 
     released = _released("table7_intervention.csv")
     assert list(PAPER_COLUMNS) == released and list(COLUMNS[:len(released)]) == released

@@ -1,4 +1,4 @@
-"""Activation patching (steering.patch) on tiny in-process models; one integration test on the embedded model.
+"""Activation patching (steering.patching.cli) on tiny in-process models; one integration test on the embedded model.
 
 Sanity, float32: patching every position at any layer reproduces the clean run's logits (atol 1e-5), patching
 nothing leaves the edited run's logits bit-for-bit; in a model without attention (MLP-only blocks: a position's
@@ -19,10 +19,10 @@ import torch
 from helpers.tiny import make_tiny_lm
 
 from loadbearing.cli import run_cli
-from steering.patch import PatchConfig, main, run_patching
+from steering.errors import PatchingError
 from steering.patching.align import Alignment, align_texts, align_tokens, answer_tokens
+from steering.patching.cli import PatchConfig, main, run_patching
 from steering.patching.engine import Patch, forward_logits, patched, record, score_rows
-from steering.patching.errors import PatchingError
 
 ATOL = 1e-5  # float32 tolerance for "the same logits" (the patched run recomputes the same sums)
 
@@ -185,7 +185,7 @@ def _make_run(tmp: Path, tok, *, n_q=3, controls=True, c_label="C", status="ok")
 def test_run_patching_writes_json_heatmap_and_markdown(tmp_path, tokenizer, lm3):
     run = _make_run(tmp_path, tokenizer)
     cfg = PatchConfig(run_dir=str(run), layers="0,1,3", max_cases=3, flip=True, flip_tokens=4, n_boot=200,
-                      progress=False, command="python -m steering.patch run")
+                      progress=False, command="python -m steering.patching run")
     obj = run_patching(cfg, lm3, echo=lambda s: None)
     out = run / "patching"
     assert {p.name for p in out.iterdir()} == {"patching.json", "patching.png", "patching.md"}

@@ -7,8 +7,8 @@ import pytest
 from scipy import sparse
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from probes.estimators import LogisticProbe, MassMeanProbe
-from probes.mlp import MLPProbe
+from probes.fit.estimators import LogisticProbe, MassMeanProbe
+from probes.fit.mlp import MLPProbe
 
 # small settings keep the MLP's ~50 checks fast; the defaults are exercised by tests/test_mlp_probe.py
 FAST_MLP = MLPProbe(hidden_sizes=(8, 16), weight_decays=(1e-3,), max_iter=60, patience=10, inner_folds=2)

@@ -10,10 +10,10 @@ from helpers.probe_stores import lab, write_store
 
 from activations.store import open_store
 from probes import ProbeError, load_direction_info, load_directions
-from probes.cv import cross_val_predict_grouped, outer_folds, permute_by_group, score_predictions
 from probes.data import check_folds, load_probe_data
-from probes.direction_fit import fit_directions
-from probes.estimators import LogisticProbe, MassMeanProbe, make_probe_pipeline, raw_direction
+from probes.fit.cv import cross_val_predict_grouped, outer_folds, permute_by_group, score_predictions
+from probes.fit.direction_fit import fit_directions
+from probes.fit.estimators import LogisticProbe, MassMeanProbe, make_probe_pipeline, raw_direction
 from probes.train import main, train_probes
 
 FAST = dict(n_boot=200, permutations=20, Cs=(0.01, 1.0, 100.0))
@@ -265,7 +265,7 @@ def test_cli_help_and_docstring():
 def test_steer_holdout_fits_directions_on_other_questions(tmp_path):
     """--steer-holdout: CV scores use every question, the directions only the fit half, and directions.h5
     records the split that the steering stage reads (so steered questions were never fitted on)."""
-    from steering.grid import sweep_directions as steering_directions
+    from steering.sweep.grid import sweep_directions as steering_directions
 
     rng = np.random.default_rng(7)
     q, per, nl, d = 40, 4, 2, 12

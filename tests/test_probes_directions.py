@@ -102,7 +102,7 @@ def test_directions_is_the_one_type_and_carries_the_question_split(tmp_path):
 def test_the_papers_two_bases_are_fitted_stored_and_read(tmp_path):
     """M2 (mean difference + within-C PCs with it projected out) and the probe basis (probe direction + PCs with
     it projected out), as r2m-ai/load-bearing-cot's multi_direction.py builds them, round-trip through the file."""
-    from probes.direction_fit import fit_directions, m2_basis
+    from probes.fit.direction_fit import fit_directions, m2_basis
 
     rng = np.random.default_rng(3)
     n, d = 240, 12
@@ -141,7 +141,7 @@ def test_the_papers_two_bases_are_fitted_stored_and_read(tmp_path):
 @pytest.mark.parametrize("n,d", [(900, 600), (600, 900), (300, 200)])
 def test_top_principal_axes_are_the_thin_svds_axes(n, d):
     """The Gram-matrix route for wide matrices gives the thin SVD's top axes (up to sign) to working precision."""
-    from probes.direction_fit import top_principal_axes
+    from probes.fit.direction_fit import top_principal_axes
 
     rng = np.random.default_rng(n + d)
     X = rng.standard_normal((n, 40)) @ rng.standard_normal((40, d)) * np.linspace(3, 1, d) + 0.1 * rng.standard_normal((n, d))

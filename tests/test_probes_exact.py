@@ -1,5 +1,5 @@
 """The probe stage's speed-ups change no result: the vectorised StratifiedGroupKFold gives scikit-learn's own
-splits index for index (probes.splits), unique_rows is np.unique over rows, and the permuted mass-mean refits
+splits index for index (probes.fit.splits), unique_rows is np.unique over rows, and the permuted mass-mean refits
 (decision values from the fit's own GEMM) predict what the per-problem rule predicts."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sklearn.model_selection import StratifiedGroupKFold
 
-from probes.estimators import inner_splits
-from probes.splits import stratified_group_kfold
+from probes.fit.estimators import inner_splits
+from probes.fit.splits import stratified_group_kfold
 
 
 def sklearn_splits(y, groups, k, seed):
@@ -57,8 +57,8 @@ def test_string_groups_and_a_study_sized_split():
 
 
 def test_inner_splits_unchanged_for_the_permuted_labels_of_a_study():
-    """The permutation refits' inner splits (probes.permuted.inner_masks) are the splits scikit-learn gives."""
-    from probes.cv import permute_by_group
+    """The permutation refits' inner splits (probes.fit.permuted.inner_masks) are the splits scikit-learn gives."""
+    from probes.fit.cv import permute_by_group
 
     r = np.random.default_rng(3)
     n = 600
@@ -73,8 +73,8 @@ def test_inner_splits_unchanged_for_the_permuted_labels_of_a_study():
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 3), (40, 8), (300, 1001), (64, 4097)])
 def test_unique_rows_is_numpys_unique_over_rows(shape):
-    """probes.solver.unique_rows (the scaler masks of thousands of refits, packed) = np.unique(axis=0)."""
-    from probes.solver import unique_rows
+    """probes.fit.solver.unique_rows (the scaler masks of thousands of refits, packed) = np.unique(axis=0)."""
+    from probes.fit.solver import unique_rows
 
     r = np.random.default_rng(sum(shape))
     base = r.random((max(1, shape[0] // 4), shape[1])) < 0.6
@@ -90,9 +90,9 @@ def test_permuted_refits_predict_as_the_single_fit_does(n_classes, kind):
     """cv_many (mass-mean decisions from the fit's own GEMM; logistic as a reference) gives every label vector the
     predictions and inner scores cv_predict gives it alone."""
     from probes.controls import question_permutations
-    from probes.cv import outer_folds
-    from probes.fast import cv_predict
-    from probes.permuted import cv_many, inner_masks
+    from probes.fit.cv import outer_folds
+    from probes.fit.fast import cv_predict
+    from probes.fit.permuted import cv_many, inner_masks
 
     r = np.random.default_rng(n_classes)
     n, d = 240, 12

@@ -9,9 +9,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 from probes.controls import max_over_layers_null, permutation_correct_sklearn, permutation_p, question_permutations
-from probes.cv import cross_val_predict_grouped, outer_folds
-from probes.fast import cv_predict, logistic_fits, mass_mean_fits, permutation_correct
-from probes.solver import Design, resolve_device, solve
+from probes.fit.cv import cross_val_predict_grouped, outer_folds
+from probes.fit.fast import cv_predict, logistic_fits, mass_mean_fits, permutation_correct
+from probes.fit.solver import Design, resolve_device, solve
 from probes.validity import metadata_baseline, metadata_features, paired_gain, transfer, within_cell
 
 CS = (1e-3, 0.1, 1.0, 100.0)
@@ -81,7 +81,7 @@ def test_cv_predict_equals_sklearn_path(kind):
 
 
 def test_mass_mean_closed_form_matches_estimator_three_class():
-    from probes.cv import pipeline_for
+    from probes.fit.cv import pipeline_for
 
     X, y = _data(n=200, d=12, k=3, seed=4)
     m = np.arange(len(y)) % 4 != 0
@@ -166,7 +166,7 @@ def test_leave_one_out_transfer_never_trains_on_held_out_value():
 
 
 def test_permuted_refits_choose_C_like_the_real_fit():
-    from probes.permuted import cv_many, fold_correct, inner_masks
+    from probes.fit.permuted import cv_many, fold_correct, inner_masks
 
     X, y = _data(n=160, d=10, seed=5)
     g = np.arange(len(y)) // 4
@@ -220,7 +220,7 @@ def test_lookup_table_is_a_baseline_candidate():
 
 
 def test_question_exchange_keeps_the_design_and_falls_back_within_cells():
-    from probes.cv import permute_by_group
+    from probes.fit.cv import permute_by_group
 
     rng = np.random.default_rng(0)
     cells_q = [("a", "b")] * 20 + [("a", "b", "c")] * 10 + [("c",), ("b", "c")]  # the last two: unique designs

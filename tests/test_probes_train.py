@@ -65,8 +65,8 @@ def test_train_library_call_writes_validity_outputs(tmp_path):
                             cs=(0.01, 1.0, 100.0), quiet=True, n_directions=3))
     assert is_complete(out) and not is_complete(tmp_path)
     r = json.loads((out / "results.json").read_text())
-    from loadbearing.results import read_result
-    from loadbearing.stage_results import ProbeResults
+    from loadbearing.results.check import read_result
+    from loadbearing.results.stages import ProbeResults
 
     assert read_result(out / "results.json", ProbeResults) == r  # the typed result reads the file back unchanged
     assert r["schema_version"] == 2 and r["solver"]["name"] == "torch"

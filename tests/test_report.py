@@ -1,4 +1,4 @@
-"""The study report: the verdict box (study.verdicts), the markdown edits, the optional sections, report.html.
+"""The study report: the verdict box (study.report.verdicts), the markdown edits, the optional sections, report.html.
 
     flock /tmp/cpu.lock .venv/bin/python -m pytest -q -p no:cacheprovider -m "not integration" tests/test_report.py
     flock /tmp/cpu.lock .venv/bin/python -m pytest -q -p no:cacheprovider -m integration tests/test_report.py
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from loadbearing.report import (
+from loadbearing.report.blocks import (
     Code,
     Heading,
     Paragraph,
@@ -33,9 +33,9 @@ from loadbearing.report import (
     render_markdown,
     table,
 )
-from loadbearing.report_html import blocks_html
-from study.html import render_report_html
-from study.verdicts import probe_verdict, propagation_verdict, read_verdicts, steering_verdict
+from loadbearing.report.html import blocks_html
+from study.report.html import render_report_html
+from study.report.verdicts import probe_verdict, propagation_verdict, read_verdicts, steering_verdict
 
 
 def _rate(k, n, lo=None, hi=None, nq=30):
@@ -195,7 +195,7 @@ def test_text_with_markup_is_escaped_then_rendered_in_html():
 
 # ------------------------------------------------------------------------------------------ sections, counting
 def test_patching_section_absent_then_included_with_its_figure(tmp_path):
-    from study.report_sections import SECTIONS
+    from study.report.sections import SECTIONS
 
     patching = next(s for s in SECTIONS if s.name == "patching")
     assert patching.blocks(tmp_path) is None
@@ -205,17 +205,17 @@ def test_patching_section_absent_then_included_with_its_figure(tmp_path):
     groups = ("edit", "before", "last", "all")
     summary = {"cells": [dict(cell, layer=0, group=g) for g in groups], "n_cases": 2, "n_questions": 2, "n_excluded": 0,
                "controls": {"random_layer": [dict(cell, group=g) for g in groups], "random_position": []}}
-    settings = {"command": "python -m steering.patch x", "min_gap": 0.1, "engine": "hf-hooks", "answer_prefix": "Answer:",
+    settings = {"command": "python -m steering.patching x", "min_gap": 0.1, "engine": "hf-hooks", "answer_prefix": "Answer:",
                 "layers": [0]}
     (d / "patching.json").write_text(json.dumps({"summary": summary, "settings": settings}))
     (d / "patching.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     md = blocks_markdown(patching.blocks(tmp_path))
-    assert not md.startswith("#") and md.startswith("Command: `python -m steering.patch x`")
+    assert not md.startswith("#") and md.startswith("Command: `python -m steering.patching x`")
     assert "| 0 | 0.50 [0.25, 0.75] | 0.50 [0.25, 0.75] |" in md and md.endswith("![patching heat map](patching/patching.png)")
 
 
 def test_register_places_a_section_before_the_counting_appendix(monkeypatch):
-    import study.report_sections as rs
+    import study.report.sections as rs
 
     monkeypatch.setattr(rs, "SECTIONS", list(rs.SECTIONS))
     rs.register(rs.ReportSection("early", "Early answering", lambda out: None))
@@ -245,7 +245,7 @@ def _tiny_run(root: Path) -> Path:
 
 
 def test_counting_table_shows_the_two_ways(tmp_path):
-    from study.report_counting import counting_table
+    from study.report.counting import counting_table
 
     assert counting_table(tmp_path) is None
     md = counting_table(_tiny_run(tmp_path / "run"))
@@ -263,7 +263,7 @@ def test_counting_table_shows_the_two_ways(tmp_path):
 
 # ------------------------------------------------------------------------------------------ the whole report
 def test_report_of_a_partial_study_is_deterministic_and_says_what_is_missing(tmp_path):
-    from study.report import render, write_report
+    from study.report.write import render, write_report
 
     out = _tiny_run(tmp_path / "study")
     (out / "summary.json").write_text(json.dumps(_behaviour()))

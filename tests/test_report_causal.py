@@ -1,4 +1,4 @@
-"""The report's causal tests side by side (study.report_causal): the table on small synthetic stage outputs whose
+"""The report's causal tests side by side (study.report.causal): the table on small synthetic stage outputs whose
 numbers are worked out by hand, the early-answering figure, and the section appearing only when a stage ran.
 
 Four questions in two tasks: q1, q2 in t1 and q3, q4 in t2, each chain two lines long.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loadbearing.stats import clustered_rate, paired_difference_ci
-from study.report_causal import causal_section, early_answer_curves, side_by_side, table_markdown
+from study.report.causal import causal_section, early_answer_curves, side_by_side, table_markdown
 
 TASK = {"q1": "t1", "q2": "t1", "q3": "t2", "q4": "t2"}
 #: early answering: same-as-full-chain per cut k = 0, 1, 2 (AOC by hand: 1 - trapezoid over x = k/2)
@@ -117,7 +117,7 @@ def test_a_stage_that_did_not_finish_is_not_run_and_the_section_says_how_to_run_
     out = make_study(tmp_path / "s")
     shutil.rmtree(out / "paraphrase")
     m = out / "resample" / "manifest.json"
-    m.write_text(json.dumps({"kind": "behavioural.resample", "status": "running"}))
+    m.write_text(json.dumps({"kind": "behavioural.causal.resample", "status": "running"}))
     md = causal_section(out)
     assert md is not None
     rows = _cells(md.split("\n\n")[0])
@@ -131,7 +131,7 @@ def test_no_causal_stage_no_section(tmp_path):
     for name in ("early_answer", "filler", "paraphrase", "resample"):
         shutil.rmtree(out / name)
     assert side_by_side(out) is None and causal_section(out) is None
-    from study.report import render
+    from study.report.write import render
 
     assert "Causal tests side by side" not in render(out)
 
@@ -153,7 +153,7 @@ def test_the_early_answering_curves_and_figure(tmp_path):
 
 
 def test_the_report_embeds_the_section_and_its_figure(tmp_path):
-    from study.report import write_report
+    from study.report.write import write_report
 
     out = make_study(tmp_path / "s")
     write_report(out)
@@ -175,8 +175,8 @@ WHITEBOX = {"q1": ([1, 2, 3], [1, 2, 3]), "q2": ([3, 2, 1], [1, 2, 3]), "q3": ([
 
 def test_the_agreement_figure_is_drawn_from_the_table_and_linked(tmp_path):
     from behavioural.causal.agreement import step_agreement
-    from study.report import write_report
-    from study.report_figures import AGREEMENT, agreement_figure
+    from study.report.figures import AGREEMENT, agreement_figure
+    from study.report.write import write_report
 
     out = make_study(tmp_path / "s")
     _stage(out, "receiver_heads", {"questions": [_meta(q) | {"n_lines": 3, "receiver_score": r}

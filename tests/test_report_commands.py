@@ -39,7 +39,7 @@ def _strip(summary: dict, drop=("created", "command", "output", "elapsed_s", "se
 @pytest.mark.integration  # a whole small study and two stage re-runs (~40 s on 2 cores)
 def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsys):  # noqa: F811
     from study.driver import main
-    from study.verdicts import read_verdicts
+    from study.report.verdicts import read_verdicts
 
     out = tmp_path / "study"
     toml = tmp_path / "study.toml"  # one probe (a setting only a study file gives): half the probes' time
@@ -77,7 +77,7 @@ def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsy
     for key in ("verdict", "verdict_code", "settings", "n_c_questions"):
         assert s2.get(key) == s1.get(key), key
     # the trace browser counts the probe's moves as the report does (issue #32, finding 2)
-    from study.browse_data import collect
+    from study.browse.data import collect
 
     counts = {d["setting"]: d for d in collect([out])["steer"]["counts"]}
     assert s1["settings"]
@@ -94,7 +94,7 @@ def test_every_printed_command_reproduces_its_stage(tmp_path, fake_models, capsy
 
 def test_a_default_setting_is_not_printed_and_a_changed_one_is():
     from probes.train import ProbeConfig, build_parser
-    from study.report_commands import non_default_flags
+    from study.report.commands import non_default_flags
 
     defaults = ProbeConfig(store="x.h5").__dict__
     assert non_default_flags(build_parser(), ["x.h5"], defaults) == []
@@ -104,7 +104,7 @@ def test_a_default_setting_is_not_printed_and_a_changed_one_is():
 
 
 def test_a_study_without_recorded_settings_still_prints_a_fresh_output_dir(tmp_path):
-    from study.verdicts import steering_verdict
+    from study.report.verdicts import steering_verdict
 
     v = steering_verdict({"verdict_code": "null", "settings": [{"layer": 3, "k": 1, "alpha_rel": 0.5}]}, "S")
     assert "--output-dir S/rerun/steering" in v.command and "--layers 3" in v.command
@@ -117,7 +117,7 @@ def _check_api_names_and_reprs(out: Path) -> None:
     import steering
     from activations.store import open_store
     from loadbearing import Run
-    from study.export_inspect import build_log
+    from study.export_inspect.cli import build_log
 
     g = steering.read_sweep(out)
     raw = [json.loads(x).get("direction_seed") for x in (out / "steering" / "generations.jsonl").read_text().splitlines()]

@@ -11,14 +11,14 @@ from pathlib import Path
 
 
 def _html(*blocks):
-    from loadbearing.report_html import blocks_html
+    from loadbearing.report.html import blocks_html
 
     return blocks_html(blocks)
 
 
 def test_an_italic_note_with_code_inside_renders_as_italics():
-    from loadbearing.report import Paragraph
-    from study.report import _GRADIENT_NOTE, _LABELS_NOTE
+    from loadbearing.report.blocks import Paragraph
+    from study.report.write import _GRADIENT_NOTE, _LABELS_NOTE
 
     for note in (_LABELS_NOTE, _GRADIENT_NOTE, "_Counts: per cell where a rate shows both rows and `gen` (x)._"):
         out = _html(Paragraph(note))
@@ -29,9 +29,9 @@ def test_an_italic_note_with_code_inside_renders_as_italics():
 
 
 def test_subheadings_are_not_smaller_than_the_body():
-    from loadbearing.report import Heading
-    from loadbearing.report_html import CSS, block_html
-    from study.html import HEADING_OFFSET
+    from loadbearing.report.blocks import Heading
+    from loadbearing.report.html import CSS, block_html
+    from study.report.html import HEADING_OFFSET
 
     body = int(re.search(r"body\{font:(\d+)px", CSS).group(1))
     for level in (3, 4, 5, 6):
@@ -42,8 +42,8 @@ def test_subheadings_are_not_smaller_than_the_body():
 
 
 def test_table_cells_break_between_numbers_not_inside_them():
-    from loadbearing.report import table
-    from loadbearing.report_html import CSS
+    from loadbearing.report.blocks import table
+    from loadbearing.report.html import CSS
 
     out = _html(table(["setting", "diff pp [95% CI]"], [["L2|k1", "+0.0 [-87.8,+87.8]"]]))
     assert '<span class="nw">[-87.8,+87.8]</span>' in out and '<span class="nw">+0.0</span>' in out and "L2|k1" in out
@@ -52,7 +52,7 @@ def test_table_cells_break_between_numbers_not_inside_them():
 
 def test_the_report_names_the_study_as_given_not_by_its_absolute_path(tmp_path, monkeypatch):
     from study import report
-    from study.stages import STAGES
+    from study.stages.core import STAGES
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs" / "s").mkdir(parents=True)
@@ -60,7 +60,7 @@ def test_the_report_names_the_study_as_given_not_by_its_absolute_path(tmp_path, 
     absolute = str((tmp_path / "runs" / "s").resolve())
     import dataclasses
 
-    from loadbearing.report import Paragraph, blocks_markdown
+    from loadbearing.report.blocks import Paragraph, blocks_markdown
 
     st = STAGES[-1]
     monkeypatch.setitem(report.STAGE_BLOCKS, st.name, lambda out: (Paragraph(f"wrote {absolute}/steering/sweep.png"),))

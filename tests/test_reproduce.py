@@ -19,7 +19,7 @@ def _preset() -> dict:
 
 
 def test_the_preset_fixes_at_most_four_settings_and_the_planner_sizes_it(capsys):
-    from steering.planner import plan, stated_design
+    from steering.planning.planner import plan, stated_design
     from study.driver import main
 
     p = _preset()
@@ -44,8 +44,8 @@ def test_the_preset_fixes_at_most_four_settings_and_the_planner_sizes_it(capsys)
 
 
 def test_paper_steering_stage_and_the_new_settings():
-    from study.plan import select_stages
-    from study.stages import REGISTRY
+    from study.dryrun.plan import select_stages
+    from study.stages.core import REGISTRY
 
     st = REGISTRY["paper_steering"]
     assert not st.default and st.needs == ("probes",) and "paper_steering" not in select_stages(None)
@@ -60,7 +60,7 @@ def test_paper_steering_stage_and_the_new_settings():
 def test_the_stages_pass_the_stored_layers_probes_and_paper_table(monkeypatch, tmp_path):
     import activations.cache as cache
     import probes.train as train
-    from study.stages import REGISTRY
+    from study.stages.core import REGISTRY
 
     seen = {}
     monkeypatch.setattr(cache, "cache_activations", lambda cfg: seen.setdefault("cache", cfg))
@@ -73,8 +73,8 @@ def test_the_stages_pass_the_stored_layers_probes_and_paper_table(monkeypatch, t
 
 
 def _study_dir(tmp: Path, *, with_tables: bool = True) -> Path:
-    from steering.analysis import summarize_records
-    from steering.grid import Setting
+    from steering.sweep.analysis import summarize_records
+    from steering.sweep.grid import Setting
 
     d = tmp / "study"
     (d / "steering").mkdir(parents=True)
@@ -115,8 +115,8 @@ def test_the_closing_print_has_the_verdict_its_interval_and_both_tables(tmp_path
 
 def test_the_closing_print_names_the_uninformative_settings(tmp_path, capsys):
     """make reproduce's case: a k = 4 basis whose answers parse 1/150 against 208/600 for its random bases."""
-    from steering.analysis import summarize_records
-    from steering.grid import make_grid
+    from steering.sweep.analysis import summarize_records
+    from steering.sweep.grid import make_grid
     from study.reproduce import main
 
     d = _study_dir(tmp_path)
@@ -154,7 +154,7 @@ def test_the_closing_print_names_what_is_missing(tmp_path, capsys):
 
 def test_the_study_passes_the_random_scope_to_the_sweep(monkeypatch, tmp_path):
     import steering.sweep as sweep
-    from study.stages import _run_steering
+    from study.stages.core import _run_steering
 
     seen = {}
     monkeypatch.setattr(sweep, "run_sweep", lambda cfg, echo=None: seen.setdefault("cfg", cfg))

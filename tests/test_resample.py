@@ -23,10 +23,9 @@ import pytest
 from fakes import fake_lm, scripted_generate
 
 from behavioural.causal.common import ANSWER_PREFIX
-from behavioural.causal.resample import ResampleConfig, is_complete, run_resample, sample_keys
+from behavioural.causal.resample import ResampleConfig, is_complete, main, run_resample, sample_keys
 from behavioural.causal.resample_summary import answer_kl
 from behavioural.protocol import Settings, run_protocol
-from behavioural.resample import main
 from loadbearing.engine.generation import Generation
 from loadbearing.engine.sampling import Sampling
 from loadbearing.questions.data import load_questions

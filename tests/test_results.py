@@ -11,7 +11,7 @@ import pytest
 
 from behavioural.results import BehaviourSummary, LabelSummary, read_summary
 from loadbearing.files import write_json
-from loadbearing.results import ResultError, check_result, read_result, write_result
+from loadbearing.results.check import ResultError, check_result, read_result, write_result
 
 
 def _records(n_questions: int = 6):
@@ -50,8 +50,8 @@ def test_the_behaviour_summary_round_trips_through_json_unchanged(tmp_path):
 
 
 def test_the_label_summary_round_trips(tmp_path):
+    from behavioural.labels.label_summary import summarize
     from behavioural.labels.rule import RuleLabeller
-    from behavioural.labels.summary import summarize
 
     _, conts = _records()
     recs = [dict(c, correct=None if c["label"] is None else c["label"] != "C",

@@ -125,8 +125,8 @@ def test_an_old_flag_still_works_with_one_warning(tmp_path, capsys):
     assert "warning: --output is deprecated; use --output-dir" in capsys.readouterr().err
 
 
-CAUSAL_COMMANDS = ["behavioural.early_answer", "behavioural.filler", "behavioural.paraphrase", "behavioural.resample",
-                   "behavioural.receiver_heads", "behavioural.suppression"]
+CAUSAL_COMMANDS = ["behavioural.causal.early_answer", "behavioural.causal.filler", "behavioural.causal.paraphrase",
+                   "behavioural.causal.resample", "behavioural.causal.receiver_heads", "behavioural.causal.suppression"]
 
 
 @pytest.mark.parametrize("module", CAUSAL_COMMANDS)

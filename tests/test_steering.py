@@ -235,7 +235,7 @@ def test_mean_resid_norm_matches_hidden_states(tiny_lm):
 
 
 def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
-    from steering.sweep import is_complete, run_sweep
+    from steering.sweep.cli import is_complete, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=8, n_non=2)
@@ -265,8 +265,8 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
     assert (out / "sweep.png").stat().st_size > 1000
     assert is_complete(out)
     summ = json.loads((out / "summary.json").read_text())
-    from loadbearing.results import read_result
-    from loadbearing.stage_results import SweepSummary
+    from loadbearing.results.check import read_result
+    from loadbearing.results.stages import SweepSummary
 
     assert read_result(out / "summary.json", SweepSummary) == summ  # the typed result reads the file back unchanged
     assert summ["verdict"].startswith("effect:") and "Holm" in summ["verdict"]
@@ -277,7 +277,7 @@ def test_planted_direction_is_found_and_random_is_not(tokenizer, tmp_path):
 
 
 def test_few_questions_are_inconclusive_not_null(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
@@ -291,9 +291,9 @@ def test_few_questions_are_inconclusive_not_null(tokenizer, tmp_path):
 
 
 def test_analysis_outcomes_and_moved_of_all_ranking():
-    from steering.analysis import adjusted_interval, summarize_records
-    from steering.exact import randomisation_test
-    from steering.grid import make_grid
+    from steering.sweep.analysis import adjusted_interval, summarize_records
+    from steering.sweep.exact import randomisation_test
+    from steering.sweep.grid import make_grid
 
     grid = make_grid([2], [1, 2], [1.0], ("random", "none"), 1, {2: 1.0})
 
@@ -334,7 +334,7 @@ def test_analysis_outcomes_and_moved_of_all_ranking():
 
 
 def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     # 12 C cases over 4 questions (3 each) + 2 C records repeating an earlier input under another id
@@ -380,7 +380,7 @@ def test_cases_distinct_stratified_and_disjoint_from_fitting(tokenizer, tmp_path
 
 def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
     from steering.generate import generate_steered
-    from steering.sweep import SweepError, is_complete, run_sweep
+    from steering.sweep.cli import SweepError, is_complete, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
@@ -415,7 +415,7 @@ def test_sweep_resume_has_no_duplicates(tokenizer, tmp_path):
 
 def test_second_writer_is_refused(tokenizer, tmp_path):
     from loadbearing.locks import LockError, output_lock
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
@@ -431,7 +431,7 @@ def test_second_writer_is_refused(tokenizer, tmp_path):
 
 def test_bad_input_errors_and_nothing_written(tokenizer, tmp_path):
     from probes import ProbeError
-    from steering.sweep import SweepError, run_sweep
+    from steering.sweep.cli import SweepError, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
@@ -459,7 +459,7 @@ def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsy
     import hashlib
 
     import loadbearing.engine.models as models
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     def boom(*a, **k):
         raise AssertionError("the model must not be loaded for a bad input")
@@ -476,7 +476,7 @@ def test_cli_bad_input_one_line_exit_2_before_loading(tokenizer, tmp_path, capsy
 
 
 def test_cli_existing_output_untouched(tokenizer, tmp_path, capsys):
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     run = make_steering_run(tmp_path, tokenizer, n_c=2, n_non=0)
     ok = write_dirs(tmp_path / "ok", {2: np.stack([unit(PLANT)])})
@@ -491,8 +491,8 @@ def test_cli_existing_output_untouched(tokenizer, tmp_path, capsys):
 
 
 def test_no_c_cases_is_insufficient_data(tokenizer, tmp_path):
-    from steering.analysis import format_summary
-    from steering.sweep import is_complete, run_sweep
+    from steering.sweep.analysis import format_summary
+    from steering.sweep.cli import is_complete, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=0, n_non=3)
@@ -507,7 +507,7 @@ def test_no_c_cases_is_insufficient_data(tokenizer, tmp_path):
 
 
 def test_format_summary_text_and_md(tokenizer, tmp_path):
-    from steering.sweep import format_summary, format_table, run_sweep
+    from steering.sweep.cli import format_summary, format_table, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=0)
@@ -522,7 +522,7 @@ def test_format_summary_text_and_md(tokenizer, tmp_path):
 
 def test_fitting_questions_read_from_the_directions_store(tokenizer, tmp_path):
     from activations.store import StoreWriter
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3
@@ -552,8 +552,8 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     """Each random generation draws its own direction; for k > 1 covariance-matched controls are drawn from the
     fitting rows' within-class covariance (read from the store the directions name) beside isotropic ones."""
     from activations.store import StoreWriter
-    from steering.controls import covariance_basis
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
+    from steering.sweep.controls import covariance_basis
 
     rng = np.random.default_rng(0)
     rows = rng.standard_normal((200, 64)) * 0.01
@@ -594,7 +594,7 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
 
 
 def test_random_scope_sweep_applies_each_random_direction_to_every_case(tokenizer, tmp_path):
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)

@@ -170,7 +170,7 @@ def test_fast_path_matches_the_hooked_path(tokenizer, positions):
 
 def test_sweep_with_add_and_ablate_gives_a_verdict_per_operator(tokenizer, tmp_path):
     import steering
-    from steering.sweep import format_summary, is_complete, run_sweep
+    from steering.sweep.cli import format_summary, is_complete, run_sweep
 
     lm = _carrying_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=8, n_non=0, gold_c="3")  # the model says 7: every C case propagates
@@ -221,7 +221,7 @@ def test_sweep_with_add_and_ablate_gives_a_verdict_per_operator(tokenizer, tmp_p
 
 def test_add_only_sweep_reads_as_before(tokenizer, tmp_path):
     """The default operator is add: the same keys, records and one verdict, with an operator column saying add."""
-    from steering.sweep import format_table, run_sweep
+    from steering.sweep.cli import format_table, run_sweep
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=0)
@@ -240,7 +240,7 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
     """An ablate-only sweep: no alpha setting at all, and for k > 1 covariance-matched random bases beside the
     isotropic ones, as many per case as the additive controls."""
     from activations.store import StoreWriter
-    from steering.sweep import run_sweep
+    from steering.sweep.cli import run_sweep
 
     lm = _carrying_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0, gold_c="3")
@@ -267,7 +267,7 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
     assert len(recs) == 4 * (1 + 3 + 5) and all(r["alpha_rel"] is None for r in recs if r["operator"] == "ablate")
     assert (run / "steering" / "sweep.png").stat().st_size > 1000  # the ablation panel, no alpha axis
     # an interval end that rounds just past its rate (Wilson's lower end of 0/n can be 5.6e-17) still plots
-    from steering.plot import plot_sweep
+    from steering.sweep.plot import plot_sweep
 
     tipped = json.loads(json.dumps(s))
     tipped["settings"][0]["control"]["moved_of_all"].update(rate=0.0, lo=5.6e-17)
@@ -278,7 +278,7 @@ def test_ablate_only_with_covariance_controls(tokenizer, tmp_path):
 @pytest.mark.parametrize("operator", ["foo", "add,foo", "add,add", ","])
 def test_cli_bad_operator_is_one_line_and_writes_nothing(tokenizer, tmp_path, capsys, monkeypatch, operator):
     import loadbearing.engine.models as models
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     def boom(*a, **k):
         raise AssertionError("the model must not be loaded for a bad input")
@@ -302,8 +302,8 @@ def test_study_passes_the_operator_and_plans_its_generations(capsys, tmp_path, m
     import steering.sweep
     from study.config import StudyConfig
     from study.driver import main
-    from study.plan import generation_bound
-    from study.stages import REGISTRY
+    from study.dryrun.plan import generation_bound
+    from study.stages.core import REGISTRY
 
     base = StudyConfig(output_dir="x", steer_max_new_tokens=64, stages="steering")
     both = StudyConfig(output_dir="x", steer_max_new_tokens=64, stages="steering", steer_operator="add,ablate")
@@ -337,7 +337,7 @@ def test_smol_sweep_with_add_and_ablate(smol, tmp_path):
     --operator add,ablate (through the CLI) writes one verdict per operator and the operator column."""
     from loadbearing.engine.generation import generate_simple
     from steering.hooks import mean_resid_norm
-    from steering.sweep import build_parser, config_from_args, run_sweep
+    from steering.sweep.cli import build_parser, config_from_args, run_sweep
 
     tok = smol.tokenizer
     run = make_steering_run(tmp_path, tok, n_c=4, n_non=0, model=smol.name)

@@ -134,8 +134,8 @@ def test_fast_path_audit_matches_the_hook_path(tiny_lm):
 
 def test_sweep_record_carries_the_audit_only_when_recorded():
     from loadbearing.engine.generation import Generation
-    from steering.grid import Setting
-    from steering.runner import generation_record
+    from steering.sweep.grid import Setting
+    from steering.sweep.runner import generation_record
 
     s = Setting(key="L1/k1/a0.5/probe", layer=1, k=1, alpha_rel=0.5, alpha=1.0, basis="probe", seed=None)
     case = {"id": "c1", "question_id": "q1", "question_key": "q1", "label": "C", "dataset": "arith", "task": None,

@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from steering.exact import randomisation_test
-from steering.grid import make_grid
+from steering.sweep.exact import randomisation_test
+from steering.sweep.grid import make_grid
 
 
 def _brute(cases):
@@ -46,7 +46,7 @@ def test_attainable_level_with_five_informative_cases():
 
 
 def test_size_under_the_null_and_power_rises_with_effect():
-    from steering.power import simulate
+    from steering.planning.power import simulate
 
     for n in (24, 57):
         s = simulate(n, 2, 1, 0.2, 0.0, n_sims=1500, seed=1)
@@ -57,9 +57,9 @@ def test_size_under_the_null_and_power_rises_with_effect():
 
 def test_vectorised_rule_matches_the_summary():
     """The simulation's vectorised test, interval and rule give the verdict summarize_records gives."""
-    from steering.analysis import summarize_records
-    from steering.power import exact_p_binary, interval_binary
-    from steering.verdict import CODES, decide
+    from steering.planning.power import exact_p_binary, interval_binary
+    from steering.sweep.analysis import summarize_records
+    from steering.sweep.verdict import CODES, decide
 
     grid = make_grid([2], [1, 2], [1.0], ("random",), 2, {2: 1.0})
     rng = np.random.default_rng(5)
@@ -94,7 +94,7 @@ def _recs(grid, n, probe, rand):
 
 
 def test_four_verdicts_on_constructed_data():
-    from steering.analysis import format_table, summarize_records
+    from steering.sweep.analysis import format_table, summarize_records
 
     grid = make_grid([2], [1], [1.0], ("random",), 2, {2: 1.0})
     eff = summarize_records(_recs(grid, 12, lambda i: True, lambda i, j: False), grid)
@@ -118,8 +118,8 @@ def test_four_verdicts_on_constructed_data():
 
 
 def test_sesoi_is_a_fraction():
-    from steering.config import SweepError
-    from steering.sweep import SweepConfig
+    from steering.sweep.cli import SweepConfig
+    from steering.sweep.config import SweepError
 
     with pytest.raises(SweepError, match=r"--sesoi 10 is a fraction of cases \(0 < s < 1\); for 10 points use --sesoi 0\.10"):
         SweepConfig(run_dir="r", directions="d", sesoi=10).validate()
@@ -128,7 +128,7 @@ def test_sesoi_is_a_fraction():
 
 def test_planner_prints_numbers_and_writes_nothing(tmp_path, capsys, monkeypatch):
     import loadbearing.engine.models as models
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no model")))
     monkeypatch.chdir(tmp_path)
@@ -148,8 +148,8 @@ def test_planner_prints_numbers_and_writes_nothing(tmp_path, capsys, monkeypatch
 
 def test_planner_reads_a_pilot(tmp_path, capsys):
     from loadbearing.files import write_json
-    from steering.analysis import summarize_records
-    from steering.sweep import main
+    from steering.sweep.analysis import summarize_records
+    from steering.sweep.cli import main
 
     grid = make_grid([2], [1], [1.0], ("random",), 2, {2: 1.0})
     summ = summarize_records(_recs(grid, 10, lambda i: i < 4, lambda i, j: i == 9 and j == 0), grid, power=False)
@@ -178,7 +178,7 @@ def _reproduce_like(n=150):
 
 
 def test_a_basis_that_breaks_the_answer_line_is_uninformative_never_null():
-    from steering.analysis import format_summary, format_table, summarize_records
+    from steering.sweep.analysis import format_summary, format_table, summarize_records
 
     grid = make_grid([16], [4], [1.0], ("random",), 4, {16: 1.0})
     probe, rand = _reproduce_like()
@@ -200,7 +200,7 @@ def test_a_basis_that_breaks_the_answer_line_is_uninformative_never_null():
 def test_a_basis_that_breaks_the_answer_line_less_is_no_effect():
     """Random bases break the format (parse 35%), the probe does not (parses all), both move 30% of what they
     parse: moved-of-all would call the probe better; the verdict says uninformative."""
-    from steering.analysis import summarize_records
+    from steering.sweep.analysis import summarize_records
 
     grid = make_grid([16], [4], [1.0], ("random",), 4, {16: 1.0})
     rand = lambda i, j: None if (i + 3 * j) % 20 >= 7 else (i * 7 + j) % 10 < 3  # noqa: E731
@@ -211,7 +211,7 @@ def test_a_basis_that_breaks_the_answer_line_less_is_no_effect():
 
 
 def test_one_broken_setting_keeps_the_sweep_from_a_null_and_is_named():
-    from steering.analysis import summarize_records
+    from steering.sweep.analysis import summarize_records
 
     grid = make_grid([2], [1, 2], [1.0], ("random",), 2, {2: 1.0})
     recs = []
@@ -232,7 +232,7 @@ def test_one_broken_setting_keeps_the_sweep_from_a_null_and_is_named():
 def test_simulated_broken_basis_is_never_null():
     """The issue's simulation: a basis parsing 1/150 and moving 30% of what it parses, random bases moving 7%
     of the 35% they parse; the moved-of-all rule called it null in 91% of sweeps."""
-    from steering.power import simulate
+    from steering.planning.power import simulate
 
     r = simulate(150, 4, 1, 0.07, 0.23, parse_rate=0.35, probe_parse_rate=1 / 150, n_sims=200, seed=3)
     assert r["p_null"] == 0.0 and r["power"] == 0.0 and r["p_uninformative"] >= 0.99, r
@@ -244,7 +244,7 @@ def test_simulated_broken_basis_is_never_null():
 def test_planner_sizes_a_null_over_small_effects_and_the_base_rate(capsys):
     """The planner's null holds at a true SESOI/3 and over the base rate's range, not just at effect 0 with the
     base rate known; it states the SESOI against the base rate and prints the four outcome probabilities."""
-    from steering.planner import plan, stated_design
+    from steering.planning.planner import plan, stated_design
 
     d = stated_design(0.05, None, 1, 2, base_range=(0.03, 0.08))
     res = plan(d, sesoi=0.10, n_sims=200)
@@ -256,7 +256,7 @@ def test_planner_sizes_a_null_over_small_effects_and_the_base_rate(capsys):
         assert at[(b, 0.1)]["p_effect"] >= 0.9  # an effect at the SESOI is not called null
         o = at[(b, 0.0)]
         assert o["p_null"] + o["p_effect"] + o["p_inconclusive"] + o["p_uninformative"] + o["p_harm"] == pytest.approx(1)
-    from steering.planner import format_plan
+    from steering.planning.planner import format_plan
 
     text = format_plan(d, res)
     assert "10 pp is 2.0x the random rate" in text and "P(null) / P(effect) / P(inconclusive) / P(uninformative)" in text
@@ -266,7 +266,7 @@ def test_planner_sizes_a_null_over_small_effects_and_the_base_rate(capsys):
 def _direction_recs(n, probe_rate_of, rates, seed_of=lambda j, i: 1000 + j):
     """n C cases; the probe moves when probe_rate_of(i); random setting j (a fixed direction when seed_of
     ignores i) moves case i when i < rates[j] * n."""
-    from steering.grid import Setting
+    from steering.sweep.grid import Setting
 
     grid = [Setting("L2|k1|a1|probe", "probe", 2, 1, 1.0, 1.0)] + [
         Setting(f"L2|k1|a1|random{j}", "random", 2, 1, 1.0, 1.0, j) for j in range(len(rates))]
@@ -281,7 +281,7 @@ def _direction_recs(n, probe_rate_of, rates, seed_of=lambda j, i: 1000 + j):
 
 
 def test_direction_rank_makes_effect_mean_the_direction_is_special():
-    from steering.analysis import summarize_records
+    from steering.sweep.analysis import summarize_records
 
     # 19 fixed random directions whose moved rates spread from 5% to 95% (a direction effect); the probe moves
     # 60%: far above the per-case average of the random generations, but in the middle of the directions
@@ -306,15 +306,15 @@ def test_direction_rank_makes_effect_mean_the_direction_is_special():
 
 
 def test_random_scope_sweep_draws_one_direction_per_setting():
-    from steering.controls import SWEEP_SCOPE, direction_seed, scope_id
-    from steering.grid import Setting
-    from steering.sweep import SweepConfig
+    from steering.sweep.cli import SweepConfig
+    from steering.sweep.controls import SWEEP_SCOPE, direction_seed, scope_id
+    from steering.sweep.grid import Setting
 
     s = Setting("L2|k1|a1|random3", "random", 2, 1, 1.0, 1.0, 3)
     assert scope_id("c1", "sweep") == scope_id("c2", "sweep") == SWEEP_SCOPE and scope_id("c1") == "c1"
     assert direction_seed(0, scope_id("c1", "sweep"), s) == direction_seed(0, scope_id("c9", "sweep"), s)
     assert direction_seed(0, "c1", s) != direction_seed(0, "c9", s)
-    from steering.config import SweepError
+    from steering.sweep.config import SweepError
 
     with pytest.raises(SweepError, match="--random-scope must be case or sweep"):
         SweepConfig(run_dir="r", directions="d", random_scope="all").validate()

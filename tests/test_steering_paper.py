@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers.steering import PLANT, make_steering_run, planted_lm, unit
 
-from steering.paper_design import DESIGN_FILE, load_design, paper_layer
+from steering.paper.design import DESIGN_FILE, load_design, paper_layer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,9 +41,9 @@ def test_the_preset_is_the_papers_design():
 
 
 def test_paper_design_sweep_and_table7_from_its_generations(tokenizer, tmp_path):
-    from steering.paper_design import run_paper_design
-    from steering.sweep import SweepConfig
-    from steering.table7 import COLUMNS, PAPER_COLUMNS
+    from steering.paper.design import run_paper_design
+    from steering.paper.table7 import COLUMNS, PAPER_COLUMNS
+    from steering.sweep.cli import SweepConfig
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=3, n_non=3)
@@ -110,7 +110,7 @@ def test_paper_design_sweep_and_table7_from_its_generations(tokenizer, tmp_path)
 
 def test_design_refuses_fixed_options_and_old_directions_before_loading(tokenizer, tmp_path, capsys, monkeypatch):
     import loadbearing.engine.models as models
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     def boom(*a, **k):
         raise AssertionError("the model must not be loaded for a bad input")

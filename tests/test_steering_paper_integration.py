@@ -2,7 +2,7 @@
 
 The run directory is built as tests/test_steering.py builds its own (``make_steering_run``: chat-templated prompts, a
 prefix, C cases whose gold the unsteered model misses), for the embedded model; the directions are fitted by
-the probes' own :func:`probes.direction_fit.fit_directions` on the model's real hidden states at the paper's
+the probes' own :func:`probes.fit.direction_fit.fit_directions` on the model's real hidden states at the paper's
 relative depth, from the fit questions only, so the residual norm the raw alphas are set against is the model's.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.integration
 def test_paper_design_on_the_embedded_model(smol, tmp_path):
     import torch
 
-    from probes.direction_fit import fit_directions
     from probes.directions import write_directions
-    from steering.paper_design import paper_layer, run_paper_design
-    from steering.sweep import SweepConfig
-    from steering.table7 import PAPER_COLUMNS
+    from probes.fit.direction_fit import fit_directions
+    from steering.paper.design import paper_layer, run_paper_design
+    from steering.paper.table7 import PAPER_COLUMNS
+    from steering.sweep.cli import SweepConfig
 
     layer = paper_layer(smol.model.config.num_hidden_layers)
     assert layer == 16  # block 15 of SmolLM2's 30, as block 21 of Gemma-2-9b-it's 42

@@ -153,7 +153,7 @@ def test_resume_of_a_missing_directory_is_an_error(tmp_path, capsys):
 def test_help_and_report_cli(tmp_path, capsys):
     r = subprocess.run([sys.executable, "-m", "study", "--help"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0 and "--resume" in r.stdout
-    from study.report import main as report_main
+    from study.report.write import main as report_main
 
     assert report_main([str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err

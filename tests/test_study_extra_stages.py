@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_optional_stages_are_registered_but_not_default():
-    from study.plan import select_stages
-    from study.stages import REGISTRY
+    from study.dryrun.plan import select_stages
+    from study.stages.core import REGISTRY
 
     for name in ("early_answer", "filler", "paraphrase", "resample", "receiver_heads", "suppression", "patch"):
         assert name in REGISTRY and not REGISTRY[name].default

@@ -69,7 +69,7 @@ def test_few_shot_only_when_asked_outside_arith():
 def test_the_study_turns_exemplars_on_for_the_embedded_model_only():
     from study.config import StudyConfig
     from study.settings import resolve
-    from study.stages import _behaviour_settings
+    from study.stages.core import _behaviour_settings
 
     emb, rules = resolve(StudyConfig(output_dir="x", dataset="bbh", task="navigate"))
     assert _behaviour_settings(emb).few_shot is True and "exemplars" in rules["few_shot"]

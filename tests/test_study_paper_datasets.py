@@ -36,7 +36,7 @@ CASES = {
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", list(CASES))
 def test_study_on_a_paper_dataset_reaches_a_complete_report(name, tmp_path):
-    from study.stages import REGISTRY
+    from study.stages.core import REGISTRY
 
     out = tmp_path / name
     cmd = [sys.executable, "-m", "study", "--output-dir", str(out), "--data-dir", str(DATA), *CASES[name], *SMALL]

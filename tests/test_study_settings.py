@@ -103,7 +103,7 @@ def test_comma_task_lists_load():
 
 def test_stage_registry_takes_a_later_stage_by_name():
     from study import stages
-    from study.plan import select_stages
+    from study.dryrun.plan import select_stages
 
     assert select_stages("labels,behaviour") == ["behaviour", "labels"]
     assert select_stages("all") == list(stages.REGISTRY)

@@ -169,7 +169,7 @@ def _fake_vllm(monkeypatch, version):
     (["--backend", "vllm"], ">=0.32,<0.33"),  # the stand-in vLLM below is 0.31
 ])
 def test_sweep_backend_refusals_are_one_line(argv, needle, tmp_path, capsys, monkeypatch):
-    from steering.sweep import main
+    from steering.sweep.cli import main
 
     _fake_vllm(monkeypatch, "0.31.0")
     run = tmp_path / "run"
@@ -180,7 +180,7 @@ def test_sweep_backend_refusals_are_one_line(argv, needle, tmp_path, capsys, mon
 
 
 def test_causal_backend_refusal(tmp_path, capsys, monkeypatch):
-    from behavioural.early_answer import main
+    from behavioural.causal.early_answer import main
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     rc = main([str(tmp_path / "run"), "--backend", "vllm"])

@@ -20,7 +20,7 @@ NEW = 48
 @pytest.fixture(scope="module")
 def vs():
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache: the default takes half the host memory
-    from steering.vllm_generate import VLLMSteering
+    from steering.vllm.engine import VLLMSteering
 
     engine = VLLMSteering()
     yield engine
@@ -43,7 +43,7 @@ def _unit_rows(n, d, seed):
 
 def _trace(smol, vs, rows_text, hf, vl, op, data, layer):
     """Every differing row traced to its first differing token: HF's top-2 margin there (printed)."""
-    from steering.vllm_compare import first_difference
+    from steering.vllm.compare import first_difference
 
     ids = vs.lazy.vg.last_token_ids
     out = []
@@ -163,7 +163,7 @@ def _rows(path):
 
 @pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
-    from steering.sweep import SweepConfig, run_sweep
+    from steering.sweep.cli import SweepConfig, run_sweep
 
     run, probes = _sweep_run(tmp_path, smol, texts)
     kw = dict(run_dir=str(run), directions=str(probes), layers=[LAYER], ks=[1, 2], alphas=[0.5, 1.0], random_seeds=1,
@@ -249,9 +249,9 @@ def test_study_steering_stage_with_backend_vllm(smol, vs, texts, tmp_path, monke
     sweeps through it (here the module's engine stands in for the one it builds: one engine start per module)."""
     import shutil
 
-    import steering.vllm_generate as vg_mod
+    import steering.vllm.engine as vg_mod
     from study.config import StudyConfig
-    from study.stages import _run_steering
+    from study.stages.core import _run_steering
 
     built = []
 

@@ -7,5 +7,5 @@ edit-and-continue (docs/causal-tests.md):
 
 Shared pieces (eligible chains, the forced answer, the stage driver) are in :mod:`behavioural.causal.common`;
 the AOC and its agreement with propagation in :mod:`behavioural.causal.aoc`. The commands are
-``python -m behavioural.early_answer RUN_DIR`` (``filler``, ``paraphrase``). Importing loads no model.
+``python -m behavioural.causal.early_answer RUN_DIR`` (``filler``, ``paraphrase``). Importing loads no model.
 """

@@ -26,7 +26,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from loadbearing.report import Block, Paragraph, blocks_markdown, table
+from loadbearing.report.blocks import Block, Paragraph, blocks_markdown, table
 from loadbearing.runs import SUMMARY
 
 MEASURES = ("propagation", "resampling", "receiver", "suppression")

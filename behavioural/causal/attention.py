@@ -337,7 +337,7 @@ def is_complete(path: str | Path, name: str = RECEIVER) -> bool:
     return is_stage_complete(path, name)
 
 
-#: the two stages (their commands, ``python -m behavioural.receiver_heads`` / ``behavioural.suppression``, are built
+#: the two stages (their commands, ``python -m behavioural.causal.receiver_heads`` / ``behavioural.causal.suppression``, are built
 #: from :class:`AttentionConfig`)
 RECEIVER_STAGE = command(RECEIVER, AttentionConfig, run_receiver_heads, receiver_format,
                          "Receiver heads: which steps do the model's broadcasting heads attend to (white-box)?")

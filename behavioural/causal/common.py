@@ -343,7 +343,7 @@ def command(name: str, config: type, run: Callable[..., dict], format_summary: C
 
     return Stage(name, config, run=run, is_complete=lambda p: is_stage_complete(p, name),
                  report=lambda summary: SummarySection(title, summary, format_summary), title=title,
-                 command=f"behavioural.{name}", errors=(CausalError,), engine_options=engine,
+                 command=f"behavioural.causal.{name}", errors=(CausalError,), engine_options=engine,
                  execute=(lambda cfg, args: run_with_backend(run, cfg, args)) if backend else None)
 
 

@@ -15,6 +15,8 @@ the adding-mistakes AOC from the run's own edits (``adding_mistakes``) and each 
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +37,7 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
@@ -302,6 +304,32 @@ def is_complete(path: str | Path) -> bool:
     return is_stage_complete(path, NAME)
 
 
-#: the stage (its command, ``python -m behavioural.early_answer``, is built from :class:`EarlyAnswerConfig`)
+#: the stage (its command, ``python -m behavioural.causal.early_answer``, is built from :class:`EarlyAnswerConfig`)
 STAGE = command(NAME, EarlyAnswerConfig, run_early_answer, format_summary,
                 "Early answering: does cutting the chain change the answer?", backend=True)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+#: ``python -m behavioural.causal.early_answer``'s ``--help`` description
+COMMAND_DOC = """Early answering on a run's eligible chains (Lanham et al. 2023; docs/causal-tests.md).
+
+    python -m behavioural.causal.early_answer runs/demo                 # writes runs/demo/early_answer/
+    python -m behavioural.causal.early_answer runs/demo --resume        # continue; a complete stage writes nothing
+    python -m behavioural.causal.early_answer runs/demo --shard 0/2     # one shard (an unsharded run merges them)
+
+Each chain is cut after 0..n reasoning lines, the answer forced with ``Answer:`` and scored; prints the AOC
+(pooled, by task and level, question-bootstrap intervals) and its agreement with the run's propagation.
+The library call is :func:`behavioural.causal.early_answer.run_early_answer`.
+"""
+
+#: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are EarlyAnswerConfig's fields
+COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC)
+build_parser = COMMAND.build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

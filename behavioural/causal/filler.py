@@ -16,6 +16,8 @@ The summary's ``sweep`` is the accuracy curve per filler (x = 0 is ``none``).
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ from behavioural.causal.common import (
     with_note,
 )
 from loadbearing.options import parse_fractions, split_list
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate, paired_difference_ci
@@ -232,6 +234,31 @@ def is_complete(path: str | Path) -> bool:
     return is_stage_complete(path, NAME)
 
 
-#: the stage (its command, ``python -m behavioural.filler``, is built from :class:`FillerConfig`)
+#: the stage (its command, ``python -m behavioural.causal.filler``, is built from :class:`FillerConfig`)
 STAGE = command(NAME, FillerConfig, run_filler, format_summary,
                 "Filler tokens: does the chain's content matter, or only its length?", backend=True)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+#: ``python -m behavioural.causal.filler``'s ``--help`` description
+COMMAND_DOC = """Filler tokens in place of a run's eligible chains (Lanham et al. 2023; docs/causal-tests.md).
+
+    python -m behavioural.causal.filler runs/demo                        # writes runs/demo/filler/
+    python -m behavioural.causal.filler runs/demo --fillers dots,underscores --resume
+
+Each chain is replaced by as many filler tokens ("... ... ..." and "- - -" by default), the answer forced
+with ``Answer:`` and scored; prints the accuracy beside no chain and the full chain (question-bootstrap
+intervals). The library call is :func:`behavioural.causal.filler.run_filler`.
+"""
+
+#: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are FillerConfig's fields
+COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC)
+build_parser = COMMAND.build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

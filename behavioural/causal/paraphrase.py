@@ -23,7 +23,10 @@ rewrites often drop or change content.
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import math
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +48,7 @@ from loadbearing.answers import extract_answer, score, starts_with_answer_label
 from loadbearing.answers.numbers import PLAIN_NUMBER_RE
 from loadbearing.options import parse_fractions
 from loadbearing.questions.prompts import render_chat
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.stats import clustered_rate, format_rate
@@ -307,6 +310,46 @@ def is_complete(path: str | Path) -> bool:
     return is_stage_complete(path, NAME)
 
 
-#: the stage (its command, ``python -m behavioural.paraphrase``, is built from :class:`ParaphraseConfig`)
+#: the stage (its command, ``python -m behavioural.causal.paraphrase``, is built from :class:`ParaphraseConfig`)
 STAGE = command(NAME, ParaphraseConfig, run_paraphrase, format_summary, "Paraphrase: does the chain's wording matter?",
                 backend=True)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+#: ``python -m behavioural.causal.paraphrase``'s ``--help`` description
+COMMAND_DOC = """Paraphrase the first part of a run's chains and continue them (Lanham et al. 2023; docs/causal-tests.md).
+
+    python -m behavioural.causal.paraphrase runs/demo --paraphraser Qwen/Qwen2.5-7B-Instruct --device cuda
+    python -m behavioural.causal.paraphrase runs/demo --allow-same-paraphraser     # the run's own model paraphrases
+
+The first 0.25, 0.5, 0.75 and all of the chain's lines (``--fractions``) are rewritten by ``--paraphraser``
+(any model the run stage loads, other than the run's own unless ``--allow-same-paraphraser``), the run's model
+continues greedily from the rewrite, and the answer is compared with the unparaphrased continuation (the run's
+control at that line, else the baseline): retention curves over the fraction and their mean gap. A tiny
+paraphraser is a weak check. The library call is :func:`behavioural.causal.paraphrase.run_paraphrase`.
+"""
+
+class _Replaced(argparse.Action):
+    """The single cut this command once had (--line-position, earlier --position) became the --fractions curve."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        parser.error(f"{option_string} {values} was replaced by --fractions (the fraction of the chain paraphrased, "
+                     "Lanham et al.'s curve): e.g. --fractions 0.5,1")
+
+
+def _retired(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--line-position", "--position", dest="line_position", action=_Replaced, default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)
+
+
+#: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are ParaphraseConfig's
+COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC, extend=_retired)
+build_parser = COMMAND.build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,6 +24,8 @@ rollout, with its row seed and the sampling settings), ``summary.json``, ``summa
 """
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,9 +208,38 @@ def is_complete(path: str | Path) -> bool:
     return is_stage_complete(path, NAME)
 
 
-#: the stage (its command, ``python -m behavioural.resample``, is built from :class:`ResampleConfig`)
+#: the stage (its command, ``python -m behavioural.causal.resample``, is built from :class:`ResampleConfig`)
 STAGE = command(NAME, ResampleConfig, run_resample, format_summary,
                 "Resampling importance: which steps anchor the answer (on-policy)?", backend=True)
 
-__all__ = ["ResampleConfig", "run_resample", "is_complete", "format_summary", "summarise", "plan", "execute",
-           "CausalError", "PAPER", "DRIVER", "STAGE"]
+__all__ = ["build_parser", "main", "ResampleConfig", "run_resample", "is_complete", "format_summary", "summarise", "plan",
+           "execute", "CausalError", "PAPER", "DRIVER", "STAGE"]
+
+
+# ------------------------------------------------------------------------------------------------ the command
+#: ``python -m behavioural.causal.resample``'s ``--help`` description
+COMMAND_DOC = """Resampling importance per reasoning step on a run's eligible chains ("thought anchors"; docs/causal-tests.md).
+
+    python -m behavioural.causal.resample runs/demo                           # writes runs/demo/resample/
+    python -m behavioural.causal.resample runs/demo --rollouts 100 --max-questions 50 --device cuda   # the paper's N
+    python -m behavioural.causal.resample runs/demo --resume                  # continue; a complete stage writes nothing
+    python -m behavioural.causal.resample runs/demo --shard 0/2               # one shard (an unsharded run merges them)
+
+For each sampled chain and each cut k = 0..n, N rollouts are sampled (seeded, T and top-p) after the first k
+reasoning lines, and N answers right after them + "Answer:"; step i's importance is the accuracy of the
+rollouts whose new step i differs in meaning from the original, minus that of the rollouts from step i+1.
+Prints the per-step table and whether the steps the paper edits (early/middle/late) are the important ones.
+The library call is :func:`behavioural.causal.resample.run_resample`.
+"""
+
+#: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are ResampleConfig's fields
+COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC)
+build_parser = COMMAND.build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,7 @@ effects meta-regression with the Knapp-Hartung t, :mod:`behavioural.gradient.cel
 cells); a logistic model of C on difficulty, strategy family (``behavioural.strategies.FAMILIES``; and the
 paper's numerical / text edit type), position and their interactions with errors clustered by question and one
 row per generation and strategy (positions that share one generation merged into one level, ``middle=late``,
-and every design reduced to full rank with a note: :mod:`loadbearing.design`); the sequential deviance
+and every design reduced to full rank with a note: :mod:`loadbearing.stats.design`); the sequential deviance
 partition in both orders; the within-dataset slope; the position test; type-by-difficulty tables; propagation conditional on
 perturbation uptake; cross-model paired differences on the shared eligible questions; the A/B/C taxonomy.
 

@@ -26,8 +26,8 @@ from behavioural.gradient.regression import (
     within_dataset,
 )
 from behavioural.gradient.rows import DATASET_ORDER, GradientError, Loaded, by_key, level_order
-from loadbearing.design import position_sort_key
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
+from loadbearing.stats.design import position_sort_key
 
 __all__ = ["POSITIONS", "cell_table", "crate", "cross_model", "deviance_partition", "difficulty_axis",
            "logistic_curve", "position_test", "regression", "taxonomy", "type_by_difficulty", "uptake_table",

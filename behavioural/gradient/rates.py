@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loadbearing.results import RateJSON
+from loadbearing.results.check import RateJSON
 from loadbearing.stats import clustered_rate, wilson_rate
 
 POSITIONS = ("early", "middle", "late")

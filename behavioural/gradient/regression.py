@@ -9,7 +9,7 @@ Each takes the flat rows of :mod:`behavioural.gradient.rows` (where positions th
 already one position, ``middle=late``) and returns a JSON-ready dict; what the data cannot support is
 ``{"status": "skipped" | "separation" | "failed", "message": ...}``, never an exception. Every fit goes
 through :func:`_fit`, which reduces its design matrix to full column rank first
-(:func:`loadbearing.design.full_rank`) and returns the notes naming each column merged or dropped; the
+(:func:`loadbearing.stats.design.full_rank`) and returns the notes naming each column merged or dropped; the
 dicts carry them as ``design_notes``.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from behavioural.gradient.rates import propagation, scored
-from loadbearing.design import full_rank, position_index, position_parts, position_sort_key
 from loadbearing.stats import paired_difference_ci
+from loadbearing.stats.design import full_rank, position_index, position_parts, position_sort_key
 
 
 def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
@@ -49,7 +49,7 @@ def _frame(rows: Sequence[dict], diff: dict[tuple[str, str], float]):
 
 def _fit(formula: str, df, *, cluster: bool = True) -> tuple[Any, list[str], list[str]]:
     """GLM binomial fit on the formula's design reduced to full column rank (a duplicate column merged into
-    the earlier one, a dependent one dropped: :func:`loadbearing.design.full_rank`); with cluster-robust
+    the earlier one, a dependent one dropped: :func:`loadbearing.stats.design.full_rank`); with cluster-robust
     covariance by question when asked. Returns (result, problems, design notes)."""
     import pandas as pd  # deferred: pandas is heavy to import
     import statsmodels.api as sm  # deferred: statsmodels is heavy to import

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.figures import pyplot, save_figure
-from loadbearing.report import Block, Filter, Heading, Paragraph, Table, Tight, blocks_markdown, facet_filter, table
+from loadbearing.report.blocks import Block, Filter, Heading, Paragraph, Table, Tight, blocks_markdown, facet_filter, table
 from loadbearing.stats import format_rate
 from loadbearing.tables import render_table
 

@@ -13,7 +13,7 @@ Units (``docs``: DESIGN.md "Units of analysis"):
   flagged ``shared``, weight = its share of the memberships), pooled rates count the generation once;
 * positions that share one generation are one position: a generation that is both the middle and the late
   edit of a strategy (3 or 4 reasoning lines) is one row at position ``middle=late``
-  (:func:`loadbearing.design.merged_position`; ``positions`` keeps the parts), so no table or fit counts one
+  (:func:`loadbearing.stats.design.merged_position`; ``positions`` keeps the parts), so no table or fit counts one
   outcome as two positions. :func:`position_merges` says where that happened.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.strategies import FAMILIES
-from loadbearing.design import SEP, merged_position, position_sort_key
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError
 from loadbearing.questions.data import ARITH_LEVELS, question_key
 from loadbearing.runs import Run, question_key_of
+from loadbearing.stats.design import SEP, merged_position, position_sort_key
 
 #: run statuses that mean "finished" (the protocol writes ok / insufficient_data; the lead's Run uses complete)
 FINISHED = ("ok", "complete", "insufficient_data")

@@ -6,10 +6,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from behavioural.labels.label_summary import format_summary
 from behavioural.labels.labelling import LabelConfig, label_stage
 from behavioural.labels.records import SUMMARY_FILE, LabelError
 from behavioural.labels.sheets import SheetError, compare_sheets, export_sheet, format_agreement, unique_path
-from behavioural.labels.summary import format_summary
 from loadbearing.cli import OneLineParser, add_labelling, add_quiet, run_cli
 from loadbearing.files import RunDirError, read_json, write_json
 

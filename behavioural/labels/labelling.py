@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.labels.judge import JudgeLabeller
+from behavioural.labels.label_summary import summarize
 from behavioural.labels.labellers import make_labeller
 from behavioural.labels.records import FINAL_RULE, SCHEMA_VERSION, SUMMARY_FILE, LabelError, make_record
 from behavioural.labels.rule import RuleLabeller
-from behavioural.labels.summary import summarize
 from loadbearing.cli import check_device, check_model_file, check_number
 from loadbearing.files import JsonlWriter, RunDirError, check_jsonl_tail, file_sha256, read_json, read_jsonl, write_json
 from loadbearing.locks import output_lock

@@ -36,13 +36,14 @@ strict majority of judge variants) -> null. Controls are labelled by the same ru
 Blind annotation sheets and Cohen's kappa live in :mod:`behavioural.labels.sheets`. This module is the stage's
 public face and the command's home; the pieces live in :mod:`behavioural.labels.labelling` (labelling, resuming,
 reading), :mod:`behavioural.labels.records` (the record and the final-label rule),
-:mod:`behavioural.labels.summary` (summary and its text/markdown form) and :mod:`behavioural.labels.cli`.
+:mod:`behavioural.labels.label_summary` (summary and its text/markdown form) and :mod:`behavioural.labels.cli`.
 """
 from __future__ import annotations
 
 import sys
 
 from behavioural.labels.cli import build_parser, main
+from behavioural.labels.label_summary import format_summary, summarize
 from behavioural.labels.labellers import JudgeLabeller, RuleLabeller, kappa, make_labeller, variant_agreement
 from behavioural.labels.labelling import (
     LabelConfig,
@@ -74,7 +75,6 @@ from behavioural.labels.sheets import (
     format_agreement,
     read_sheet,
 )
-from behavioural.labels.summary import format_summary, summarize
 
 _make_record = make_record  # the old private name (tests/test_answers.py imports it)
 

@@ -21,7 +21,7 @@
   against their prompt ids and returned in input order. vLLM's prefix cache is on (its default): the forced
   answers of the causal tests share their chat prompt and chain prefixes. ``sampling=`` (resampling's
   rollouts) uses vLLM's sampler with one seed per row key: reproducible, not the HF sampler's draws.
-* Steering and ablation: :mod:`steering.vllm_generate` (hooks in vLLM's workers, :mod:`loadbearing.engine.vllm_hooks`).
+* Steering and ablation: :mod:`steering.vllm.engine` (hooks in vLLM's workers, :mod:`loadbearing.engine.vllm_hooks`).
 * vLLM is imported lazily; without it :class:`VLLMUnavailableError` (a ``ModelError``) names the install
   command. Its engine starts worker processes with ``spawn``: scripts that use it need the
   ``if __name__ == "__main__":`` guard.
@@ -145,7 +145,7 @@ class VLLMGenerate:
 
         if batch_context is not None:
             raise ValueError("the vLLM backend has no per-batch hooks (batch_context); steer with "
-                             "steering.vllm_generate (an engine made with make_vllm_steering)")
+                             "steering.vllm.engine (an engine made with make_vllm_steering)")
         # distinct requests only (identical prompts have identical greedy outputs, or seeded draws per row key)
         return generate_rows(self, lm, texts, max_new_tokens=max_new_tokens, stop_at_answer=stop_at_answer,
                              progress=progress, sampling=sampling, sample_keys=sample_keys, dedupe=dedupe)

@@ -1,10 +1,10 @@
-"""Activation patching between the clean and the edited prefix (``python -m steering.patch RUN_DIR``).
+"""Activation patching between the clean and the edited prefix (``python -m steering.patching RUN_DIR``).
 
 Modules: ``align`` (token alignment, position groups, answer tokens), ``engine`` (HF forward hooks that record
 and overwrite the residual stream, batched scoring), ``cases`` (the C-case sample), ``sweep`` (one case's layer x
-group sweep and controls), ``summary`` (statistics, heat map, markdown). The CLI is :mod:`steering.patch`.
+group sweep and controls), ``summary`` (statistics, heat map, markdown). The CLI is :mod:`steering.patching`.
 Importing this package loads no model.
 """
-from steering.patching.errors import PatchingError
+from steering.errors import PatchingError
 
 __all__ = ["PatchingError"]

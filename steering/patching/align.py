@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from steering.patching.errors import PatchingError
+from steering.errors import PatchingError
 
 #: the forced answer-line prefix: every prompt asks the model to "End with a line 'Answer: X'"
 #: (loadbearing.questions.prompts.FORMAT_INSTRUCTIONS); the answer string follows after one space

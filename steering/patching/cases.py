@@ -16,7 +16,7 @@ import numpy as np
 
 from loadbearing.records import LABEL_C, Continuation
 from loadbearing.runs import Run, question_key_of
-from steering.patching.errors import PatchingError
+from steering.errors import PatchingError
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from loadbearing.figures import pyplot, save_figure
-from loadbearing.report import Block, Figure, Heading, Paragraph, blocks_markdown, table
+from loadbearing.report.blocks import Block, Figure, Heading, Paragraph, blocks_markdown, table
 from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate
 from steering.patching.align import GROUPS
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from loadbearing.errors import LoadBearingError
 from loadbearing.runs import SUMMARY
-from study.report_causal import side_by_side
-from study.verdicts import read_verdicts
+from study.report.causal import side_by_side
+from study.report.verdicts import read_verdicts
 
 
 class DocsError(LoadBearingError, ValueError):
@@ -108,7 +108,7 @@ def _read(path: Path) -> Any:
 
 
 def _verdicts(run: Path) -> list[dict[str, Any]]:
-    """The report's three verdict lines (:func:`study.verdicts.read_verdicts`)."""
+    """The report's three verdict lines (:func:`study.report.verdicts.read_verdicts`)."""
     return [_clean({"key": v.key, "question": v.question, "answer": v.answer, "detail": v.detail,
                     "n_questions": v.n_questions, "command": v.command, "source": v.source}, str(run))
             for v in read_verdicts(run)]

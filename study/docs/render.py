@@ -13,7 +13,7 @@ from typing import Any
 
 from behavioural.causal import paraphrase, resample
 from loadbearing.stats import FEW_CLUSTERS_NOTE, format_rate
-from study.report_causal import table_markdown
+from study.report.causal import table_markdown
 
 #: what each edit strategy does (the protocol's wording, docs/protocol.md)
 STRATEGY_NOTE = {"arithmetic": "first number n -> 2n+3", "arithmetic_change": "the line's result moved by a seeded offset",
@@ -198,7 +198,7 @@ def _causal(n: dict[str, Any]) -> list[str]:
             f"The field's other causal tests on the same eligible chains, run on the demo's directory with "
             f"`{CAUSAL_COMMAND}` (stages run: {', '.join(ran) or 'none'}), beside edit-and-continue propagation, "
             f"per {t.get('group_name', 'group')} and overall: the report's section \"Causal tests side by side\" "
-            "(`study/report_causal.py`). Each cell: estimate [95% interval] (questions behind it). AOC: "
+            "(`study/report/causal.py`). Each cell: estimate [95% interval] (questions behind it). AOC: "
             "cot-transparency's `get_aoc` weighting; filler: accuracy with the chain replaced by as many filler tokens "
             "minus accuracy with the full chain, paired per question; paraphrase: the share of scored continuations "
             f"whose answer differs from the unparaphrased reference (paraphraser `{t.get('paraphraser')}`: the run's "
@@ -231,7 +231,7 @@ def _early_answer(n: dict[str, Any]) -> list[str]:
                      a.get("n_questions", "n/a")])
     steps = ea.get("steps") or {}
     return ["", "### Early answering by level, with the definitions used", "",
-            "From `early_answer/summary.json` (`python -m behavioural.early_answer DIR`; steps: "
+            "From `early_answer/summary.json` (`python -m behavioural.causal.early_answer DIR`; steps: "
             f"{steps.get('splitter', steps.get('unit'))}). `aoc` is the headline, cot-transparency's `get_aoc` "
             "weighting (a chain length weighs its (chain, cut) rows); `aoc.traces` weighs by chains (this toolkit's "
             "variant); adding mistakes is the same AOC on the run's own edits (x = edited line / n, "
@@ -254,7 +254,7 @@ def _filler(n: dict[str, Any]) -> list[str]:
                             "minus the full chain (paired)"], rows)]
     full = f.get("full_accuracy")
     return ["", "### Filler tokens, swept over the chain's length", "",
-            "From `filler/summary.json` (`python -m behavioural.filler DIR`): the chain replaced by filler tokens, as "
+            "From `filler/summary.json` (`python -m behavioural.causal.filler DIR`): the chain replaced by filler tokens, as "
             "many as the given fraction of each chain's own token count (0 = no chain), then the answer forced; the "
             f"full chain gives {_r(full)}."] + out
 
@@ -299,8 +299,9 @@ def render_results(n: dict[str, Any]) -> str:
               "that reruns each stage:", "", *[f"- {_verdict_line(v)}" for v in n.get("verdicts") or []]]
     parts += (_causal(n) + _early_answer(n) + _filler(n)
               + _stage_summary(n, "paraphrase", "Paraphrase, over the fraction of the chain paraphrased",
-                               "python -m behavioural.paraphrase DIR --allow-same-paraphraser")
-              + _stage_summary(n, "resample", "Resampling importance (thought anchors)", "python -m behavioural.resample DIR")
+                               "python -m behavioural.causal.paraphrase DIR --allow-same-paraphraser")
+              + _stage_summary(n, "resample", "Resampling importance (thought anchors)",
+                             "python -m behavioural.causal.resample DIR")
               + _inspect(n))
     parts += ["", "![the demo's report: the three verdicts on its first screen](report.png)", "",
               "![the trace browser on the demo run, filtered to the propagated edits](browser.png)"]

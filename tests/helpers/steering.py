@@ -108,7 +108,7 @@ def make_steering_run(tmp: Path, tok, n_c=10, n_non=3, gold_c="7", status="ok", 
 
 
 def sweep_config(run, dirs, **kw):
-    from steering.sweep import SweepConfig
+    from steering.sweep.cli import SweepConfig
 
     base = dict(run_dir=str(run), directions=str(dirs), progress=False, max_new_tokens=6)
     base.update(kw)

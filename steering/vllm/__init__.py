@@ -1,0 +1,1 @@
+"""Steering and ablation inside vLLM's workers (per-request hooks), and tracing differences to HF."""

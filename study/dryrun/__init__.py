@@ -1,0 +1,1 @@
+"""``python -m study --dry-run``: every setting checked offline, no model loaded, the plan printed."""
