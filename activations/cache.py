@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,14 +51,13 @@ from activations.inputs import (
     prepare_item,
 )
 from activations.memory import bound_heap
-from activations.store import StoreWriter, open_store, parts_dir
+from activations.store import StoreWriter, parts_dir
 from activations.store import is_complete as _store_complete
+from activations.summary import format_summary, summarize, summary_blocks  # noqa: F401  (the stage's summary, re-exported)
 from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
 from loadbearing.engine.oom import BatchSize
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
-from loadbearing.report.blocks import Block, Paragraph, blocks_markdown, table
-from loadbearing.results.stages import StoreSummary
 from loadbearing.runs import ACTIVATIONS, question_key_of
 from loadbearing.shards import Shard, parse_shard
 
@@ -295,39 +294,6 @@ def _progress(total: int, initial: int, enabled: bool, out: Path):
 
     return tqdm(total=total, initial=initial, disable=not enabled, desc=f"caching {out.name}", unit="row",
                 file=sys.stderr)
-
-
-def summarize(path: str | os.PathLike) -> StoreSummary:
-    """The store's headline numbers (rows, layers, positions, engine, dtype, leakiness, label counts)."""
-    with open_store(path) as st:
-        rows = st.rows
-        return {"path": str(path), "n_rows": st.n_rows, "layers": st.layers, "positions": st.positions,
-                "d_model": st.d_model, "engine": st.attrs.get("engine"), "dtype": st.attrs.get("dtype"),
-                "leaky": st.leaky, "decoder_layers_path": st.attrs.get("decoder_layers_path") or None,
-                "n_questions": int(rows["question_key"].nunique()),
-                "labels": {str(k): int(v) for k, v in rows["label"].fillna("unscored").value_counts().items()}}
-
-
-def summary_blocks(summary: Mapping[str, Any]) -> tuple[Block, ...]:
-    """The store's summary as report blocks: one table row (and a warning when it holds outcome tokens)."""
-    lay = summary["layers"]
-    layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
-    labels = ", ".join(f"{k} {v}" for k, v in sorted(summary["labels"].items()))
-    t = table(("rows", "questions", "layers", "positions", "engine", "dtype", "labels"),
-              [(summary["n_rows"], summary["n_questions"], layers, ", ".join(summary["positions"]), summary["engine"],
-                summary["dtype"], labels)])
-    return (t, Paragraph("**LEAKY**: the store holds outcome tokens.")) if summary["leaky"] else (t,)
-
-
-def format_summary(summary: Mapping[str, Any], style: str = "text") -> str:
-    """One paragraph (``text``) or a small table (``md``) describing a store."""
-    lay = summary["layers"]
-    layers = f"{lay[0]}..{lay[-1]} ({len(lay)})" if lay else "none"
-    if style == "md":
-        return blocks_markdown(summary_blocks(summary))
-    return (f"wrote {summary['path']}: {summary['n_rows']} rows ({summary['n_questions']} questions), layers {layers}, "
-            f"positions {', '.join(summary['positions'])}, engine {summary['engine']}, dtype {summary['dtype']}"
-            + (", LEAKY (outcome tokens)" if summary["leaky"] else ""))
 
 
 # ---------------------------------------------------------------------------------------------------------

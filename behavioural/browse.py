@@ -3,4 +3,4 @@
 import runpy
 
 if __name__ == "__main__":
-    runpy.run_module("study.browse", run_name="__main__", alter_sys=True)
+    runpy.run_module("study.browse.page", run_name="__main__", alter_sys=True)

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from loadbearing.engine.generation import generate, generate_simple
     from steering.generate import generate_steered
-    from steering.hooks import combine_directions, d_model, mean_resid_norm, n_layers, steer_vectors
+    from steering.hooks import combine_directions, d_model, n_layers, steer_vectors
+    from steering.norms import mean_resid_norm
     from steering.sweep.grid import random_basis
 
     if args.threads:

@@ -38,6 +38,7 @@ COMMAND_TABLE: tuple[Command, ...] = (
     Command("cot-report", "study.report", "study.report.write:main"),
     Command("cot-browse", "behavioural.browse", "study.browse.page:main"),
     Command("cot-selfcheck", "loadbearing.selfcheck", "study.conformance.selfcheck:main"),
+    Command("cot-compare", "study.compare", "study.compare.cli:main"),
 )
 
 #: console script -> the module ``python -m`` runs (derived from :data:`COMMAND_TABLE`)

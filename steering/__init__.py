@@ -16,12 +16,12 @@ from steering.hooks import (  # noqa: F401
     SteeringError,
     SteeringHandle,
     combine_directions,
-    mean_resid_norm,
     patch,
     patch_vectors,
     steer,
     steer_vectors,
 )
+from steering.norms import mean_resid_norm  # noqa: F401
 from steering.sweep.results import read_sweep  # noqa: F401  (a DataFrame of generations.jsonl; pandas loads on call)
 
 __all__ = ["AblationHandle", "ablate", "patch_ablation", "read_sweep", "POSITIONS", "SteeringError", "SteeringHandle",

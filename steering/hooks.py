@@ -16,9 +16,8 @@ sqrt(d_model), ``L = 0`` is before that scaling).
 
 What: ``alpha * v`` where ``v`` is the *dose-matched* combination of the directions
 (:func:`steering.vectors.combine_directions`: the sum rescaled to the norm of one direction; ``dose="sum"``
-reproduces the paper's unmatched sum). ``alpha`` is in residual-stream units; :func:`mean_resid_norm`
-measures the layer's mean residual norm so callers can state alpha relative to it
-(``alpha = rel * mean_resid_norm``; the sweep does this).
+reproduces the paper's unmatched sum). ``alpha`` is in residual-stream units, or relative to the layer's mean
+residual norm (:func:`steering.norms.mean_resid_norm`; the sweep does this).
 
 Per row: ``alpha`` may be a float or a sequence/tensor ``[batch]``; ``directions`` may be one basis shared by
 all rows (``[d_model]`` or ``[k, d_model]``), or one basis per row (a ``[batch, k, d_model]`` array, or a list of
@@ -47,15 +46,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from loadbearing.engine.hookpoints import Hooks, block_hidden, forward_hooks, replace_hidden
+from loadbearing.engine.hookpoints import Hooks, block_hidden, replace_hidden
 from steering.audit import HandleWatch
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
 
 __all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "SteeringHandle", "combine_directions",
-           "hook_module", "mean_resid_norm", "n_layers", "patch", "patch_vectors", "resolve", "steer",
-           "steer_vectors", "d_model"]
+           "hook_module", "n_layers", "patch", "patch_vectors", "resolve", "steer", "steer_vectors", "d_model"]
 
 # ------------------------------------------------------------------------------------------------ model parts
 
@@ -400,46 +398,3 @@ def steer(model: Any, directions: Any, *, layers: Iterable[int] | int | None = N
     finally:
         if handle is not None:
             handle.remove()
-
-
-# ------------------------------------------------------------------------------------------------ norms
-
-
-def mean_resid_norm(lm: Any, texts: Sequence[str], layer: int, *, batch_size: int = 8, positions: str = "last") -> float:
-    """Mean L2 norm of the residual stream at ``layer`` (the steering hook point) over ``texts`` (tokenised with
-    ``add_special_tokens=False``, as the run's records were).
-
-    ``positions="last"`` (default): the last token of each text, where a continuation starts (and where the
-    probes read their features); ``"all"``: every non-pad token. The two differ a lot on models with attention
-    sinks: on SmolLM2-135M the first token's residual is hundreds of times larger than the rest, so the
-    all-token mean is dominated by it and an alpha "relative to the mean norm" would be far too strong.
-    """
-    if positions not in ("last", "all"):
-        raise SteeringError(f"unknown positions {positions!r} for mean_resid_norm; choose 'last' or 'all'")
-    import torch  # deferred: torch is heavy to import
-
-    model, tok = lm.model, lm.tokenizer
-    mod = hook_module(model, layer)
-    device = next(model.parameters()).device
-    total, count = 0.0, 0
-    captured: dict[str, Any] = {}
-
-    def grab(module, args, output):
-        captured["h"] = block_hidden(output)  # [batch, pos, d_model]
-
-    with forward_hooks([(mod, grab)]):
-        for b in range(0, len(texts), batch_size):
-            enc = tok(list(texts[b : b + batch_size]), add_special_tokens=False, padding=True,
-                      padding_side="left", return_tensors="pt").to(device)
-            with torch.inference_mode():
-                model(**enc)
-            hid = captured["h"].float()  # [batch, pos, d_model]
-            m = enc["attention_mask"].bool()  # [batch, pos]
-            if positions == "last":  # left padding: the last column is every row's last token
-                m = torch.zeros_like(m)
-                m[:, -1] = True
-            total += float(hid.norm(dim=-1)[m].sum())
-            count += int(m.sum())
-    if count == 0:
-        raise SteeringError("no tokens to measure the residual norm on")
-    return total / count

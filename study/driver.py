@@ -12,15 +12,14 @@ stage's own summary (:mod:`study.report`).
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from loadbearing.runs import SUMMARY
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
+from study.cross_run import cross_run_gradient
 from study.options import COMMAND_OPTIONS, OPTION_NAMES, build_parser
 
 
@@ -361,40 +360,9 @@ def _run_several(prepared, config_file: str | None, say) -> int:
     from study.files import with_run_model
 
     write_config(root, [with_run_model(Path(c.output_dir), c, r) for c, r, _ in prepared])  # what each run used
-    _cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)
+    cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)
     say(f"\nall {len(prepared)} runs done; the resolved study file: {root / 'study.toml'}")
     return 0
-
-
-def _cross_run_gradient(root: Path, run_dirs: list[Path], say) -> Path | None:
-    """The difficulty gradient across a several-run study's runs (models x datasets), in ``ROOT/gradient/``:
-    every run whose behaviour found eligible baselines, with ``allow_mixed`` (the datasets' budgets differ by
-    design; the gradient records it). Fewer than 2 such runs, or a gradient already written (a resume), write
-    nothing; a refusal is said in one line and the runs stay as they are."""
-    from behavioural.gradient import GradientConfig, run_gradient
-    from loadbearing.errors import LoadBearingError
-
-    out = root / "gradient"
-    if out.exists():
-        return out
-    usable = []
-    for d in run_dirs:
-        try:
-            summary = json.loads((d / SUMMARY).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(summary, dict) and "overall" in summary:
-            usable.append(str(d))
-    if len(usable) < 2:
-        say(f"cross-run gradient: skipped: {len(usable)} run(s) with eligible baselines; it needs >= 2")
-        return None
-    try:
-        run_gradient(GradientConfig(runs=tuple(usable), output=str(out), allow_mixed=True))
-    except LoadBearingError as e:
-        say(f"cross-run gradient: skipped: {str(e).splitlines()[0]}")
-        return None
-    say(f"cross-run gradient over {len(usable)} runs: {out / 'gradient.md'}")
-    return out
 
 
 __all__ = ["STUDY_FILE", "build_parser", "config_from_argv", "configs_from_argv", "is_complete", "main", "prepare",

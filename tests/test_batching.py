@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadbearing.engine.batching import decode_continuous
+from loadbearing.engine.decoding import decode_continuous
 
 
 def _rows(tok, n=11):
@@ -130,7 +130,7 @@ def test_grouped_prefill_matches_rows_decoded_alone(varied_tiny, tokenizer, syst
 
 
 def test_lookup_draft_copies_what_followed_the_latest_ngram():
-    from loadbearing.engine.batching import lookup_draft
+    from loadbearing.engine.decoding import lookup_draft
 
     assert lookup_draft([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3], 3) == [7, 8, 5]  # latest occurrence wins
     assert lookup_draft([5, 6, 7, 5, 6], 8) == [7, 5, 6]  # runs up to the end of the context

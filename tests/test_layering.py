@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ["loadbearing", "behavioural", "activations", "probes", "steering", "study"]
-MAX_LINES = 450
+MAX_LINES = 400
 
 
 def _modules() -> list[Path]:
@@ -220,9 +220,10 @@ def test_no_test_imports_another_test_module_or_conftest():
 
 #: in-tree function-level imports that do not yet say why (at the stage step: 429 of 584 deferred imports; the
 #: third-party and standard-library ones all say why or moved to the top; the branches merged with it, the vLLM
-#: interventions, study.compare and the report objects, brought it to 487 of 656). The count may only go down:
+#: interventions, study.compare and the report objects, brought it to 487 of 656; the subpackage moves split
+#: multi-name imports, 495). The count may only go down:
 #: move one to the module top, or say why it stays (``# deferred: import cycle a <-> b``, ``# deferred: monkeypatched``)
-UNEXPLAINED_IN_TREE_DEFERRED = 487
+UNEXPLAINED_IN_TREE_DEFERRED = 495
 
 
 def _deferred_imports() -> list[tuple[str, int, str, bool]]:

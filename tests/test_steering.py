@@ -18,11 +18,11 @@ from helpers.tiny import make_tiny_lm
 from steering.hooks import (
     SteeringError,
     combine_directions,
-    mean_resid_norm,
     patch,
     steer,
     steer_vectors,
 )
+from steering.norms import mean_resid_norm
 
 # ------------------------------------------------------------------------------------------------ helpers
 

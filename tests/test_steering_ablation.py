@@ -336,7 +336,7 @@ def test_smol_sweep_with_add_and_ablate(smol, tmp_path):
     """The embedded model: the ablate fast path gives the hooked model.generate records, and a small sweep with
     --operator add,ablate (through the CLI) writes one verdict per operator and the operator column."""
     from loadbearing.engine.generation import generate_simple
-    from steering.hooks import mean_resid_norm
+    from steering.norms import mean_resid_norm
     from steering.sweep.cli import build_parser, config_from_args, run_sweep
 
     tok = smol.tokenizer

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from steering.hooks import mean_resid_norm, steer
+from steering.hooks import steer
+from steering.norms import mean_resid_norm
 
 pytestmark = pytest.mark.integration
 

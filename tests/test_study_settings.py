@@ -185,7 +185,7 @@ def test_the_written_study_file_reproduces_the_run(tmp_path, fake_models, capsys
 def test_a_several_run_study_writes_the_gradient_across_its_runs_or_says_why_not(tmp_path):
     import json
 
-    from study.driver import _cross_run_gradient
+    from study.cross_run import cross_run_gradient as _cross_run_gradient
 
     said: list[str] = []
     runs = [tmp_path / "m" / d for d in ("gsm8k", "bbh")]

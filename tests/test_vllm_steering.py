@@ -71,7 +71,7 @@ def test_alpha_zero_is_no_hook_and_hooks_are_gone(smol, vs, texts):
 @pytest.mark.timeout(120, func_only=True)  # the engine starts (lazily) inside the first test
 def test_steered_tokens_match_hf_and_differences_are_fp_ties(smol, vs, texts):
     from steering.generate import generate_steered
-    from steering.hooks import mean_resid_norm
+    from steering.norms import mean_resid_norm
 
     norm = mean_resid_norm(smol, texts, LAYER)
     rows = texts * 2  # 20 rows: every text under two settings, mixed in one call (per-request vectors)
@@ -131,7 +131,7 @@ def _sweep_run(tmp_path, smol, texts):
     import h5py
 
     from loadbearing.records import Continuation
-    from steering.hooks import mean_resid_norm
+    from steering.norms import mean_resid_norm
 
     run = tmp_path / "run"
     run.mkdir()

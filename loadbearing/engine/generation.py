@@ -41,7 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from loadbearing.answers import has_final_answer_line
-from loadbearing.engine.batching import Pass, decode_continuous
+from loadbearing.engine.batching import Pass
+from loadbearing.engine.decoding import decode_continuous
 from loadbearing.engine.sampling import Sampling, chooser, default_keys
 
 
@@ -176,7 +177,7 @@ def _unique(texts: Sequence[str], dedupe: bool) -> tuple[list[int], list[int]]:
 
 def _row_stepper(tokenizer, results: list, generated: list[list[int]], *, max_new_tokens: int,
                  stop_ids: frozenset[int], stop_at_answer: bool, newline_ids: frozenset[int]):
-    """The stop rule as a ``step(row, token) -> done`` callback for :func:`loadbearing.engine.batching.decode_continuous`.
+    """The stop rule as a ``step(row, token) -> done`` callback for :func:`loadbearing.engine.decoding.decode_continuous`.
 
     Same rule as :func:`finish`: end of turn ("eos", id not kept), a completed final-answer line
     ("answer_line"), or ``max_new_tokens`` tokens ("length").
@@ -238,7 +239,7 @@ def generate(
     reaches the window (:func:`loadbearing.engine.batching.sharing_fits`; the manifest's
     ``model.prefix_sharing`` says so).
     ``lookahead``: prompt-lookup drafts per row in a batch's tail (default
-    :data:`loadbearing.engine.batching.LOOKAHEAD`, 0 = off; see :func:`loadbearing.engine.batching.decode_continuous`).
+    :data:`loadbearing.engine.batching.LOOKAHEAD`, 0 = off; see :func:`loadbearing.engine.decoding.decode_continuous`).
 
     ``sort_by_length=False`` keeps the input order inside batches (no reordering); with ``batch_context`` the
     simple path runs (:func:`generate_simple`).

@@ -113,7 +113,7 @@ def _inverse_cdf(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 def chooser(sampling: Sampling, keys: Sequence[str]) -> Callable[[list[int], torch.Tensor], torch.Tensor]:
-    """``choose(rows, logits) -> tokens`` for :func:`loadbearing.engine.batching.decode_continuous`: row ``r``
+    """``choose(rows, logits) -> tokens`` for :func:`loadbearing.engine.decoding.decode_continuous`: row ``r``
     (an index into ``keys``) draws from its own stream, created on its first token."""
     import torch  # deferred: torch is heavy to import
 

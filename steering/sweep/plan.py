@@ -137,7 +137,7 @@ def residual_norms(lm: Any, dirs: Directions, layers: list[int], cases: list[dic
                    batch_size: int) -> tuple[dict[int, float], dict[int, str]]:
     """Per layer, the residual norm the relative alphas multiply and where it came from: the ``resid_norm``
     the probes wrote, else measured at the last token of up to 32 case inputs (NaN when there is none)."""
-    from steering.hooks import mean_resid_norm
+    from steering.norms import mean_resid_norm
 
     resid_norm: dict[int, float] = {}
     norm_source: dict[int, str] = {}

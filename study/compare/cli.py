@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.cli import OneLineParser, UsageError, add_output, run_cli
+from loadbearing.commands import prog
 from loadbearing.runs import MANIFEST, RECORDS, Run, question_key_of
 from study.compare.stats import holm, paired_binary, paired_continuous, unpaired_rates
 
@@ -280,7 +281,7 @@ def compare(runs: list[RunData], by: str | None = None, *, seed: int = 0) -> dic
 
 # ------------------------------------------------------------------------------------------------ CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m study.compare",
+    p = OneLineParser(prog=prog("study.compare"),
                       description="Question-paired comparisons of two or more runs on the questions they share.")
     inp = p.add_argument_group("inputs")
     inp.add_argument("runs", nargs="+", metavar="RUN_OR_STUDY", help="run directories, study directories or study.toml")

@@ -126,7 +126,7 @@ def staggered(lm, texts: Sequence[str], ref: Sequence[Sequence[int]], max_new_to
     """The fast path's engine with rows that stop at different lengths (row r after ``max_new_tokens - 3r``
     tokens), so freed slots are refilled mid-batch (merged caches, cropped columns) and the last rows verify
     prompt-lookup drafts: each row's tokens must be the reference's first ones."""
-    from loadbearing.engine.batching import decode_continuous
+    from loadbearing.engine.decoding import decode_continuous
     from loadbearing.engine.generation import encode, pad_token_id, stop_token_ids
 
     stop = frozenset(stop_token_ids(lm.tokenizer, lm.model))
