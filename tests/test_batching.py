@@ -144,7 +144,7 @@ def test_lookahead_gives_the_greedy_tokens_with_fewer_forwards(varied_tiny, toke
     """Drafts that are right for 0, 1 or 2 tokens and then wrong (a random model never repeats itself, so the
     drafter is replaced by one that knows each row's greedy tokens): the kept tokens are exactly the greedy
     ones - rejected columns masked out, positions and next-token logits right - in fewer forward passes."""
-    import loadbearing.engine.batching as batching
+    import loadbearing.engine.decoding as batching  # the decoder's prompt-lookup drafts
 
     rows = _rows(tokenizer, n=6)
     lengths = [30, 25, 3, 34, 8, 28]

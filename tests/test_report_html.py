@@ -51,7 +51,7 @@ def test_table_cells_break_between_numbers_not_inside_them():
 
 
 def test_the_report_names_the_study_as_given_not_by_its_absolute_path(tmp_path, monkeypatch):
-    from study import report
+    from study.report import write as report
     from study.stages.core import STAGES
 
     monkeypatch.chdir(tmp_path)

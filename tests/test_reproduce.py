@@ -153,7 +153,7 @@ def test_the_closing_print_names_what_is_missing(tmp_path, capsys):
 
 
 def test_the_study_passes_the_random_scope_to_the_sweep(monkeypatch, tmp_path):
-    import steering.sweep as sweep
+    import steering.sweep.cli as sweep
     from study.stages.core import _run_steering
 
     seen = {}

@@ -299,7 +299,7 @@ def test_cli_bad_operator_is_one_line_and_writes_nothing(tokenizer, tmp_path, ca
 
 
 def test_study_passes_the_operator_and_plans_its_generations(capsys, tmp_path, monkeypatch):
-    import steering.sweep
+    import steering.sweep.cli
     from study.config import StudyConfig
     from study.driver import main
     from study.dryrun.plan import generation_bound
@@ -320,7 +320,7 @@ def test_study_passes_the_operator_and_plans_its_generations(capsys, tmp_path, m
     assert main(["--dry-run", "--config", str(toml)]) == 0
     assert "steer_operator               = ablate" in capsys.readouterr().out
     seen = {}
-    monkeypatch.setattr(steering.sweep, "run_sweep", lambda cfg, echo=None: seen.setdefault("cfg", cfg))
+    monkeypatch.setattr(steering.sweep.cli, "run_sweep", lambda cfg, echo=None: seen.setdefault("cfg", cfg))
     REGISTRY["steering"].run(tmp_path, both)
     assert seen["cfg"].operators == ["add", "ablate"]
     REGISTRY["steering"].run(tmp_path, base)

@@ -3,6 +3,7 @@ in a subprocess, with this suite's conftest marking integration tests), then the
 reader of the CI log sees."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ def test_a_real_junit_file_marks_integration_tests_and_is_checked(tmp_path):
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    shutil.copytree(REPO / "tests" / "helpers", tests / "helpers")  # the conftest's shared test helpers
     (tests / "test_tiny.py").write_text(
         "import time, pytest\n"
         "def test_quick():\n    pass\n"
