@@ -172,6 +172,8 @@ def test_sweep_backend_vllm_writes_the_hf_records(smol, vs, texts, tmp_path):
     run_sweep(SweepConfig(output=str(tmp_path / "vllm"), **kw), lm=smol, echo=lambda m: None,
               generate_fn=vs.add, ablate_fn=vs.ablate)
     hf, vl = _rows(tmp_path / "hf" / "generations.jsonl"), _rows(tmp_path / "vllm" / "generations.jsonl")
+    assert any("steer_audit" in r for r in hf) and not any("steer_audit" in r for r in vl)
+    hf = [{k: v for k, v in r.items() if k != "steer_audit"} for r in hf]  # only the HF fast path records an audit
     assert [(r["setting"], r["case_id"]) for r in hf] == [(r["setting"], r["case_id"]) for r in vl]
     same = sum(a == b for a, b in zip(hf, vl))
     print(f"sweep records identical: {same}/{len(hf)}")
@@ -221,9 +223,9 @@ def test_causal_stages_through_vllm_write_the_hf_records(smol, vs, vllm_run):
     from behavioural.causal.resample import ResampleConfig, run_resample
 
     stages = [("early_answer", run_early_answer, EarlyAnswerConfig(vllm_run, max_answer_tokens=8, n_boot=50,
-                                                                     progress=False)),
+                                                                     quiet=True)),
               ("filler", run_filler, FillerConfig(vllm_run, fillers=("dots",), fractions=(0.5, 1.0), max_answer_tokens=8,
-                                                  n_boot=50, progress=False))]
+                                                  n_boot=50, quiet=True))]
     for name, fn, cfg in stages:
         fn(cfg, smol, echo=None)  # HF fast path
         shutil.move(vllm_run / name, vllm_run / f"{name}-hf")
@@ -234,7 +236,7 @@ def test_causal_stages_through_vllm_write_the_hf_records(smol, vs, vllm_run):
         print(f"{name}: {same}/{len(hf)} records identical through vLLM")
         assert len(hf) == len(vl) >= 4 and same >= 0.95 * len(hf)
     rs = ResampleConfig(vllm_run, rollouts=3, max_questions=1, max_new_tokens=24, max_answer_tokens=6, n_boot=50,
-                        progress=False)
+                        quiet=True)
     s = run_resample(rs, smol, generate_fn=vs.generate, echo=None)
     rows = _rows(vllm_run / "resample" / "records.jsonl")
     assert s["status"] == "ok" and rows and all(r["sampling"]["temperature"] == 0.6 for r in rows)
