@@ -9,7 +9,7 @@ import importlib
 from typing import Any
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: ``from loadbearing.report.blocks import X`` as before the package existed
+def __getattr__(name: str) -> Any:  # PEP 562: ``from loadbearing.report import X`` as before the package existed
     if name.startswith("__"):
         raise AttributeError(name)
     try:

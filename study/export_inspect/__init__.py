@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: ``from study.export_inspect.cli import X`` as before the package existed
+def __getattr__(name: str) -> Any:  # PEP 562: ``from study.export_inspect import X`` as before the package existed
     if name.startswith("__"):
         raise AttributeError(name)
     try:

@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: ``from study.report.write import X`` as before the package existed
+def __getattr__(name: str) -> Any:  # PEP 562: ``from study.report import X`` as before the package existed
     if name.startswith("__"):
         raise AttributeError(name)
     try:
