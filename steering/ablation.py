@@ -196,6 +196,26 @@ class RowAblate(_RowSteer):
         return replace_hidden(output, new)
 
 
+def row_bases(bases: Any, n: int, width: int) -> np.ndarray:
+    """Each of ``n`` rows' orthonormal basis, ``[n, k, width]`` float32 (zero rows pad shorter bases): one basis
+    for every row (``[d_model]`` / ``[k, d_model]``) or one per row (``[n, k, d_model]`` or a list); a wrong
+    count or width is a SteeringError (the HF fast path's and the vLLM path's one reading)."""
+    arr = bases if isinstance(bases, (list, tuple)) else np.asarray(bases, dtype=np.float32)
+    if isinstance(arr, np.ndarray) and arr.ndim == 3:
+        arr = list(arr)  # one basis per row (zero rows: padding)
+    if isinstance(arr, (list, tuple)):
+        if len(arr) != n:
+            raise SteeringError(f"{len(arr)} ablation bases for {n} texts; pass one per text (or one for all)")
+        b = stack_bases(arr)
+    else:
+        one = orthonormal_rows(arr)
+        b = np.broadcast_to(one[None], (n, *one.shape)).copy()
+    if b.shape[-1] != width:
+        raise SteeringError(f"ablation bases have width {b.shape[-1]}; the model's d_model is {width} (use directions "
+                            "computed from this model's residual stream)")
+    return b
+
+
 def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
                      positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
                      stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Any]:
@@ -214,24 +234,11 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     if n == 0:
         return generate_with_row_hook(lm, texts, RowAblate(), None, layers=layers, positions=positions,
                                       max_new_tokens=max_new_tokens, batch_size=batch_size)
-    arr = bases if isinstance(bases, (list, tuple)) else np.asarray(bases, dtype=np.float32)
-    if isinstance(arr, np.ndarray) and arr.ndim == 3:
-        arr = list(arr)  # one basis per row (zero rows: padding)
-    if isinstance(arr, (list, tuple)):
-        if len(arr) != n:
-            raise SteeringError(f"{len(arr)} ablation bases for {n} texts; pass one per text (or one for all)")
-        b = stack_bases(arr)
-    else:
-        one = orthonormal_rows(arr)
-        b = np.broadcast_to(one[None], (n, *one.shape)).copy()
-    width = d_model(model)
-    if b.shape[-1] != width:
-        raise SteeringError(f"ablation bases have width {b.shape[-1]}; the model's d_model is {width} (use directions "
-                            "computed from this model's residual stream)")
+    b = row_bases(bases, n, d_model(model))
     return generate_with_row_hook(lm, texts, RowAblate(), torch.as_tensor(b), layers=layers, positions=positions,
                                   max_new_tokens=max_new_tokens, batch_size=batch_size, stop_at_answer=stop_at_answer,
                                   progress=progress, desc=desc)
 
 
 __all__ = ["AblationHandle", "RANK_TOL", "RowAblate", "ablate", "generate_ablated", "orthonormal_rows",
-           "patch_ablation", "project_out", "stack_bases"]
+           "patch_ablation", "project_out", "row_bases", "stack_bases"]

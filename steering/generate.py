@@ -109,22 +109,12 @@ def _check_args(positions: str, batch_size: int, max_new_tokens: int) -> str:
     return prompt_mode
 
 
-def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Sequence[int],
-                     positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                     stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
-    """Greedy continuations of ``texts`` with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``.
-
-    ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
-    Returns :class:`loadbearing.engine.generation.Generation` records in input order (see the module docstring).
-    """
+def row_deltas(vectors: Any, alphas: Any, n: int, width: int) -> Any:
+    """``alphas[i] * vectors[i]`` for each of ``n`` rows, a float32 tensor ``[n, width]`` (one vector may stand for
+    all rows, one alpha too); a wrong shape or a non-finite value is a SteeringError (the HF fast path's and the
+    vLLM path's one reading)."""
     import torch  # deferred: torch is heavy to import
 
-    _check_args(positions, batch_size, max_new_tokens)
-    model = getattr(lm, "model", lm)
-    n = len(texts)
-    if n == 0:
-        return []
-    width = d_model(model)
     v = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
     if v.ndim == 1:
         v = v[None].expand(n, -1)
@@ -134,7 +124,24 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
     a = torch.as_tensor(np.broadcast_to(np.asarray(alphas, dtype=np.float32), (n,)).copy())
     if not torch.isfinite(a).all() or not torch.isfinite(v).all():
         raise SteeringError("steering vectors and alphas must be finite")
-    deltas = (a[:, None] * v)[:, None, :]  # [n, 1, d_model]
+    return a[:, None] * v
+
+
+def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Sequence[int],
+                     positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
+                     stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+    """Greedy continuations of ``texts`` with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``.
+
+    ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
+    Returns :class:`loadbearing.engine.generation.Generation` records in input order (see the module docstring).
+    """
+
+    _check_args(positions, batch_size, max_new_tokens)
+    model = getattr(lm, "model", lm)
+    n = len(texts)
+    if n == 0:
+        return []
+    deltas = row_deltas(vectors, alphas, n, d_model(model))[:, None, :]  # [n, 1, d_model]
     return generate_with_row_hook(lm, texts, _RowSteer(), deltas, layers=layers, positions=positions,
                                   max_new_tokens=max_new_tokens, batch_size=batch_size, stop_at_answer=stop_at_answer,
                                   progress=progress, desc=desc)

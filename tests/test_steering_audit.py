@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers.thinking import think_tokenizer
 
 from loadbearing.thinking import PhaseScan, ThinkError, ThinkTags, think_phases, think_span
 from steering.audit import spans
@@ -12,21 +13,10 @@ from steering.errors import SteeringError
 from steering.generate import SteeredGeneration, generate_steered
 from steering.hooks import steer_vectors
 
-THINK_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                  "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
-
 
 @pytest.fixture(scope="module")
 def think_tok(embedded_dir):
-    """The embedded tokenizer with R1-distill's think tags as added tokens and a template that opens the block."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(embedded_dir))
-    tok.add_tokens(["<think>", "</think>"])  # added, not special: kept in the decoded text, as R1-distill's are
-    tok.chat_template = THINK_TEMPLATE
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+    return think_tokenizer(embedded_dir)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers.thinking import think_tokenizer
 
 from activations.cache import CacheConfig, cache_activations
 from activations.inputs import OUTCOME_POSITIONS, SAFE_POSITIONS, CacheError, expand_continuation, prepare_item
@@ -15,20 +16,10 @@ from activations.synthetic import HASH, make_run
 from loadbearing.options import parse_token_positions
 from probes.data import ProbeError, is_post_outcome_read, load_probe_data
 
-THINK_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                  "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
-
 
 @pytest.fixture(scope="module")
 def think_tok(embedded_dir):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(embedded_dir))
-    tok.add_tokens(["<think>", "</think>"])
-    tok.chat_template = THINK_TEMPLATE
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+    return think_tokenizer(embedded_dir)
 
 
 @pytest.fixture(scope="module")

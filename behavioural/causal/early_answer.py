@@ -324,11 +324,7 @@ The library call is :func:`behavioural.causal.early_answer.run_early_answer`.
 
 #: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are EarlyAnswerConfig's fields
 COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC)
-build_parser = COMMAND.build_parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.main(argv)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 if __name__ == "__main__":

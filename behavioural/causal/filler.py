@@ -253,11 +253,7 @@ intervals). The library call is :func:`behavioural.causal.filler.run_filler`.
 
 #: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are FillerConfig's fields
 COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC)
-build_parser = COMMAND.build_parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.main(argv)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 if __name__ == "__main__":

@@ -344,11 +344,7 @@ def _retired(p: argparse.ArgumentParser) -> None:
 
 #: the command: ``STAGE`` with :data:`COMMAND_DOC` as its ``--help`` description; its options are ParaphraseConfig's
 COMMAND = dataclasses.replace(STAGE, description=COMMAND_DOC, extend=_retired)
-build_parser = COMMAND.build_parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.main(argv)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 if __name__ == "__main__":

@@ -15,11 +15,7 @@ from behavioural.causal.attention import RECEIVER_STAGE
 
 #: the command: ``RECEIVER_STAGE`` with this docstring as its ``--help`` description; its options are AttentionConfig's
 COMMAND = dataclasses.replace(RECEIVER_STAGE, description=__doc__ or "")
-build_parser = COMMAND.build_parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.main(argv)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 if __name__ == "__main__":

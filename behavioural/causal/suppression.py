@@ -14,11 +14,7 @@ from behavioural.causal.attention import SUPPRESSION_STAGE
 
 #: the command: ``SUPPRESSION_STAGE`` with this docstring as its ``--help`` description; its options are AttentionConfig's
 COMMAND = dataclasses.replace(SUPPRESSION_STAGE, description=__doc__ or "")
-build_parser = COMMAND.build_parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.main(argv)
+build_parser, main = COMMAND.build_parser, COMMAND.main
 
 
 if __name__ == "__main__":

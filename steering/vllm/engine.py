@@ -102,8 +102,7 @@ class VLLMSteering:
               stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
         """Greedy continuations with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``
         (:func:`steering.generate.generate_steered`'s contract)."""
-        import torch  # deferred: torch is heavy to import
-
+        from steering.generate import row_deltas
         from steering.hooks import d_model
 
         n = len(texts)
@@ -111,17 +110,7 @@ class VLLMSteering:
         if n == 0:
             return []
         layer_list = self._layers(lm, layers)
-        width = d_model(getattr(lm, "model", lm))
-        v = torch.as_tensor(np.asarray(vectors, dtype=np.float32))
-        if v.ndim == 1:
-            v = v[None].expand(n, -1)
-        if v.ndim != 2 or v.shape[0] != n or v.shape[1] != width:
-            raise SteeringError(f"steering vectors have shape {tuple(v.shape)}; expected [{n}, {width}] (one per text, "
-                                "the model's d_model wide)")
-        a = torch.as_tensor(np.broadcast_to(np.asarray(alphas, dtype=np.float32), (n,)).copy())
-        if not torch.isfinite(a).all() or not torch.isfinite(v).all():
-            raise SteeringError("steering vectors and alphas must be finite")
-        deltas = (a[:, None] * v).numpy()  # [n, d_model], float32 as the HF fast path forms them
+        deltas = row_deltas(vectors, alphas, n, d_model(getattr(lm, "model", lm))).numpy()  # [n, d], as HF forms them
         salts = [None if not np.any(d) else _salt("add", layer_list, mode, d) for d in deltas]
         return self._run(lm, texts, "add", layer_list, mode, deltas, salts, max_new_tokens, stop_at_answer, progress)
 
@@ -130,7 +119,7 @@ class VLLMSteering:
                     stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Any]:
         """Greedy continuations with row ``i``'s basis projected out at ``layers``
         (:func:`steering.ablation.generate_ablated`'s contract)."""
-        from steering.ablation import orthonormal_rows, stack_bases
+        from steering.ablation import row_bases
         from steering.hooks import d_model
 
         n = len(texts)
@@ -138,20 +127,7 @@ class VLLMSteering:
         if n == 0:
             return []
         layer_list = self._layers(lm, layers)
-        arr = bases if isinstance(bases, (list, tuple)) else np.asarray(bases, dtype=np.float32)
-        if isinstance(arr, np.ndarray) and arr.ndim == 3:
-            arr = list(arr)
-        if isinstance(arr, (list, tuple)):
-            if len(arr) != n:
-                raise SteeringError(f"{len(arr)} ablation bases for {n} texts; pass one per text (or one for all)")
-            b = stack_bases(arr)
-        else:
-            one = orthonormal_rows(arr)
-            b = np.broadcast_to(one[None], (n, *one.shape)).copy()
-        width = d_model(getattr(lm, "model", lm))
-        if b.shape[-1] != width:
-            raise SteeringError(f"ablation bases have width {b.shape[-1]}; the model's d_model is {width} (use "
-                                "directions computed from this model's residual stream)")
+        b = row_bases(bases, n, d_model(getattr(lm, "model", lm)))
         salts: list[str | None] = [_salt("ablate", layer_list, mode, r) for r in b]
         return self._run(lm, texts, "ablate", layer_list, mode, b, salts, max_new_tokens, stop_at_answer, progress)
 
