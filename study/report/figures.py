@@ -56,6 +56,14 @@ def steering_figure(out: str | Path) -> str | None:
     return _save(out, SWEEP, data)
 
 
+def _png(fig, plt) -> bytes:
+    """The figure's PNG bytes (no matplotlib version in the file: the same figure gives the same bytes), closed."""
+    try:
+        return figure_bytes(fig, dpi=110, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+
+
 def _save(out: Path, rel: str, data: bytes) -> str:
     target = out / rel
     target.parent.mkdir(exist_ok=True)
@@ -91,10 +99,7 @@ def early_answer_figure(out: str | Path, curves: list[dict], group_name: str = "
         ax.set_title("Early answering: same-answer curves (bands: 95% intervals clustered by question)", fontsize=8)
         ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
-        try:
-            data = figure_bytes(fig, dpi=110, metadata={"Software": None})
-        finally:
-            plt.close(fig)
+        data = _png(fig, plt)
     except Exception:  # a figure must never stop the report
         return None
     return _save(Path(out), EARLY_ANSWER, data)
@@ -140,10 +145,7 @@ def agreement_figure(out: str | Path, table: dict) -> str | None:
         a1.set_yticks(ys, names, fontsize=8)
         fig.suptitle("Step-level measures: do they rank the steps alike?", fontsize=9)
         fig.tight_layout()
-        try:
-            data = figure_bytes(fig, dpi=110, metadata={"Software": None})
-        finally:
-            plt.close(fig)
+        data = _png(fig, plt)
     except Exception:  # a figure must never stop the report
         return None
     return _save(Path(out), AGREEMENT, data)
