@@ -237,3 +237,26 @@ def test_question_exchange_keeps_the_design_and_falls_back_within_cells():
     assert info["n_blocks"] == 2 and info["n_exchanged"] == 30 and info["n_fallback_questions"] == 2
     Yp, inf = question_permutations(y, g, 3, seed=1, cells=cells, with_info=True)
     assert Yp.shape == (3, len(y)) and "2 questions with a unique design" in inf["fallback"]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_c_path_started_from_the_previous_state_takes_the_same_steps(k):
+    """``start=state_at(...)`` replaces the first evaluation of the next C on a warm path: the solution and the
+    iteration counts are bitwise those of a warm start without it, and ``state.logits`` are the solution's logits."""
+    from probes.fit.solver import state_at
+
+    X, y = _data(k=k)
+    masks = np.stack([np.arange(len(y)) % 3 != j for j in range(3)])
+    D = Design.build(X, masks)
+    Y, midx = np.tile(y, (3, 1)), [0, 1, 2]
+    th_a = th_b = None
+    state = None
+    for C in CS:
+        th_a, ia = solve(D, Y, midx, [C] * 3, n_classes=k, theta0=th_a)
+        th_b, ib = solve(D, Y, midx, [C] * 3, n_classes=k, theta0=th_b, start=state)
+        assert torch.equal(th_a, th_b) and np.array_equal(ia.n_iter, ib.n_iter), C
+        state = state_at(D, th_b, Y, midx, n_classes=k)
+        assert torch.equal(state.logits, D.logits(th_b, torch.as_tensor(midx)))
+        assert state_at(D, th_b, Y, midx, n_classes=k, grad=False).data_loss.numel() == 0
+    with pytest.raises(ValueError, match="start holds 3 problems"):
+        solve(D, Y[:2], midx[:2], [1.0] * 2, n_classes=k, theta0=th_b[:2], start=state)

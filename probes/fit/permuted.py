@@ -69,7 +69,7 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
                    device: str, tol: float, max_iter: int) -> dict[str, Any]:
     from probes.fit.fast import predict_logits
-    from probes.fit.solver import Design, solve
+    from probes.fit.solver import Design, solve, state_at
 
     P, n = Y.shape
     F = int(fold_ids.max()) + 1
@@ -110,18 +110,26 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
         idx = np.arange(s, min(B, s + CHUNK))
         midx = np.asarray(prob_m)[idx]
         targets = Y[np.asarray(prob_y)[idx]]
-        theta = None
+        # the inner problems' held-out rows and labels, as [n, b] columns: every accuracy from one comparison
+        inner_i = [i for i, b in enumerate(idx) if prob_role[b] == 0]
+        te_cols = torch.as_tensor(np.stack([prob_test[idx[i]] for i in inner_i], axis=1)) if inner_i else None
+        y_cols = torch.as_tensor(targets[inner_i].T) if inner_i else None
+        theta, state = None, None
         for j, C in enumerate(Cs):
             theta, _ = solve(D, targets, midx, np.full(len(idx), C), n_classes=K, theta0=theta, tol=tol,
-                             max_iter=max_iter)
-            z = D.logits(theta, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()  # [n, b, K]
+                             max_iter=max_iter, start=state)
+            # one evaluation at the solution over the whole batch: the held-out predictions, and the next C's start
+            state = state_at(D, theta, targets, midx, n_classes=K, grad=j + 1 < len(Cs))
+            Z = state.logits.detach().cpu()  # [n, b, K]
+            if te_cols is not None:
+                zi = Z[:, inner_i, :]
+                cls = (zi[:, :, 0] > 0).long() if zi.shape[2] == 1 else zi.argmax(2)  # predict_logits, per column
+                hit = ((cls == y_cols) & te_cols).sum(0).double() / te_cols.sum(0).double()
+                acc[idx[inner_i], j] = hit.numpy()
+            z = Z.numpy()
             for i, b in enumerate(idx):
-                p, k = prob_owner[b]
-                if prob_role[b] == 0:
-                    te = prob_test[b]
-                    acc[b, j] = float(np.mean(predict_logits(z[te, i, :]) == Y[p, te]))
-                else:
-                    te = fold_ids == k
+                if prob_role[b] == 1:
+                    te = fold_ids == prob_owner[b][1]
                     outer_pred.setdefault(int(b), np.empty((len(Cs), int(te.sum())), dtype=np.int64))[j] = \
                         predict_logits(z[te, i, :])
     by_owner: dict[tuple[int, int], list[int]] = {}

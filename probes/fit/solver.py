@@ -175,16 +175,46 @@ class Design:
 
 
 @dataclass
+class SolveState:
+    """The data part of the objective at a solution, and every row's logits there (:func:`state_at`). A C path
+    reads its held-out predictions from ``logits`` and passes the state as ``start`` to the next C (the same
+    problems in the same order, ``theta0`` this solution): only the L2 term depends on C, so the next solve
+    takes the very steps it would take after evaluating the objective itself, one GEMM per C fewer."""
+
+    data_loss: torch.Tensor  # [B] mean cross-entropy over each problem's training rows
+    data_grad: torch.Tensor  # [B, K, d+1] its gradient (intercept last)
+    logits: torch.Tensor  # [n, B, K] every row's logits (design.logits of the solution)
+
+
+@dataclass
 class SolveInfo:
     n_iter: np.ndarray  # [B]
     converged: np.ndarray  # [B] bool: max |grad| <= tol
     max_grad: np.ndarray  # [B]
 
 
+def _penalised(theta: torch.Tensor, C: torch.Tensor, nb: torch.Tensor, data_loss: torch.Tensor,
+               data_grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The objective and gradient from their data part: ``+ ||W||^2 / (2 C n_b)`` and its gradient on the
+    weights (the intercept is unpenalised)."""
+    W = theta[:, :, :-1]
+    loss = data_loss + (W * W).sum((1, 2)) / (2 * C * nb)
+    g = data_grad.clone()
+    g[:, :, :-1] = data_grad[:, :, :-1] + W / (C * nb)[:, None, None]
+    return loss, g
+
+
 def _loss_grad(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
                binary: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Objective [B] and gradient [B, K, d+1] (see the module docstring). ``T`` targets: binary [B, n] 0/1,
     multinomial [B, n, K] one-hot."""
+    loss, grad, _ = _loss_grad_parts(design, theta, T, mask_idx, C, binary)
+    return loss, grad
+
+
+def _loss_grad_parts(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
+                     binary: bool) -> tuple[torch.Tensor, torch.Tensor, SolveState]:
+    """:func:`_loss_grad` and its data part (:class:`SolveState`)."""
     Z = design.logits(theta, mask_idx)  # [n, B, K]
     m = design.masks[mask_idx].T  # [n, B]
     nb = design.n_train[mask_idx]  # [B]
@@ -199,33 +229,52 @@ def _loss_grad(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: t
         Tt = T.permute(1, 0, 2)  # [n, B, K]
         ce = lse - (Tt * Z).sum(2)
         R = (torch.softmax(Z, dim=2) - Tt) * (m / nb)[:, :, None]  # [n, B, K]
-    W = theta[:, :, :-1]
-    loss = (ce * m).sum(0) / nb + (W * W).sum((1, 2)) / (2 * C * nb)
+    data_loss = (ce * m).sum(0) / nb
     B, K = theta.shape[:2]
     G = (design.X.T @ R.reshape(-1, B * K)).T.reshape(B, K, -1)  # [B, K, d]  X^T R
     sR = R.sum(0)  # [B, K]
     sig = design.sigma[mask_idx][:, None, :]
-    gW = (G - sR[:, :, None] * design.mu[mask_idx][:, None, :]) / sig + W / (C * nb)[:, None, None]
-    return loss, torch.cat([gW, sR[:, :, None]], dim=2)
+    data_grad = torch.cat([(G - sR[:, :, None] * design.mu[mask_idx][:, None, :]) / sig, sR[:, :, None]], dim=2)
+    loss, grad = _penalised(theta, C, nb, data_loss, data_grad)
+    return loss, grad, SolveState(data_loss, data_grad, Z)
+
+
+def state_at(design: Design, theta: torch.Tensor, targets: np.ndarray | torch.Tensor,
+             mask_idx: np.ndarray | torch.Tensor | Sequence[int], *, n_classes: int, grad: bool = True) -> SolveState:
+    """The :class:`SolveState` of problems ``theta`` (one evaluation over the whole batch, as :func:`solve`'s
+    first one); ``grad=False`` computes the logits only (the last C of a path: no next solve reads it)."""
+    dev, dt = design.X.device, design.X.dtype
+    midx = torch.as_tensor(np.asarray(mask_idx)).to(dev).long()
+    if not grad:
+        Z = design.logits(theta, midx)
+        return SolveState(torch.empty(0, device=dev, dtype=dt), torch.empty(0, device=dev, dtype=dt), Z)
+    binary = n_classes == 2
+    y = torch.as_tensor(np.asarray(targets) if not isinstance(targets, torch.Tensor) else targets).to(dev).long()
+    T = y.to(dt) if binary else torch.nn.functional.one_hot(y.clamp_min(0), n_classes).to(dt)
+    C = torch.ones(len(midx), device=dev, dtype=dt)  # the data part does not depend on C
+    with thread_limit(design.n, design.d, dev):
+        return _loss_grad_parts(design, theta, T, midx, C, binary)[2]
 
 
 def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor | Sequence[int],
           Cs: np.ndarray | torch.Tensor | Sequence[float], *, n_classes: int, theta0: torch.Tensor | None = None,
-          tol: float = 1e-4, max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
+          tol: float = 1e-4, max_iter: int = 500, history: int = 10, start: SolveState | None = None
+          ) -> tuple[torch.Tensor, SolveInfo]:
     """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
     (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
-    coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""
+    coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts. With
+    ``theta0``, :func:`state_at` of ``theta0`` for the same problems (a warm start along a C path): it replaces
+    the first evaluation, so the iterates are the same as without it."""
     with thread_limit(design.n, design.d, design.X.device):
         return _solve(design, targets, mask_idx, Cs, n_classes=n_classes, theta0=theta0, tol=tol,
-                      max_iter=max_iter, history=history)
+                      max_iter=max_iter, history=history, start=start)
 
 
 def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor | Sequence[int],
            Cs: np.ndarray | torch.Tensor | Sequence[float], *, n_classes: int, theta0: torch.Tensor | None = None,
-           tol: float = 1e-4, max_iter: int = 500, history: int = 10) -> tuple[torch.Tensor, SolveInfo]:
-    """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
-    (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
-    coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts."""
+           tol: float = 1e-4, max_iter: int = 500, history: int = 10, start: SolveState | None = None
+           ) -> tuple[torch.Tensor, SolveInfo]:
+    """:func:`solve` (inside its thread limit)."""
     dev, dt = design.X.device, design.X.dtype
     binary = n_classes == 2
     K = 1 if binary else n_classes
@@ -245,7 +294,12 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
     h0 = 0.25 if binary else (1.0 / n_classes) * (1.0 - 1.0 / n_classes)
     n_iter = torch.zeros(B, dtype=torch.long)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
-    f, g = _loss_grad(design, theta, T, midx, C, binary)
+    if start is not None and theta0 is not None:
+        if start.data_loss.shape[0] != B:
+            raise ValueError(f"start holds {start.data_loss.shape[0]} problems, theta0 {B}")
+        f, g = _penalised(theta, C, design.n_train[midx], start.data_loss, start.data_grad)
+    else:
+        f, g = _loss_grad(design, theta, T, midx, C, binary)
     g = g.reshape(B, P)
     gmax = g.abs().amax(1)
     done |= gmax <= tol
