@@ -135,7 +135,8 @@ def hard_sizes(kind: str, rng: np.random.Generator, K: int) -> np.ndarray:
     return np.concatenate([[int(rest.sum())], rest]).astype(int)
 
 
-def _draw_informative(rng: np.random.Generator, n_sims: int, ng: np.ndarray, p: float, rho: float) -> np.ndarray:
+def _draw_informative(rng: np.random.Generator, n_sims: int, ng: np.ndarray, p: float, rho: float
+                      ) -> tuple[np.ndarray, float]:
     """As :func:`_draw`, but a question's rate rises with its size (logit + 0.5 log(n_g / median)), so the
     pooled rate (the estimand) is a row-weighted mean the questions' own rates do not share."""
     from scipy.special import expit, logit
