@@ -23,7 +23,7 @@ a true null far too often when cells differ by more than difficulty (issue 23: 7
   |t|}) / (n_boot + 1)``; the 95% interval is ``slope +/- c se`` with ``c`` the 95th percentile of ``|t*|``, so
   it excludes 0 exactly when p < 0.05. The t distribution on C - 2 degrees of freedom (``p_t``, kept for
   reference) ignores that the weights depend on the fitted slope through the difficulty's error; it rejected a
-  true null in up to 6.9% of simulations at 4-8 cells, the bootstrap in 3.8-5.3% at 3, 5 and 8 cells and 5.8%
+  true null in up to 6.0% of simulations at 3-8 cells, the bootstrap in 3.8-5.3% at 3, 5 and 8 cells and 5.8%
   at 4 (``bench/calib_gradient.py``, 4,000 simulations each; docs/gradient.md). Seeded: the same cells give
   the same p.
 
