@@ -21,7 +21,7 @@ a true null far too often when cells differ by more than difficulty (issue 23: 7
   intercept-only random-effects model (DerSimonian-Laird) draws ``n_boot`` = 999 sets of cell logits, each
   refitted by the same procedure with the cells' own difficulties and variances, and ``p = (1 + #{|t*| >=
   |t|}) / (n_boot + 1)``; the 95% interval is ``slope +/- c se`` with ``c`` the 95th percentile of ``|t*|``, so
-  it excludes 0 exactly when p < 0.05. The t distribution on C - 2 degrees of freedom (``p_t``, kept for
+  it excludes 0 when p < 0.05 (to the draws' resolution). The t distribution on C - 2 degrees of freedom (``p_t``, kept for
   reference) ignores that the weights depend on the fitted slope through the difficulty's error; it rejected a
   true null in up to 6.0% of simulations at 3-8 cells, the bootstrap in 3.8-5.3% at 3, 5 and 8 cells and 5.8%
   at 4 (``bench/calib_gradient.py``, 4,000 simulations each; docs/gradient.md). Seeded: the same cells give
