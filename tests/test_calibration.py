@@ -41,8 +41,9 @@ def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     """Lognormal and dominant-question sizes, informative sizes, ICC up to 0.9, rare events at 5 and 16
     questions: the effective-questions degrees of freedom and the ANOVA design-effect floor hold 0.95 (less 2
     MC SE); with K - 1 degrees of freedom one question holding half the rows covered 0.77-0.87 before the floor.
-    Not held at the bench's 4,000 simulations: informative sizes at 66 questions, p = 5%, ICC 0.3 (0.941
-    against a mark of 0.943; 0.886 before the ANOVA floor), so that entry is not checked here."""
+    Not held: informative sizes at 66 questions, p = 5%, ICC 0.3, a real under-coverage, not Monte Carlo noise
+    (0.941 at the bench's 4,000 simulations against a mark of 0.943; 0.944 at 200,000, MC SE 0.0005; 0.886 before
+    the ANOVA floor; docs/verdicts.md says why it is left), so that entry is not checked here."""
     import numpy as np
 
     from loadbearing.stats import design_effect_interval
@@ -83,10 +84,18 @@ def test_steering_verdict_at_the_run_designs(calibration):
 
 
 def test_gradient_difficulty_test_holds_its_size(calibration):
+    """The cell-level difficulty test as the toolkit runs it (the Knapp-Hartung t against its parametric
+    bootstrap, 999 draws, seed 0) at 3, 4, 5 and 8 cells holds 0.05 + 2 MC SE; its power is reported."""
     res = calibration.discover(["gradient"])["gradient"].run(fast=True, seed=0)
-    assert len(res) >= 12
-    for name, e in res.items():  # not owned here: the bench's 0.05 + 2 MC SE mark fails at 5 cells (0.064-0.069)
-        assert 0.02 <= e["size"] <= 0.08, (name, e["size"])
+    sizes = {k: e for k, e in res.items() if k.startswith("gradient.size.")}
+    assert len(sizes) == 16
+    for name, e in sizes.items():
+        assert calibration.check_entry(e) == "ok", (name, e["size"])
+    for C in (3, 4, 5, 8):
+        power = res[f"gradient.power.c{C}.slope4"]
+        assert calibration.check_entry(power) == "" and power["power"] > 0.1  # reported, not checked
+    assert res["gradient.power.c8.slope4"]["power"] > res["gradient.power.c3.slope4"]["power"]
+    assert all(e.get("informational") for k, e in res.items() if k.startswith("gradient.kh_t_"))
 
 
 def test_probe_gain_on_edit_only_activations_is_not_significant():

@@ -55,10 +55,12 @@ def test_ladder_table_regression_partition_and_files(ladder, tmp_path, capsys):
     assert fam["missing"] == [] and set(fam["table"]["m1"]) == {"numerical", "text"}
     printed = capsys.readouterr().out
     assert "Per task or level" in printed and "difficulty first" in printed and "type first" in printed
-    # difficulty is tested at the level where it varies: 4 cells, Knapp-Hartung t on 2 df
+    # difficulty is tested at the level where it varies: 4 cells, the Knapp-Hartung t against its bootstrap
     dt = s["difficulty_test"]["per_model"]["m1"]
     assert dt["status"] == "ok" and dt["n_cells"] == 4 and dt["df"] == 2 and dt["slope"] > 0 and 0 <= dt["p"] <= 1
+    assert dt["n_boot"] == 999 and 0 <= dt["p_t"] <= 1
     assert "Difficulty test (one observation per cell)" in printed
+    assert "parametric bootstrap under no slope (999 draws" in printed
     md = (out / "gradient.md").read_text()  # the row-level difficulty p is shown with its caveat beside it
     assert "caveat: difficulty varies only between cells" in md and "caveat:" in printed
     assert reg["edit_type_model"]["status"] == "ok" and "C(edit_type)[T.text]" in reg["edit_type_model"]["coefficients"]
