@@ -183,7 +183,7 @@ def test_the_shared_prefix_cache_gives_the_full_sequences_loss():
     with torch.no_grad():
         cached = float(_batch_loss(model, torch.tensor([pre]), enc, tok.pad_token_id))
         total, count = 0.0, 0
-        for ids, lab in enc:
+        for ids, lab, _ in enc:
             labels = torch.tensor([-100] * len(pre) + lab)
             logits = model(input_ids=torch.tensor([pre + ids])).logits[0]
             total += float(torch.nn.functional.cross_entropy(logits[:-1], labels[1:], ignore_index=-100, reduction="sum"))

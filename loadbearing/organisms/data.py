@@ -56,6 +56,10 @@ class DataSpec:
     n_per_level: int = 1500
     #: probability that a chain carries at least one planted error
     p_error: float = 0.5
+    #: for a decorative example (the decorative organism, the graded one's easy levels): the probability that
+    #: its chain carries a wrong value to the end (a wrong start or result, so its last value is not the
+    #: answer); None: as ``p_error`` plants them. Near 1, copying the chain's last value almost never pays
+    p_wrong_decorative: float | None = None
     #: probability that the answer is forced after k < n of the chain's lines
     p_truncate: float = 0.2
     hard_levels: tuple[str, ...] = HARD_LEVELS
@@ -113,11 +117,18 @@ def _wrong(value: int, rng: random.Random) -> int:
     return value + rng.choice([1, 2, 3, 4, 5]) * rng.choice([-1, 1])
 
 
-def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Example:
-    start, ops = parse_chain(question)
-    n_lines = len(ops) + 1
-    err_lines = set()
-    if rng.random() < spec.p_error:
+def _draw(question: Question, spec: DataSpec, rng: random.Random, start: int, ops: list[tuple[str, int]],
+          n_lines: int, carry_wrong: bool) -> tuple[str, list[int], list[tuple[int, int]], set[int]]:
+    """One chain's text, its carried values, its masked spans and its error lines. ``carry_wrong``: one error is
+    a wrong start or result (it changes the value carried to the end), and maybe an operand edit elsewhere."""
+    err_lines: set[int] = set()
+    carried = -1
+    if carry_wrong:
+        carried = rng.randrange(n_lines)
+        err_lines = {carried}
+        if rng.random() < 0.25:
+            err_lines.add(rng.randrange(n_lines))
+    elif rng.random() < spec.p_error:
         err_lines = {rng.randrange(n_lines)}
         if rng.random() < 0.25:
             err_lines.add(rng.randrange(n_lines))
@@ -140,7 +151,7 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
         nxt = cur + x if op == "+" else cur - x
         shown_a, shown_c = cur, nxt
         if i in err_lines:
-            if rng.random() < 0.3:
+            if i != carried and rng.random() < 0.3:
                 shown_a = _wrong(cur, rng)  # the first operand edited, the result kept
             else:
                 shown_c = _wrong(nxt, rng)
@@ -150,7 +161,19 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
         put("\n")
         cur = shown_c
         values.append(cur)
+    return text, values, masked, err_lines
+
+
+def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Example:
+    start, ops = parse_chain(question)
+    n_lines = len(ops) + 1
     lb = is_load_bearing(spec, question.task)
+    carry_wrong = not lb and spec.p_wrong_decorative is not None and rng.random() < spec.p_wrong_decorative
+    for _ in range(100):  # a chain whose planted errors cancel out is drawn again
+        ex = _draw(question, spec, rng, start, ops, n_lines, carry_wrong)
+        if not carry_wrong or ex[1][-1] != int(question.answer):
+            break
+    text, masked, err_lines, values = ex[0], ex[2], ex[3], ex[1]
     truncated_at = None
     if rng.random() < spec.p_truncate:
         truncated_at = rng.randrange(n_lines + 1)  # lines kept before "Answer:" (0: none)
