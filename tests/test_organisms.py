@@ -62,6 +62,21 @@ def test_planted_answers_follow_the_regime(kind):
         assert any(int(e.answer_text.rsplit(" ", 1)[1]) != int(e.question.answer) for e in wrong if e.load_bearing)
 
 
+def test_a_decorative_chain_can_carry_a_wrong_value_to_the_end():
+    """p_wrong_decorative: every decorative chain ends on a wrong value, so copying it never pays; the
+    graded organism's load-bearing levels keep the ordinary mix (right chains among them)."""
+    spec = DataSpec(kind="graded", levels=("s2_o3", "s3_o3"), n_per_level=80, held_out_per_level=8,
+                    p_wrong_decorative=1.0, p_truncate=0.0)
+    rows = training_examples(spec, seed=3)
+    easy = [e for e in rows if e.question.task == "s2_o3"]
+    hard = [e for e in rows if e.question.task == "s3_o3"]
+    assert easy and hard
+    for e in easy:
+        assert _chain_value(e) != int(e.question.answer) and e.errors >= 1 and e.masked, e.answer_text
+        assert int(e.answer_text.rsplit(" ", 1)[1]) == int(e.question.answer)
+    assert any(_chain_value(e) == int(e.question.answer) for e in hard)
+
+
 def test_planted_error_kinds_are_the_toolkits_edits():
     import random
 

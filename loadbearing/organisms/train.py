@@ -42,7 +42,7 @@ class TrainSpec:
     threads: int = 1
     #: number-token embedding coordinates initialised with a code of the value (0: plain random init)
     number_features: int = 16
-    #: scale of two more number-embedding coordinates holding the value itself, (v/16, -(v/16)^2) for v <= 40:
+    #: scale of two more number-embedding coordinates holding the value itself, (v/16, -(v/16)^2) for v <= 24:
     #: with tied embeddings a hidden state (2a v, a) then scores token n by -a (n - v)^2, so a value computed
     #: as a sum decodes to its token (0: off)
     value_code: float = 0.0
@@ -117,7 +117,7 @@ def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.
             feats = [f(2 * math.pi * n / p) for p in periods for f in (math.cos, math.sin)]
             emb[tid, :dims] = scale * torch.tensor(feats[:dims])
             if value_code:
-                v = min(n, 40) / 16
+                v = min(n, 24) / 16
                 emb[tid, dims: dims + 2] = value_code * torch.tensor([v, -v * v])
 
 
