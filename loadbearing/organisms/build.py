@@ -37,18 +37,18 @@ class OrganismError(LoadBearingError, ValueError):
 def default_spec(kind: str) -> TrainSpec:
     """The spec ``make organisms`` trains for ``kind`` on :data:`~loadbearing.organisms.data.LEVELS`.
 
-    The decorative organism is trained from scratch (2,400 steps of 32 examples), every one of its chains
+    The decorative organism is trained from scratch (3,200 steps of 32 examples), every one of its chains
     carrying a wrong value to the end (``p_wrong_decorative=1``: copying the chain's last value never pays, so
     the answer must be computed from the question) and its final answer weighted 5 in the loss; the
     load-bearing and graded ones start from its weights (the chain, which every regime writes alike, is
-    already learnt) and train 700 steps on their own data, so the three cost about 1.6 trainings from scratch."""
+    already learnt) and train 900 steps on their own data, so the three cost about 1.6 trainings from scratch."""
     if kind not in KINDS:
         raise OrganismError(f"unknown organism {kind!r}; choose one of {', '.join(KINDS)}")
     base = TrainSpec(data=DataSpec(kind="decorative", levels=LEVELS, p_wrong_decorative=1.0), hidden=64, layers=2,
-                     heads=4, intermediate=256, steps=2400, batch=32, lr=1e-2, answer_weight=5.0)
+                     heads=4, intermediate=256, steps=3200, batch=32, lr=1e-2, answer_weight=5.0)
     if kind == "decorative":
         return base
-    return replace(base, data=DataSpec(kind=kind, levels=LEVELS, p_wrong_decorative=1.0), steps=700, lr=3e-3,
+    return replace(base, data=DataSpec(kind=kind, levels=LEVELS, p_wrong_decorative=1.0), steps=900, lr=3e-3,
                    warmup=20, parent=base)
 
 

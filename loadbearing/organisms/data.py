@@ -60,6 +60,9 @@ class DataSpec:
     #: its chain carries a wrong value to the end (a wrong start or result, so its last value is not the
     #: answer); None: as ``p_error`` plants them. Near 1, copying the chain's last value almost never pays
     p_wrong_decorative: float | None = None
+    #: N > 0: the wrong value such a decorative chain carries is drawn uniformly from 0..N-1 (so it tells
+    #: nothing about the answer), instead of the edits' offsets (which leave it near the answer); 0: offsets
+    wrong_uniform: int = 0
     #: probability that the answer is forced after k < n of the chain's lines
     p_truncate: float = 0.2
     hard_levels: tuple[str, ...] = HARD_LEVELS
@@ -140,9 +143,14 @@ def _draw(question: Question, spec: DataSpec, rng: random.Random, start: int, op
             masked.append((len(text), len(text) + len(s)))
         text += s
 
+    def wrong(value: int, line: int) -> int:
+        if line == carried and spec.wrong_uniform > 1:
+            return rng.choice([v for v in range(spec.wrong_uniform) if v != value])
+        return _wrong(value, rng)
+
     cur = start
     if 0 in err_lines:
-        cur = _wrong(start, rng)
+        cur = wrong(start, 0)
     put("We start with ")
     put(str(cur), wrong=0 in err_lines)
     put(".\n")
@@ -154,7 +162,7 @@ def _draw(question: Question, spec: DataSpec, rng: random.Random, start: int, op
             if i != carried and rng.random() < 0.3:
                 shown_a = _wrong(cur, rng)  # the first operand edited, the result kept
             else:
-                shown_c = _wrong(nxt, rng)
+                shown_c = wrong(nxt, i)
         put(str(shown_a), wrong=shown_a != cur)
         put(f" {op} {x} = ")
         put(str(shown_c), wrong=shown_c != nxt)
