@@ -71,7 +71,10 @@ class DataSpec:
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["wrong_uniform"]:  # added later: at its default the key (and the cached organisms) stay the same
+            del d["wrong_uniform"]
+        return d
 
 
 @dataclass(frozen=True)
