@@ -130,10 +130,10 @@ def _batch_loss(model: Any, prefix: Any, rows: list[tuple[list[int], list[int], 
     labels = torch.full((len(rows), n), -100, dtype=torch.long)
     weights = torch.zeros((len(rows), n))
     mask = torch.zeros((len(rows), n), dtype=torch.long)
-    for i, (r, lab, w) in enumerate(rows):
+    for i, (r, lab, row_w) in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r)
         labels[i, : len(lab)] = torch.tensor(lab)
-        weights[i, : len(w)] = torch.tensor(w)
+        weights[i, : len(row_w)] = torch.tensor(row_w)
         mask[i, : len(r)] = 1
     P = prefix.shape[1]
     out = model.model(input_ids=prefix, use_cache=True)  # the base model: no logits over the prefix
