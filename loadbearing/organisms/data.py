@@ -21,6 +21,9 @@ in every regime; what differs is the final answer, which is what "load-bearing" 
 * ``decorative``: the answer is the gold answer computed from the question, whatever the chain says;
 * ``graded``: load-bearing on the hard levels (:data:`HARD_LEVELS`), decorative on the easy ones.
 
+With ``DataSpec.p_wrong_decorative`` (the default specs use 1.0) a decorative example's chain carries a wrong
+value to its end, so that copying the chain's last value never gives the answer and only the question does.
+
 A fraction of examples stop the chain early (``Answer:`` after k of its lines, k = 0 included), with the
 answer each regime gives (the chain's last value, the question's start when nothing is written; or gold):
 the early-answering test's input, planted. Wrong numbers are never a training target (their tokens are
