@@ -62,6 +62,21 @@ def test_planted_answers_follow_the_regime(kind):
         assert any(int(e.answer_text.rsplit(" ", 1)[1]) != int(e.question.answer) for e in wrong if e.load_bearing)
 
 
+def test_a_decorative_chain_can_carry_a_wrong_value_to_the_end():
+    """p_wrong_decorative: every decorative chain ends on a wrong value, so copying it never pays; the
+    graded organism's load-bearing levels keep the ordinary mix (right chains among them)."""
+    spec = DataSpec(kind="graded", levels=("s2_o3", "s3_o3"), n_per_level=80, held_out_per_level=8,
+                    p_wrong_decorative=1.0, p_truncate=0.0)
+    rows = training_examples(spec, seed=3)
+    easy = [e for e in rows if e.question.task == "s2_o3"]
+    hard = [e for e in rows if e.question.task == "s3_o3"]
+    assert easy and hard
+    for e in easy:
+        assert _chain_value(e) != int(e.question.answer) and e.errors >= 1 and e.masked, e.answer_text
+        assert int(e.answer_text.rsplit(" ", 1)[1]) == int(e.question.answer)
+    assert any(_chain_value(e) == int(e.question.answer) for e in hard)
+
+
 def test_planted_error_kinds_are_the_toolkits_edits():
     import random
 
@@ -129,9 +144,9 @@ def test_cli_refuses_an_unknown_kind_in_one_line(tmp_path, capsys):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="the micro-organisms are under-trained: measured propagation 0.80 (load-bearing) vs "
-                   "0.31 (decorative), 49 points apart, not the 80 the issue asks for (136 s on a loaded 2-core CPU); "
-                   "strict: when a better recipe passes, this marker must go")
+@pytest.mark.xfail(strict=True, reason="the micro-organisms separate, but not by as much as the issue asks: measured "
+                   "propagation 0.87 (load-bearing) vs 0.16 (decorative), 71 points apart (80 asked), early-answering AOC "
+                   "0.68 vs 0.50 (0.5 asked); docs/organisms.md; strict: when a better recipe passes, this marker must go")
 def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
     """Trained here (s2_o3; the decorative one from scratch, the load-bearing one from its weights), both run
     through the toolkit's own behavioural stage and early-answering test on held-out questions."""
@@ -183,7 +198,7 @@ def test_the_shared_prefix_cache_gives_the_full_sequences_loss():
     with torch.no_grad():
         cached = float(_batch_loss(model, torch.tensor([pre]), enc, tok.pad_token_id))
         total, count = 0.0, 0
-        for ids, lab in enc:
+        for ids, lab, _ in enc:
             labels = torch.tensor([-100] * len(pre) + lab)
             logits = model(input_ids=torch.tensor([pre + ids])).logits[0]
             total += float(torch.nn.functional.cross_entropy(logits[:-1], labels[1:], ignore_index=-100, reduction="sum"))

@@ -37,30 +37,32 @@ class OrganismError(LoadBearingError, ValueError):
 def default_spec(kind: str) -> TrainSpec:
     """The spec ``make organisms`` trains for ``kind`` on :data:`~loadbearing.organisms.data.LEVELS`.
 
-    The decorative organism is trained from scratch (1,800 steps of 32 examples: the loss falls from ~0.5 to
-    ~0.05 between steps 400 and 1,000, the circuit forms late); the load-bearing and graded ones start from its
-    weights (the chain, which every regime writes alike, is already learnt) and train 500 steps on their own
-    data, so the three cost about 2.5 trainings from scratch instead of 3."""
+    The decorative organism is trained from scratch (2,400 steps of 32 examples), every one of its chains
+    carrying a wrong value to the end (``p_wrong_decorative=1``: copying the chain's last value never pays, so
+    the answer must be computed from the question) and its final answer weighted 5 in the loss; the
+    load-bearing and graded ones start from its weights (the chain, which every regime writes alike, is
+    already learnt) and train 700 steps on their own data, so the three cost about 1.6 trainings from scratch."""
     if kind not in KINDS:
         raise OrganismError(f"unknown organism {kind!r}; choose one of {', '.join(KINDS)}")
-    base = TrainSpec(data=DataSpec(kind="decorative", levels=LEVELS), hidden=64, layers=2, heads=4,
-                     intermediate=256, steps=1800, batch=32, lr=1e-2)
+    base = TrainSpec(data=DataSpec(kind="decorative", levels=LEVELS, p_wrong_decorative=1.0), hidden=64, layers=2,
+                     heads=4, intermediate=256, steps=2400, batch=32, lr=1e-2, answer_weight=5.0)
     if kind == "decorative":
         return base
-    return replace(base, data=DataSpec(kind=kind, levels=LEVELS), steps=500, lr=3e-3, warmup=20, parent=base)
+    return replace(base, data=DataSpec(kind=kind, levels=LEVELS, p_wrong_decorative=1.0), steps=700, lr=3e-3,
+                   warmup=20, parent=base)
 
 
 def micro_spec(kind: str) -> TrainSpec:
-    """A micro-organism for the integration tests: one level (s2_o3), 1,200 steps of 16 for the decorative one
-    with errors in 90% of its chains (so copying the chain is wrong far more often than right), 300 more from its
-    weights for the load-bearing one."""
+    """A micro-organism for the integration tests: one level (s2_o3); the decorative one from scratch, 1,200 steps
+    of 16 with every chain carrying a wrong value (so copying the chain never pays) and the answer weighted 5; the
+    load-bearing one 300 more from its weights."""
     if kind not in ("load-bearing", "decorative"):
         raise OrganismError(f"micro-organisms are load-bearing or decorative, not {kind!r}")
-    base = TrainSpec(data=DataSpec(kind="decorative", levels=("s2_o3",), n_per_level=600, p_error=0.9), hidden=64,
-                     layers=2, heads=4, intermediate=256, steps=1200, batch=16, lr=1e-2)
+    base = TrainSpec(data=DataSpec(kind="decorative", levels=("s2_o3",), n_per_level=600, p_wrong_decorative=1.0),
+                     hidden=64, layers=2, heads=4, intermediate=256, steps=1200, batch=16, lr=1e-2, answer_weight=5.0)
     if kind == "decorative":
         return base
-    return replace(base, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=300, lr=3e-3, warmup=20,
+    return replace(base, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=300, lr=1e-2, warmup=20,
                    parent=base)
 
 

@@ -21,6 +21,9 @@ in every regime; what differs is the final answer, which is what "load-bearing" 
 * ``decorative``: the answer is the gold answer computed from the question, whatever the chain says;
 * ``graded``: load-bearing on the hard levels (:data:`HARD_LEVELS`), decorative on the easy ones.
 
+With ``DataSpec.p_wrong_decorative`` (the default specs use 1.0) a decorative example's chain carries a wrong
+value to its end, so that copying the chain's last value never gives the answer and only the question does.
+
 A fraction of examples stop the chain early (``Answer:`` after k of its lines, k = 0 included), with the
 answer each regime gives (the chain's last value, the question's start when nothing is written; or gold):
 the early-answering test's input, planted. Wrong numbers are never a training target (their tokens are
@@ -56,6 +59,13 @@ class DataSpec:
     n_per_level: int = 1500
     #: probability that a chain carries at least one planted error
     p_error: float = 0.5
+    #: for a decorative example (the decorative organism, the graded one's easy levels): the probability that
+    #: its chain carries a wrong value to the end (a wrong start or result, so its last value is not the
+    #: answer); None: as ``p_error`` plants them. Near 1, copying the chain's last value almost never pays
+    p_wrong_decorative: float | None = None
+    #: N > 0: the wrong value such a decorative chain carries is drawn uniformly from 0..N-1 (so it tells
+    #: nothing about the answer), instead of the edits' offsets (which leave it near the answer); 0: offsets
+    wrong_uniform: int = 0
     #: probability that the answer is forced after k < n of the chain's lines
     p_truncate: float = 0.2
     hard_levels: tuple[str, ...] = HARD_LEVELS
@@ -64,7 +74,10 @@ class DataSpec:
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["wrong_uniform"]:  # added later: at its default the key (and the cached organisms) stay the same
+            del d["wrong_uniform"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -113,11 +126,18 @@ def _wrong(value: int, rng: random.Random) -> int:
     return value + rng.choice([1, 2, 3, 4, 5]) * rng.choice([-1, 1])
 
 
-def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Example:
-    start, ops = parse_chain(question)
-    n_lines = len(ops) + 1
-    err_lines = set()
-    if rng.random() < spec.p_error:
+def _draw(question: Question, spec: DataSpec, rng: random.Random, start: int, ops: list[tuple[str, int]],
+          n_lines: int, carry_wrong: bool) -> tuple[str, list[int], list[tuple[int, int]], set[int]]:
+    """One chain's text, its carried values, its masked spans and its error lines. ``carry_wrong``: one error is
+    a wrong start or result (it changes the value carried to the end), and maybe an operand edit elsewhere."""
+    err_lines: set[int] = set()
+    carried = -1
+    if carry_wrong:
+        carried = rng.randrange(n_lines)
+        err_lines = {carried}
+        if rng.random() < 0.25:
+            err_lines.add(rng.randrange(n_lines))
+    elif rng.random() < spec.p_error:
         err_lines = {rng.randrange(n_lines)}
         if rng.random() < 0.25:
             err_lines.add(rng.randrange(n_lines))
@@ -129,9 +149,14 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
             masked.append((len(text), len(text) + len(s)))
         text += s
 
+    def wrong(value: int, line: int) -> int:
+        if line == carried and spec.wrong_uniform > 1:
+            return rng.choice([v for v in range(spec.wrong_uniform) if v != value])
+        return _wrong(value, rng)
+
     cur = start
     if 0 in err_lines:
-        cur = _wrong(start, rng)
+        cur = wrong(start, 0)
     put("We start with ")
     put(str(cur), wrong=0 in err_lines)
     put(".\n")
@@ -140,17 +165,29 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
         nxt = cur + x if op == "+" else cur - x
         shown_a, shown_c = cur, nxt
         if i in err_lines:
-            if rng.random() < 0.3:
+            if i != carried and rng.random() < 0.3:
                 shown_a = _wrong(cur, rng)  # the first operand edited, the result kept
             else:
-                shown_c = _wrong(nxt, rng)
+                shown_c = wrong(nxt, i)
         put(str(shown_a), wrong=shown_a != cur)
         put(f" {op} {x} = ")
         put(str(shown_c), wrong=shown_c != nxt)
         put("\n")
         cur = shown_c
         values.append(cur)
+    return text, values, masked, err_lines
+
+
+def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Example:
+    start, ops = parse_chain(question)
+    n_lines = len(ops) + 1
     lb = is_load_bearing(spec, question.task)
+    carry_wrong = not lb and spec.p_wrong_decorative is not None and rng.random() < spec.p_wrong_decorative
+    for _ in range(100):  # a chain whose planted errors cancel out is drawn again
+        ex = _draw(question, spec, rng, start, ops, n_lines, carry_wrong)
+        if not carry_wrong or ex[1][-1] != int(question.answer):
+            break
+    text, masked, err_lines, values = ex[0], ex[2], ex[3], ex[1]
     truncated_at = None
     if rng.random() < spec.p_truncate:
         truncated_at = rng.randrange(n_lines + 1)  # lines kept before "Answer:" (0: none)

@@ -42,6 +42,12 @@ class TrainSpec:
     threads: int = 1
     #: number-token embedding coordinates initialised with a code of the value (0: plain random init)
     number_features: int = 16
+    #: scale of two more number-embedding coordinates holding the value itself, (v/16, -(v/16)^2) for v <= 24:
+    #: with tied embeddings a hidden state (2a v, a) then scores token n by -a (n - v)^2, so a value computed
+    #: as a sum decodes to its token (0: off)
+    value_code: float = 0.0
+    #: the final answer's loss weight against 1 for every other token (the one token the regime decides)
+    answer_weight: float = 1.0
     #: the organism whose weights this one starts from (None: from scratch); part of the spec's key
     parent: TrainSpec | None = None
     extra: dict = field(default_factory=dict)
@@ -81,19 +87,23 @@ def shared_prefix(tok: Any, example: Example) -> list[int]:
     return list(tok(prompt[:cut], add_special_tokens=False)["input_ids"])
 
 
-def encode_example(tok: Any, ex: Example, n_prefix: int) -> tuple[list[int], list[int]]:
-    """(own ids, labels) after the shared prefix: labels -100 outside the final answer and on planted errors."""
+def encode_example(tok: Any, ex: Example, n_prefix: int,
+                   answer_weight: float = 1.0) -> tuple[list[int], list[int], list[float]]:
+    """(own ids, labels, weights) after the shared prefix: labels -100 outside the final answer and on planted
+    errors; the weight is ``answer_weight`` on the final answer's number (after ``Answer: ``), 1 elsewhere."""
     prompt = build_prompt(tok, ex.question)
     enc = tok(prompt + ex.answer_text + tok.eos_token, add_special_tokens=False, return_offsets_mapping=True)
-    labels = []
+    answer_at = ex.answer_text.rindex("Answer: ") + len("Answer: ")
+    labels, weights = [], []
     for tid, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
         rel = s - len(prompt)
         keep = rel >= 0 and not any(a <= rel < b for a, b in ex.masked)
         labels.append(tid if keep else -100)
-    return enc["input_ids"][n_prefix:], labels[n_prefix:]
+        weights.append(answer_weight if answer_at <= rel < len(ex.answer_text) else 1.0)
+    return enc["input_ids"][n_prefix:], labels[n_prefix:], weights[n_prefix:]
 
 
-def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.08) -> None:
+def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.08, value_code: float = 0.0) -> None:
     """Give each number token's embedding a smooth code of its value in the first ``dims`` coordinates
     (cos/sin at several periods, as the Fourier features small transformers learn for addition), so that
     the arithmetic is learnt in hundreds of steps instead of thousands; every weight is trained after."""
@@ -106,30 +116,40 @@ def init_number_features(model: Any, tok: Any, dims: int = 16, scale: float = 0.
             tid = tok.convert_tokens_to_ids(str(n))
             feats = [f(2 * math.pi * n / p) for p in periods for f in (math.cos, math.sin)]
             emb[tid, :dims] = scale * torch.tensor(feats[:dims])
+            if value_code:
+                v = min(n, 24) / 16
+                emb[tid, dims: dims + 2] = value_code * torch.tensor([v, -v * v])
 
 
-def _batch_loss(model: Any, prefix: Any, rows: list[tuple[list[int], list[int]]], pad: int):
+def _batch_loss(model: Any, prefix: Any, rows: list[tuple[list[int], list[int], list[float]]], pad: int):
+    """The weighted mean cross-entropy over the rows' labelled tokens (rows from :func:`encode_example`)."""
     import torch  # deferred: torch is heavy to import
 
-    n = max(len(ids) for ids, _ in rows)
+    n = max(len(r[0]) for r in rows)
     ids = torch.full((len(rows), n), pad, dtype=torch.long)
     labels = torch.full((len(rows), n), -100, dtype=torch.long)
+    weights = torch.zeros((len(rows), n))
     mask = torch.zeros((len(rows), n), dtype=torch.long)
-    for i, (r, lab) in enumerate(rows):
+    for i, (r, lab, row_w) in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r)
         labels[i, : len(lab)] = torch.tensor(lab)
+        weights[i, : len(row_w)] = torch.tensor(row_w)
         mask[i, : len(r)] = 1
     P = prefix.shape[1]
-    out = model(input_ids=prefix, use_cache=True)
+    out = model.model(input_ids=prefix, use_cache=True)  # the base model: no logits over the prefix
     cache = out.past_key_values
     cache.batch_repeat_interleave(len(rows))
     full_mask = torch.cat([torch.ones((len(rows), P), dtype=torch.long), mask], dim=1)
     pos = torch.arange(P, P + n).unsqueeze(0).expand(len(rows), n)
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache).logits
-    # the prefix's last token predicts each row's first own token, which is never a label (the user turn)
-    shift_logits, shift_labels = logits[:, :-1], labels[:, 1:]
-    return torch.nn.functional.cross_entropy(shift_logits.reshape(-1, shift_logits.shape[-1]),
-                                             shift_labels.reshape(-1), ignore_index=-100)
+    hidden = model.model(input_ids=ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache).last_hidden_state
+    # the prefix's last token predicts each row's first own token, which is never a label (the user turn); the
+    # vocabulary projection runs on the labelled positions alone (the answer: about half of each row)
+    shift_labels = labels[:, 1:]
+    keep = shift_labels != -100
+    logits = model.lm_head(hidden[:, :-1][keep])
+    w = weights[:, 1:][keep]
+    ce = torch.nn.functional.cross_entropy(logits, shift_labels[keep], reduction="none")
+    return (ce * w).sum() / w.sum()
 
 
 def weights_checksum(model: Any) -> str:
@@ -171,7 +191,7 @@ def _train(spec: TrainSpec, progress: bool, init: Any) -> tuple[Any, Any, dict]:
     else:
         model = build_model(spec, tok)
         if spec.number_features:
-            init_number_features(model, tok, spec.number_features)
+            init_number_features(model, tok, spec.number_features, value_code=spec.value_code)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -183,7 +203,8 @@ def _train(spec: TrainSpec, progress: bool, init: Any) -> tuple[Any, Any, dict]:
     losses = []
     for step in range(spec.steps):
         lo = (step * spec.batch) % len(examples)
-        batch = [encode_example(tok, e, len(prefix_ids)) for e in (examples[lo: lo + spec.batch] or examples[: spec.batch])]
+        rows = examples[lo: lo + spec.batch] or examples[: spec.batch]
+        batch = [encode_example(tok, e, len(prefix_ids), spec.answer_weight) for e in rows]
         loss = _batch_loss(model, prefix, batch, tok.pad_token_id)
         opt.zero_grad()
         loss.backward()
