@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from behavioural.causal.agreement import MEASURES, step_agreement, step_values, top_step
+from behavioural.causal.common import is_stage_complete
 from loadbearing.files import read_jsonl
 from loadbearing.runs import RECORDS, SUMMARY, Run
 
@@ -26,12 +28,10 @@ HEADS_SHOWN = 8
 
 def _summary(run: Run, name: str) -> dict | None:
     """A finished stage's ``summary.json`` (the white-box stages live in one module, ``attention``)."""
-    from study.report.causal import stage_summary
+    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
-
-    from behavioural.causal.common import is_stage_complete
 
     try:
         s = json.loads((run.path / name / SUMMARY).read_text(encoding="utf-8"))
@@ -79,8 +79,6 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
 
 def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
     """Per question (row), the step-level measures of :func:`behavioural.causal.agreement.step_values`."""
-    from behavioural.causal.agreement import MEASURES, step_values, top_step
-
     ids: dict[str, str] = {}  # question key -> question id, from the stages' summaries
     lines: dict[str, int] = {}  # question key -> steps of its chain
     for name in ("resample", "receiver_heads", "suppression"):
@@ -131,8 +129,7 @@ def _receiver(s: dict) -> dict:
 
 
 def _agreement(run: Run) -> list[dict] | None:
-    from behavioural.causal.agreement import step_agreement
-    from study.report.causal import N_BOOT, SEED
+    from study.report.causal import N_BOOT, SEED  # deferred: study.report.causal loads numpy
 
     ag = step_agreement(run.path, n_boot=N_BOOT, seed=SEED)
     if not ag:

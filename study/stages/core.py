@@ -18,19 +18,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loadbearing.runs import ACTIVATIONS, GENERATIONS, SKIPPED_STAGE, SUMMARY
-from study.config import StudyConfig, StudyError
+from behavioural.gradient import GradientConfig, run_gradient
+from behavioural.labels.stage import LabelConfig, label_stage
+from behavioural.protocol import Settings
+from behavioural.run import RunConfig, format_summary, is_complete, run_stage, vllm_options
+from behavioural.strategies import StrategyError, parse_strategies
+from loadbearing.files import read_json, write_json
+from loadbearing.options import parse_float_list, parse_layers, parse_line_positions, split_list
+from loadbearing.runs import ACTIVATIONS, GENERATIONS, MANIFEST, SKIPPED_STAGE, SUMMARY, Run
+from study.browse.page import write_browser
+from study.config import StudyConfig, StudyError, read_stored
 from study.stage_entry import Stage
 from study.stages import extra as stages_extra
 from study.stages import paper as stages_paper
+from study.stages.checks import labels_check, probes_check, read_skipped
 
 
 # ------------------------------------------------------------------------------------------ behaviour
 def _behaviour_settings(c: StudyConfig):
-    from behavioural.protocol import Settings
-    from behavioural.strategies import StrategyError, parse_strategies
-    from loadbearing.options import parse_line_positions
-
     assert c.max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
                     positions=parse_line_positions(c.positions, error=StrategyError), task=c.task, seed=c.seed,
@@ -41,9 +46,6 @@ def _behaviour_settings(c: StudyConfig):
 
 
 def _run_behaviour(out: Path, c: StudyConfig) -> Any:
-    from behavioural.run import RunConfig, run_stage
-    from loadbearing.runs import MANIFEST
-
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
                                tensor_parallel_size=c.tensor_parallel_size,
@@ -55,9 +57,6 @@ def _run_behaviour(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_behaviour(out: Path, style: str) -> str | None:
-    from behavioural.run import format_summary, is_complete
-    from loadbearing.runs import Run
-
     return format_summary(Run(out).summary() or {}, style=style) if is_complete(out) else None
 
 
@@ -66,8 +65,6 @@ LABELLING = "rule"  # the labelling's name with the rule labeller alone (the def
 
 
 def labellers(c: StudyConfig | None) -> tuple[str, ...]:
-    from loadbearing.options import split_list
-
     return tuple(split_list(c.labeller if c else "rule"))
 
 
@@ -77,7 +74,6 @@ def labelling_name(c: StudyConfig | None) -> str:
 
 def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
     if c is None:  # the report and the resume check: the study's stored settings say which labelling
-        from study.config import read_stored
 
         stored = read_stored(out) if out.is_dir() else None
         return out / "labels" / (LABELLING if not stored else labelling_name(StudyConfig(
@@ -86,8 +82,6 @@ def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
 
 
 def _run_labels(out: Path, c: StudyConfig) -> Any:
-    from behavioural.labels.stage import LabelConfig, label_stage
-
     d = _labels_dir(out, c)
     return label_stage(LabelConfig(run_dir=out, labellers=labellers(c), final=c.final, name=labelling_name(c),
                                    resume=d.exists(), device=c.device, dtype=c.dtype, quantize=c.quantize,
@@ -95,8 +89,8 @@ def _run_labels(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_labels(out: Path, style: str) -> str | None:
+    # deferred: format_summary here is also behavioural.run.format_summary
     from behavioural.labels.stage import format_summary, is_complete
-    from loadbearing.files import read_json
 
     root = out / "labels"
     parts = []
@@ -112,6 +106,7 @@ def _store(out: Path) -> Path:
 
 
 def _run_activations(out: Path, c: StudyConfig) -> Any:
+    # deferred: tests monkeypatch activations.cache.cache_activations
     from activations.cache import CacheConfig, cache_activations
 
     return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
@@ -120,6 +115,7 @@ def _run_activations(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_activations(out: Path, style: str) -> str | None:
+    # deferred: format_summary here is also behavioural.run.format_summary
     from activations.cache import format_summary, is_complete, summarize
 
     if not is_complete(_store(out)):
@@ -133,13 +129,13 @@ def _probes_dir(out: Path) -> Path:
 
 
 def _probes_complete(out_dir: Path) -> bool:
-    from probes.train import is_complete
+    from probes.train import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
 
     return bool(is_complete(out_dir))
 
 
 def _run_probes(out: Path, c: StudyConfig) -> Any:
-    from probes.train import ProbeConfig, train
+    from probes.train import ProbeConfig, train  # deferred: tests monkeypatch probes.train.train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
                              steer_holdout=c.steer_holdout, seed=c.seed, probe=c.probe, paper_table=c.paper_table,
@@ -147,8 +143,7 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_probes(out: Path, style: str) -> str | None:
-    from loadbearing.files import read_json
-    from probes.train import RESULTS, format_summary
+    from probes.train import RESULTS, format_summary  # deferred: format_summary here is also behavioural.run.format_summary
 
     d = _probes_dir(out)
     if not _probes_complete(d):
@@ -162,8 +157,7 @@ def _steer_dir(out: Path) -> Path:
 
 
 def _run_steering(out: Path, c: StudyConfig) -> Any:
-    from loadbearing.options import parse_float_list, parse_layers, split_list
-    from steering.sweep.cli import SweepConfig, run_sweep
+    from steering.sweep.cli import SweepConfig, run_sweep  # deferred: tests monkeypatch steering.sweep.cli.run_sweep
 
     layers = parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
@@ -186,8 +180,7 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
     if c.backend != "vllm":
         yield {}
         return
-    from behavioural.run import vllm_options
-    from steering.vllm.engine import VLLMSteering
+    from steering.vllm.engine import VLLMSteering  # deferred: tests monkeypatch steering.vllm.engine.VLLMSteering
 
     vs = VLLMSteering(**vllm_options(c))  # type: ignore[arg-type]  # the study config has RunConfig's vLLM fields
     try:
@@ -197,8 +190,7 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
 
 
 def _render_steering(out: Path, style: str) -> str | None:
-    from loadbearing.files import read_json
-    from steering.sweep.cli import format_summary
+    from steering.sweep.cli import format_summary  # deferred: format_summary here is also behavioural.run.format_summary
 
     d = _steer_dir(out)
     if not _steering_complete(d):
@@ -212,16 +204,11 @@ def _gradient_dir(out: Path) -> Path:
 
 
 def _levels(out: Path) -> list[str]:
-    from loadbearing.runs import Run
-
     return sorted({b.task or "" for b in Run(out).baselines()} - {""})
 
 
 def _run_gradient(out: Path, c: StudyConfig) -> Any:
     """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
-    from behavioural.gradient import GradientConfig, run_gradient
-    from loadbearing.files import write_json
-
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
         write_json(_gradient_dir(out) / SKIPPED_STAGE, {"reason": "the study covers one task/level: no gradient"})
@@ -230,14 +217,14 @@ def _run_gradient(out: Path, c: StudyConfig) -> Any:
 
 
 def _gradient_complete(d: Path) -> bool:
-    from behavioural.gradient import is_complete
+    from behavioural.gradient import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
 
     return (d / SKIPPED_STAGE).is_file() or bool(is_complete(d))
 
 
 def _render_gradient(out: Path, style: str) -> str | None:
+    # deferred: format_summary here is also behavioural.run.format_summary
     from behavioural.gradient import JSON_NAME, format_summary
-    from loadbearing.files import read_json
 
     d = _gradient_dir(out)
     if (d / SKIPPED_STAGE).is_file():
@@ -253,8 +240,6 @@ def _browse_file(out: Path) -> Path:
 
 
 def _run_browser(out: Path, c: StudyConfig) -> Any:
-    from study.browse.page import write_browser
-
     gens = _steer_dir(out) / GENERATIONS
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
 
@@ -269,37 +254,35 @@ def _render_browser(out: Path, style: str) -> str | None:
 # The stages' modules are imported when a stage is asked, not when the study is: they pull in h5py, SciPy and
 # scikit-learn, which `python -m study --help` and the dry run need not load.
 def _behaviour_complete(p: Path) -> bool:
-    from behavioural.run import is_complete
-
     return bool(is_complete(p))
 
 
 def _labels_complete(p: Path) -> bool:
-    from behavioural.labels.stage import is_complete
+    from behavioural.labels.stage import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
 
     return bool(is_complete(p))
 
 
 def _activations_complete(p: Path) -> bool:
-    from activations.cache import is_complete
+    from activations.cache import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
 
     return bool(is_complete(p))
 
 
 def _steering_complete(p: Path) -> bool:
-    from steering.sweep.cli import is_complete
+    from steering.sweep.cli import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
 
     return bool(is_complete(p))
 
 
 def _behaviour_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import behaviour_bound
+    from study.dryrun.plan import behaviour_bound  # deferred: import cycle study.dryrun.plan -> study.stages.core
 
     return behaviour_bound(c)
 
 
 def _steering_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import steering_bound
+    from study.dryrun.plan import steering_bound  # deferred: import cycle study.dryrun.plan -> study.stages.core
 
     return steering_bound(c)
 
@@ -310,14 +293,10 @@ def _labels_bound(c: StudyConfig) -> str | None:
 
 
 def _labels_check(out: Path, c: StudyConfig) -> str | None:
-    from study.stages.checks import labels_check
-
     return labels_check(out, c)
 
 
 def _probes_check(out: Path, c: StudyConfig) -> str | None:
-    from study.stages.checks import probes_check
-
     return probes_check(out, c)
 
 
@@ -327,8 +306,6 @@ REGISTRY: dict[str, Stage] = {}
 def _with_skip_reason(name: str, render: Callable[[Path, str], str | None]) -> Callable[[Path, str], str | None]:
     """The stage's own summary, or, where the study skipped it for too little data, that reason in one line."""
     def wrapped(out: Path, style: str) -> str | None:
-        from study.stages.checks import read_skipped
-
         why = read_skipped(out).get(name)
         if why:
             return f"**Skipped:** {why}." if style == "md" else f"Skipped: {why}."
