@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from loadbearing.questions.data import question_key
 
@@ -32,7 +33,7 @@ LABEL_NON_C = "non-C"
 
 
 class Record:
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)  # type: ignore[call-overload]
         for k, v in d.items():
             if isinstance(v, tuple):

@@ -122,7 +122,7 @@ def sharing_fits(window: int | None, width: int, horizon: int | None) -> bool:
     return width + horizon < window - 1
 
 
-def prefix_sharing_policy(model) -> dict:
+def prefix_sharing_policy(model) -> dict[str, int | str | None]:
     """What the manifest records about prefix sharing on ``model`` (see :func:`sharing_fits`)."""
     w = sliding_window(model)
     if w is None:

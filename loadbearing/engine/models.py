@@ -71,7 +71,7 @@ class LoadedModel:
     def chat_template(self) -> str | None:
         return getattr(self.tokenizer, "chat_template", None)
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, int | str | None]:
         """Everything a manifest needs to say which weights produced a result."""
         return {
             "name": self.name,
@@ -85,7 +85,7 @@ class LoadedModel:
             "attn_implementation": getattr(getattr(self.model, "config", None), "_attn_implementation", None),
         } | self._sharing()
 
-    def _sharing(self) -> dict:
+    def _sharing(self) -> dict[str, int | str | None]:
         """Whether the fast path shares prefixes on this model (off where a sliding window would cut them)."""
         return prefix_sharing_policy(self.model)
 

@@ -133,7 +133,7 @@ class VLLMGenerate:
         self.seconds = 0.0
         self.last_token_ids: list[list[int]] = []  # the last call's generated ids per input row (vllm_rows)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, str | bool | int | float | None]:
         return {"backend": "vllm", "vllm_version": self.version, "on_cpu": self.on_cpu,
                 "memory_utilization": self.engine_kwargs.get("gpu_memory_utilization"), "generated_tokens": self.generated_tokens,
                 "discarded_after_answer_line": self.discarded_tokens, "seconds": round(self.seconds, 3)}

@@ -20,6 +20,7 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from loadbearing.answers import split_so_the_answer
 from loadbearing.cli import OneLineParser, add_output, run_cli
@@ -72,7 +73,7 @@ def rewrite_gsm8k(rows: list[dict], n: int = N_GSM8K, min_steps: int = 3) -> lis
 
 
 @functools.cache
-def _load(dataset: str) -> dict:
+def _load(dataset: str) -> dict[str, Any]:
     f = resources.files("loadbearing.questions") / "exemplars" / f"{dataset}.json"
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 

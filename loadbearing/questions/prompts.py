@@ -43,7 +43,7 @@ def few_shot_turns(dataset: str, task: str | None = None) -> list[tuple[str, str
     return []
 
 
-def build_messages(question, *, few_shot: bool | None = None) -> list[dict]:
+def build_messages(question, *, few_shot: bool | None = None) -> list[dict[str, str]]:
     ds = question.dataset if question.dataset in FORMAT_INSTRUCTIONS else "custom"
     use_shots = DEFAULT_FEW_SHOT.get(ds, False) if few_shot is None else few_shot
     msgs = [{"role": "system", "content": FORMAT_INSTRUCTIONS[ds]}]
