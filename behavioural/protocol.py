@@ -72,10 +72,10 @@ class Settings:
     batch_size: int = field(default=8, compare=False)
     backend: str = field(default="hf", compare=False)
 
-    def result_settings(self) -> dict:
+    def result_settings(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.compare}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["strategies"], d["positions"] = list(self.strategies), list(self.positions)
         return d
@@ -102,7 +102,7 @@ def _hash_ids(ids) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
-def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict:
+def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict[str, Any]:
     m = {
         "kind": "behavioural.run",
         "protocol_version": PROTOCOL_VERSION,
@@ -129,7 +129,7 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
     return m
 
 
-def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
+def check_resume(run_dir: Path, settings: Settings, questions) -> dict[str, Any]:
     """Load a run's manifest and refuse to resume it with different settings or questions."""
     manifest = check_manifest(run_dir, settings)
     want = _hash_ids([q.id for q in questions])
@@ -139,7 +139,7 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
     return manifest
 
 
-def check_manifest(run_dir: Path, settings: Settings) -> dict:
+def check_manifest(run_dir: Path, settings: Settings) -> dict[str, Any]:
     """Load a run's manifest and refuse to resume it with different settings, schema or protocol version
     (what can be checked without loading the questions)."""
     manifest = rundir.read_json(run_dir / MANIFEST)
@@ -363,7 +363,7 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         raise
 
 
-def load_run(run_dir: str | Path) -> dict:
+def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Thin alias over :class:`loadbearing.runs.Run` (the one reader of run directories): the run's files as
     plain dicts (manifest, baselines, continuations, skipped, summary). New code: use ``Run`` directly."""
     run = Run(run_dir)

@@ -76,8 +76,9 @@ def _check_settings(table: dict[str, Any], where: str, *, allow_lists: bool) -> 
     return out
 
 
-def _example(t: type) -> Any:
-    return {int: 10, float: 0.5, str: "text", bool: True}[t]
+def _example(t: type) -> int | float | str | bool:
+    examples: dict[type, int | float | str | bool] = {int: 10, float: 0.5, str: "text", bool: True}
+    return examples[t]
 
 
 def resolve_path(spec: str) -> tuple[str, str]:

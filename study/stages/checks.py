@@ -9,9 +9,9 @@ with "needs <stage>, which was skipped: <reason>", and the report prints the rea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from loadbearing.files import read_json, write_json
+from loadbearing.records import Continuation
 from loadbearing.runs import Run, question_key_of
 
 STAGES_FILE = "stages.json"
@@ -25,7 +25,7 @@ def behaviour_reason(out: Path) -> str | None:
     return str(s.get("message") or "no eligible baselines: no propagation rate can be estimated")
 
 
-def _perturbed(out: Path) -> list[Any]:
+def _perturbed(out: Path) -> list[Continuation]:
     return Run(out).continuations("perturbed")
 
 

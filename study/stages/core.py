@@ -21,6 +21,7 @@ from typing import Any
 from behavioural.gradient import GradientConfig, run_gradient
 from behavioural.labels.stage import LabelConfig, label_stage
 from behavioural.protocol import Settings
+from behavioural.results import BehaviourSummary
 from behavioural.run import RunConfig, format_summary, is_complete, run_stage, vllm_options
 from behavioural.strategies import StrategyError, parse_strategies
 from loadbearing.files import read_json, write_json
@@ -45,7 +46,7 @@ def _behaviour_settings(c: StudyConfig):
                     n_per_level=c.n_per_level if c.dataset == "arith" else None)
 
 
-def _run_behaviour(out: Path, c: StudyConfig) -> Any:
+def _run_behaviour(out: Path, c: StudyConfig) -> BehaviourSummary:
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
                                tensor_parallel_size=c.tensor_parallel_size,
@@ -81,7 +82,7 @@ def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
     return out / "labels" / labelling_name(c)
 
 
-def _run_labels(out: Path, c: StudyConfig) -> Any:
+def _run_labels(out: Path, c: StudyConfig) -> Path:
     d = _labels_dir(out, c)
     return label_stage(LabelConfig(run_dir=out, labellers=labellers(c), final=c.final, name=labelling_name(c),
                                    resume=d.exists(), device=c.device, dtype=c.dtype, quantize=c.quantize,
@@ -105,7 +106,7 @@ def _store(out: Path) -> Path:
     return out / ACTIVATIONS
 
 
-def _run_activations(out: Path, c: StudyConfig) -> Any:
+def _run_activations(out: Path, c: StudyConfig) -> Path:
     # deferred: tests monkeypatch activations.cache.cache_activations
     from activations.cache import CacheConfig, cache_activations
 
@@ -134,7 +135,7 @@ def _probes_complete(out_dir: Path) -> bool:
     return bool(is_complete(out_dir))
 
 
-def _run_probes(out: Path, c: StudyConfig) -> Any:
+def _run_probes(out: Path, c: StudyConfig) -> Path:
     from probes.train import ProbeConfig, train  # deferred: tests monkeypatch probes.train.train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
@@ -156,7 +157,7 @@ def _steer_dir(out: Path) -> Path:
     return out / "steering"
 
 
-def _run_steering(out: Path, c: StudyConfig) -> Any:
+def _run_steering(out: Path, c: StudyConfig) -> dict[str, Any]:
     from steering.sweep.cli import SweepConfig, run_sweep  # deferred: tests monkeypatch steering.sweep.cli.run_sweep
 
     layers = parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
@@ -207,7 +208,7 @@ def _levels(out: Path) -> list[str]:
     return sorted({b.task or "" for b in Run(out).baselines()} - {""})
 
 
-def _run_gradient(out: Path, c: StudyConfig) -> Any:
+def _run_gradient(out: Path, c: StudyConfig) -> dict[str, Any] | None:
     """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
@@ -239,7 +240,7 @@ def _browse_file(out: Path) -> Path:
     return out / "browse.html"
 
 
-def _run_browser(out: Path, c: StudyConfig) -> Any:
+def _run_browser(out: Path, c: StudyConfig) -> Path:
     gens = _steer_dir(out) / GENERATIONS
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
 

@@ -33,7 +33,7 @@ VLLM_CAUSAL = ("early_answer", "filler", "paraphrase", "resample")
 
 
 def _causal_run(st: StageType):
-    def run(out: Path, c: StudyConfig) -> Any:
+    def run(out: Path, c: StudyConfig) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"run_dir": str(out), "resume": True, "batch_size": c.batch_size,
                                   "device": c.device, "seed": c.seed, "quiet": c.quiet}
         if st.name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
@@ -66,7 +66,7 @@ def _patch_dir(out: Path) -> Path:
     return out / "patching"
 
 
-def _run_patch(out: Path, c: StudyConfig) -> Any:
+def _run_patch(out: Path, c: StudyConfig) -> dict[str, Any]:
     return run_patching(PatchConfig(run_dir=str(out), layers=c.patch_layers, max_cases=c.patch_cases, seed=c.seed,
                                     device=c.device, progress=not c.quiet, command="python -m study --stages patch"))
 

@@ -31,7 +31,7 @@ def _complete(d: Path) -> bool:
     return bool(is_complete(d)) and (d / "table7.csv").is_file()
 
 
-def _run(out: Path, c: StudyConfig) -> Any:
+def _run(out: Path, c: StudyConfig) -> dict[str, Any]:
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     cfg = SweepConfig(run_dir=str(out), directions=str(out / "probes"), output=str(_dir(out)),
                       max_cases=c.paper_steer_cases, per_question=c.per_question, random_seeds=RANDOM_SEEDS,
