@@ -41,8 +41,8 @@ removed in ``finally`` on error), and never touches other hooks on the model.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -55,6 +55,10 @@ from steering.audit import HandleWatch
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.nn import Module
 
 __all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "SteeringHandle", "combine_directions",
            "hook_module", "n_layers", "patch", "patch_vectors", "resolve", "steer", "steer_vectors", "d_model"]
@@ -84,7 +88,7 @@ def d_model(model: Any) -> int:
         raise SteeringError(str(e)) from None
 
 
-def hook_module(model: Any, layer: int) -> Any:
+def hook_module(model: Any, layer: int) -> Module:
     """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
     by :func:`loadbearing.engine.layers.hidden_state_module`."""
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
@@ -114,6 +118,7 @@ class SteeringHandle:
         self.layers = [int(x) for x in layers]
         self.positions = positions
         self.vectors = vectors  # [d_model] or [batch, d_model]
+        self.alpha: float | Tensor
         if isinstance(alpha, (int, float, np.floating, np.integer)):
             self.alpha = float(alpha)
         else:
@@ -231,7 +236,7 @@ class SteeringHandle:
         self._mask = self._watch.observe(valid & sel[None, :], ids, am, past_len, cur, valid)  # [batch, cur]
         return None
 
-    def _edit(self, hidden: Any) -> Any:
+    def _edit(self, hidden: Any) -> Callable[[Tensor | None], Tensor]:
         """``edit(mask)``: the steered hidden states, at every position (``mask=None``) or at ``mask`` only (pads
         and the prefix stay exactly as they were)."""
         delta = self._delta(hidden.dtype, hidden.device, hidden.shape[0])  # [batch|1, 1, d_model]
@@ -278,7 +283,7 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
                                  tokenizer=tokenizer), mods)
 
 
-def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Any]]:
+def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Module]]:
     """(layers, their hook modules), checked (and ``positions`` with them)."""
     check_positions(positions)
     layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
