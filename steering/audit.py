@@ -28,9 +28,12 @@ forward hook beside the steering hook counts its firings). A steered generation'
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.thinking import PhaseScan, ThinkError, ThinkTags
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def spans(positions: Iterable[int]) -> list[list[int]]:
@@ -201,7 +204,7 @@ class HandleWatch:
         self.audits = [RowAudit() for _ in range(batch)]
         self.scans = [PhaseScan(self.tags) for _ in range(batch)] if self.tags is not None else []
 
-    def observe(self, mask: Any, ids: Any, am: Any, past_len: int, cur: int, valid: Any) -> Any:
+    def observe(self, mask: Any, ids: Any, am: Any, past_len: int, cur: int, valid: Any) -> Tensor:
         """The pass's ``[batch, cur]`` steering ``mask``, narrowed to the phase; records the steered positions."""
         import torch  # deferred: torch is heavy to import
 

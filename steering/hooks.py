@@ -137,7 +137,7 @@ class SteeringHandle:
         self._saw_cache = False
         self._delta_cache: dict = {}
         self._hooks = Hooks()
-        self._mask = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
+        self._mask: Tensor | None = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
         self.calls = 0
         self.steered_positions = 0
         self._watch = HandleWatch(positions, tokenizer)  # the phase filter and the audit

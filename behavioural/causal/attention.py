@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from loadbearing.engine.sampling import row_seed
 from loadbearing.runs import Run
 from loadbearing.stage import option
 from loadbearing.tables import render_table
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 RECEIVER, SUPPRESSION = "receiver_heads", "suppression"
 VERSION = "1"
@@ -141,7 +144,7 @@ def prefix_cache(model: Any, ids: list[int], start: int) -> Any:
     return getattr(out, "past_key_values", None)
 
 
-def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: int = 0) -> Any:
+def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: int = 0) -> Tensor:
     """``[1, 1, n - start, n]`` additive mask for the queries ``start..n-1`` over all ``n`` keys: causal, plus the
     dtype's minimum on key columns ``cols`` for every query (``start = 0``: the square mask)."""
     import torch  # deferred: torch is heavy to import
@@ -174,7 +177,7 @@ def _chain_pass(model: Any, ids: list[int], bounds: list[tuple[int, int]]) -> tu
     return (start, past) if past is not None else (0, None)
 
 
-def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     model, tok = engine.lm.model, engine.lm.tokenizer
     rows = []
     with eager_attention(model) as had:
@@ -197,7 +200,7 @@ def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -
     return rows
 
 
-def suppression_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def suppression_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     import torch  # deferred: torch is heavy to import
 
     model, tok = engine.lm.model, engine.lm.tokenizer
@@ -315,13 +318,13 @@ def check_config(config: AttentionConfig) -> None:
         raise UsageError(f"--max-questions must be >= 1, got {config.max_questions} (omit it for all)")
 
 
-def run_receiver_heads(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
+def run_receiver_heads(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the receiver-head stage on ``config.run_dir``; returns its summary."""
     check_config(config)
     return drive(RECEIVER_DRIVER, config, lm=lm, echo=echo)
 
 
-def run_suppression(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
+def run_suppression(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the attention-suppression stage on ``config.run_dir``; returns its summary."""
     check_config(config)
     return drive(SUPPRESSION_DRIVER, config, lm=lm, echo=echo)

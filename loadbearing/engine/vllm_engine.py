@@ -14,11 +14,14 @@ first call (``hooks=True``: with the steering worker extension and ``enforce_eag
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.cli import UsageError
 from loadbearing.engine.generation import generate
 from loadbearing.engine.models import ModelError
+
+if TYPE_CHECKING:
+    from loadbearing.engine.vllm_backend import VLLMGenerate
 
 
 class LazyVLLM:
@@ -27,7 +30,7 @@ class LazyVLLM:
     def __init__(self, *, hooks: bool = False, **options: Any) -> None:
         self.hooks = hooks
         self.options = {k: v for k, v in options.items() if v is not None}
-        self.vg: Any = None
+        self.vg: VLLMGenerate | None = None
         self._model: tuple | None = None
         self.hf_calls = 0  # calls with another model than the engine's, run on the HF fast path
 
@@ -35,7 +38,7 @@ class LazyVLLM:
     def _identity(lm: Any) -> tuple:
         return (getattr(lm, "name", None), str(getattr(lm, "local_dir", None) or getattr(lm, "model_id", None)))
 
-    def engine(self, lm: Any) -> Any:
+    def engine(self, lm: Any) -> VLLMGenerate:
         """The engine for ``lm`` (started on first use)."""
         if self.vg is None:
             # deferred: tests monkeypatch loadbearing.engine.vllm_backend.import_vllm

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.generation import Generation
 from loadbearing.engine.vllm_engine import LazyVLLM
 from loadbearing.engine.vllm_hooks import HookSpec, VLLMHookError, installed, new_call_id
 from loadbearing.engine.vllm_rows import generate_rows
@@ -53,7 +54,7 @@ class _Op:
     def __init__(self, owner: VLLMSteering, op: str) -> None:
         self.owner, self.op = owner, op
 
-    def __call__(self, lm: Any, texts: Sequence[str], data: Any, alphas: Any = None, **kw: Any) -> list[Any]:
+    def __call__(self, lm: Any, texts: Sequence[str], data: Any, alphas: Any = None, **kw: Any) -> list[Generation]:
         if self.op == "add":
             return self.owner.steer(lm, texts, data, 1.0 if alphas is None else alphas, **kw)
         return self.owner.project_out(lm, texts, data, **kw)
@@ -102,7 +103,7 @@ class VLLMSteering:
     # ------------------------------------------------------------------------------------------ the two ops
     def steer(self, lm: Any, texts: Sequence[str], vectors: Any, alphas: Any, *, layers: Sequence[int] | int,
               positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-              stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+              stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Generation]:
         """Greedy continuations with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``
         (:func:`steering.generate.generate_steered`'s contract)."""
         n = len(texts)
@@ -116,7 +117,7 @@ class VLLMSteering:
 
     def project_out(self, lm: Any, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
                     positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                    stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Any]:
+                    stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Generation]:
         """Greedy continuations with row ``i``'s basis projected out at ``layers``
         (:func:`steering.ablation.generate_ablated`'s contract)."""
         n = len(texts)
@@ -129,7 +130,7 @@ class VLLMSteering:
         return self._run(lm, texts, "ablate", layer_list, mode, b, salts, max_new_tokens, stop_at_answer, progress)
 
     def _run(self, lm: Any, texts: Sequence[str], op: str, layers: list[int], mode: str, rows: np.ndarray,
-             salts: list[str | None], max_new_tokens: int, stop_at_answer: bool, progress: bool) -> list[Any]:
+             salts: list[str | None], max_new_tokens: int, stop_at_answer: bool, progress: bool) -> list[Generation]:
         vg = self.lazy.engine(lm)
         table = np.concatenate([np.zeros((1, *rows.shape[1:]), dtype=np.float32), rows.astype(np.float32)])
         call = new_call_id()
