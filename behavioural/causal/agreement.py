@@ -125,7 +125,7 @@ _AGREEMENT_INTRO = ("Agreement between the step-level measures (propagation at t
 _AGREEMENT_HEAD = ["measures", "mean Spearman rho [95% CI]", "questions", "same top step", "chance"]
 
 
-def _agreement_rows(t: dict[str, Any], style: str) -> list[list[Any]]:
+def _agreement_rows(t: dict[str, Any], style: str) -> list[list[str | int | None]]:
     from loadbearing.stats import format_rate  # deferred: loadbearing.stats loads numpy
 
     rows = []

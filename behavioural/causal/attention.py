@@ -52,6 +52,7 @@ from loadbearing.stage import option
 from loadbearing.tables import render_table
 
 if TYPE_CHECKING:
+    import torch
     from torch import Tensor
 
 RECEIVER, SUPPRESSION = "receiver_heads", "suppression"
@@ -109,7 +110,7 @@ def eager_attention(model: Any) -> Iterator[str]:
         model.set_attn_implementation(had)
 
 
-def _device(model: Any) -> Any:
+def _device(model: Any) -> tuple[torch.dtype | None, torch.device | str]:
     p = next(model.parameters(), None) if hasattr(model, "parameters") else None
     return (p.dtype, p.device) if p is not None else (None, "cpu")
 

@@ -55,8 +55,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loadbearing.cli import (
     OneLineParser,
@@ -90,6 +91,10 @@ from steering.sweep.config import (
 )
 from steering.sweep.runner import run_sweep, score
 from steering.sweep.summary import is_complete, summarize
+
+if TYPE_CHECKING:
+    from loadbearing.engine.generation import Generation
+    from steering.vllm.engine import VLLMSteering
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,7 +239,7 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace) -> tuple[dict, Any]:
+def _backend(args: argparse.Namespace) -> tuple[dict[str, Callable[..., list[Generation]]], VLLMSteering | None]:
     """``--backend vllm``: the generate functions of one :class:`steering.vllm.engine.VLLMSteering` (checked
     before any model is loaded: vLLM importable, a supported version, no layer 0)."""
     if args.backend != "vllm":
