@@ -32,7 +32,7 @@ def write_sidecar(written: str | os.PathLike, final: str | os.PathLike, *, n_row
     return atomic_write_text(sidecar_path(f), json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def read_sidecar(path: str | os.PathLike) -> dict | None:
+def read_sidecar(path: str | os.PathLike) -> dict[str, Any] | None:
     """The sidecar of the store at ``path``, or None when it has none."""
     sc = sidecar_path(path)
     try:

@@ -35,7 +35,7 @@ MATCH_SETTINGS = ("layers", "positions", "engine", "dtype", "conditions", "label
                   "layer_semantics", "decoder_layers_path", "quantize", "model_dtype")
 
 
-def _row_dicts(st: Any) -> list[dict]:
+def _row_dicts(st: Any) -> list[dict[str, Any]]:
     df = st.rows
     out = []
     for rec in df.to_dict("records"):

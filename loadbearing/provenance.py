@@ -25,7 +25,8 @@ def git_info(start: str | os.PathLike | None = None) -> dict[str, str | bool | N
 
 
 def package_versions(names: Iterable[str] = ("torch", "transformers", "numpy", "scikit-learn", "h5py", "nnsight",
-                                               "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")) -> dict[str, str | None]:
+                                               "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")
+                     ) -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
     for n in names:
         try:

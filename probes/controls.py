@@ -157,7 +157,7 @@ def permutation_p(real: float | None, null: Sequence[float] | np.ndarray) -> flo
     return float((1 + sum(v >= real - 1e-12 for v in vals)) / (1 + len(vals)))
 
 
-def null_summary(accs: np.ndarray, level: float = 0.95) -> dict:
+def null_summary(accs: np.ndarray, level: float = 0.95) -> dict[str, Any]:
     """Mean and central interval of a permutation null (accuracies)."""
     a = np.asarray([v for v in accs if np.isfinite(v)], dtype=float)
     if not len(a):

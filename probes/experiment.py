@@ -86,7 +86,7 @@ class _Study:
     def names(self) -> list[str]:
         return self.data.class_names
 
-    def gain(self, pred: np.ndarray) -> dict:
+    def gain(self, pred: np.ndarray) -> dict[str, Any]:
         """The paired question-bootstrap gain of ``pred`` over the metadata baseline on rows both score."""
         ok = pred >= 0
         return paired_gain(pred == self.y, self.meta_correct, self.qgroups, scored=ok & (self.meta["pred"] >= 0),
@@ -106,7 +106,7 @@ def _direction_rows(data: ProbeData, directions: bool, steer_holdout: float, see
 
 
 def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict
-             ) -> tuple[tuple[np.ndarray, np.ndarray | None], dict]:
+             ) -> tuple[tuple[np.ndarray, np.ndarray | None], dict[str, Any]]:
     """The shuffled-label control of one probe at one layer: ``((correct [P, F], inner [P, F] or None), summary)``."""
     pc, inner = layer_control(S.be, pk, X, S.Yp, S.groups, S.fold_ids, S.splits,
                               run.get("C_per_fold", [None] * S.folds))
@@ -119,7 +119,7 @@ def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict
     return (pc, inner), ctrl
 
 
-def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict:
+def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict[str, Any]:
     return {
         "layer": int(L),
         **real,
@@ -136,7 +136,8 @@ def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds:
     }
 
 
-def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, Any]:
+def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]
+                 ) -> tuple[dict[str, Any], dict[str, Any], tuple[np.ndarray, np.ndarray | None]]:
     """CV, control and gain of probe ``pk`` at layer ``L``: ``(CV run, layer entry, permutation counts)``."""
     t1 = time.perf_counter()
     run = S.be.cv(pk, X, S.y, S.groups, S.fold_ids)
@@ -248,15 +249,17 @@ def _transfer(S: _Study, probes_out: dict, per_layer: dict, transfer_layer: int 
 
 
 def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_kw: dict[str, Any], log: Any,
-                timing: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+                timing: dict[str, Any]
+                ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, list[dict[str, Any]]],
+                           dict[str, list[tuple[np.ndarray, np.ndarray | None]]], dict[int, dict[str, Any]]]:
     """Every layer once: each probe's CV, control and gain, and the layer's directions.
     Returns ``(per_layer CV runs, layer entries, permutation counts, directions)``, each keyed by probe
     (directions by layer)."""
     data = S.data
-    per_layer: dict[str, dict] = {pk: {} for pk in S.probes}
-    rows_out: dict[str, list] = {pk: [] for pk in S.probes}
-    perm_correct: dict[str, list] = {pk: [] for pk in S.probes}
-    dirs: dict[int, dict] = {}
+    per_layer: dict[str, dict[int, dict[str, Any]]] = {pk: {} for pk in S.probes}
+    rows_out: dict[str, list[dict[str, Any]]] = {pk: [] for pk in S.probes}
+    perm_correct: dict[str, list[tuple[np.ndarray, np.ndarray | None]]] = {pk: [] for pk in S.probes}
+    dirs: dict[int, dict[str, Any]] = {}
     for L in data.layers:
         t0 = time.perf_counter()
         X = data.X(L)  # [n, d_model]
@@ -287,7 +290,7 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                  transfer_layer: int | None = None, directions: bool = True, Cs: tuple[float, ...] = DEFAULT_CS,
                  solver: str = "torch", device: str = "cpu", log: Any = None,
                  control_repeats: int | None = None, steer_holdout: float = 0.0, mlp: dict[str, Any] | None = None,
-                 paper_table: bool = False) -> tuple[dict, dict]:
+                 paper_table: bool = False) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
     ``directions`` maps layer -> :func:`probes.fit.direction_fit.fit_directions` result (empty if disabled).
     ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the

@@ -62,7 +62,7 @@ def train(config: ProbeConfig) -> Path:
 train_stage = train  # the name study/stages/core.py looks for
 
 
-def store_provenance(store: Any) -> dict:
+def store_provenance(store: Any) -> dict[str, Any]:
     """Path, size, mtime, rows and attributes of the activation store the probes read."""
     p = Path(store.path)
     st = p.stat()
@@ -83,7 +83,7 @@ def _check_data(config: ProbeConfig, store: Any, data: ProbeData) -> None:
         raise ProbeError(f"--transfer-layer {config.transfer_layer} is not among the probed layers {data.layers}")
 
 
-def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
+def _run_on_store(config: ProbeConfig) -> tuple[dict[str, Any], dict[int, dict[str, Any]], dict[str, Any]]:
     """Open the store, run the study: ``(results, directions, store provenance)``."""
     store_path = Path(config.store)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from typing import Any
 
 from loadbearing.answers import score
 from loadbearing.cli import OneLineParser, run_cli
@@ -23,7 +24,7 @@ from loadbearing.tables import render_table
 
 
 def measure(lm, tasks: list[tuple[str, str | None]], *, data_dir: str, n: int, seed: int, few_shot: bool | None,
-            max_new_tokens: int, min_lines: int, batch_size: int, log=None) -> list[dict]:
+            max_new_tokens: int, min_lines: int, batch_size: int, log=None) -> list[dict[str, Any]]:
     rows = []
     for dataset, task in tasks:
         t0 = time.perf_counter()

@@ -33,7 +33,7 @@ from loadbearing.tables import render_table
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
 
-def _summary(run: Path, name: str) -> dict | None:
+def _summary(run: Path, name: str) -> dict[str, Any] | None:
     p = run / name / SUMMARY
     try:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None

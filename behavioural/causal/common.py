@@ -197,7 +197,7 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict]:
+def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict[str, Any]]:
     """Rows of this stage's shard directories written with the same settings (an unsharded run merges them)."""
     rows: list[dict] = []
     for d in sorted(out.glob("shard-*-of-*")):
@@ -212,7 +212,7 @@ def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict]:
 
 
 def drive(stage: CausalStage, config: Any, *, lm: Any = None, generate_fn: Callable[..., list] | None = None,
-          echo: Callable[[str], Any] | None = print) -> dict:
+          echo: Callable[[str], Any] | None = print) -> dict[str, Any]:
     """Run (or resume) ``stage`` on ``config.run_dir``; returns its summary. Refusals write nothing."""
     say = echo or (lambda m: None)
     check_common(config)
@@ -272,7 +272,7 @@ def drive(stage: CausalStage, config: Any, *, lm: Any = None, generate_fn: Calla
 
 
 def _execute(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, engine: Engine,
-             say: Callable[[str], Any]) -> dict:
+             say: Callable[[str], Any]) -> dict[str, Any]:
     jobs = stage.plan(config, chains, run)
     wanted = {j.id for j in jobs}
     done = {r["id"]: r for r in read_jsonl(out / RECORDS, repair=True) if r.get("id") in wanted}
@@ -300,7 +300,7 @@ def _summary_options(stage: CausalStage, config: Any) -> dict[str, Any]:
 
 
 def _finish(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, rows: list[dict],
-            say: Callable[[str], Any]) -> dict:
+            say: Callable[[str], Any]) -> dict[str, Any]:
     summary = stage.summarise(config, rows, chains, run)
     summary.update(stage=stage.name, version=stage.version, run_dir=str(run.path), shard=config.shard,
                    n_rows=len(rows), n_questions=len(chains), status="ok", settings=settings,
@@ -349,7 +349,7 @@ def count_or_all(text: str) -> int | None:
     return n or None
 
 
-def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict:
+def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict[str, Any]:
     """``run(config)``, with ``--backend vllm`` through a :class:`loadbearing.engine.vllm_engine.LazyVLLM` (checked
     before anything is loaded: vLLM importable; started at the first generation, shut down after)."""
     if getattr(args, "backend", "hf") != "vllm":

@@ -112,7 +112,7 @@ def plan(config: FillerConfig, chains: list[Chain], run: Run) -> list[Job]:
     return jobs
 
 
-def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     tok = engine.lm.tokenizer
     assistants, counts = [], []
     for j in jobs:
@@ -215,7 +215,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 
-def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the filler test on ``config.run_dir``; returns the summary (see the module docstring)."""
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
     bad = [f for f in config.fillers if f not in FILLERS]

@@ -100,11 +100,11 @@ def clean_paraphrase(text: str, max_lines: int, dataset: str = "custom", task: s
     return lines[:max_lines]
 
 
-def paraphrase_messages(lines: list[str]) -> list[dict]:
+def paraphrase_messages(lines: list[str]) -> list[dict[str, str]]:
     return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def prepare(config: ParaphraseConfig, run: Run) -> dict:
+def prepare(config: ParaphraseConfig, run: Run) -> dict[str, Any]:
     """Load the paraphraser before anything is written (a model that cannot be loaded is one error line)."""
     # deferred: tests monkeypatch loadbearing.engine.models.load_model
     from loadbearing.engine.models import ModelError, load_model
@@ -146,7 +146,7 @@ def cut_lines(n: int, fraction: float) -> int:
     return max(1, min(n, math.floor(fraction * n + 0.5)))
 
 
-def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     p_lm = engine.extras.get("paraphraser") or engine.lm
     prompts, budgets = [], []
     for j in jobs:
@@ -289,7 +289,7 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
 
 
-def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the paraphrase test on ``config.run_dir``; returns the summary (see the module docstring)."""
     if not config.fractions or any(not 0 < f <= 1 for f in config.fractions):
         raise UsageError(f"--fractions {','.join(f'{f:g}' for f in config.fractions)!r}: give fractions of the chain in "

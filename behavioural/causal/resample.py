@@ -129,7 +129,7 @@ def first_line(text: str) -> str:
     return next((s.strip() for s in text.split("\n") if s.strip()), "")
 
 
-def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     sim = engine.extras.get("similarity") or load_similarity(config.similarity)
     s = config.sampling
     rows: dict[str, dict] = {}
@@ -196,7 +196,7 @@ def check_config(config: ResampleConfig) -> None:
         raise UsageError(f"--max-questions must be >= 1, got {config.max_questions} (omit it for all)")
 
 
-def run_resample(config: ResampleConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_resample(config: ResampleConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) resampling importance on ``config.run_dir``; returns the summary (module docstring)."""
     check_config(config)
     return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)

@@ -47,7 +47,7 @@ def parse_band(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def select_band(questions: list[dict], band: tuple[float, float] | None) -> list[dict]:
+def select_band(questions: list[dict], band: tuple[float, float] | None) -> list[dict[str, Any]]:
     """The questions whose ``resample_accuracy`` lies in ``band`` (all without a band); refuses an empty selection."""
     if band is None:
         return questions

@@ -161,7 +161,7 @@ class JudgeLabeller:
         self.max_chars = max_chars
         self._generate = generate_fn
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         prov = self.lm.provenance() if hasattr(self.lm, "provenance") else {"name": self.model_name}
         return {
             "name": self.name, "kind": "judge", "version": JUDGE_VERSION, "model": prov,
@@ -181,7 +181,8 @@ class JudgeLabeller:
                 {"role": "user", "content": judge_prompt_text(variant, question, c, self.max_chars)}]
         return self.lm.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + variant.prefill
 
-    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
+    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *,
+              progress: bool = True) -> list[dict[str, Any]]:
         questions = questions or {}
         todo = [i for i, c in enumerate(conts) if self.judge_all or c.get("correct") is True]
         texts, where = [], []

@@ -138,7 +138,7 @@ def _binary(lab: str | None) -> str | None:
 
 
 def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: str | Path | None = None,
-                   labelling: str | None = None) -> dict:
+                   labelling: str | None = None) -> dict[str, Any]:
     """Cohen's kappa (C vs non-C, and A/B/C) between annotators and against each labeller."""
     rd = Path(run_dir)
     sheet_paths = [Path(s) for s in sheets]

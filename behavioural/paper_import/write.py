@@ -23,7 +23,7 @@ from loadbearing.tables import render_table
 __all__ = ["TABLE4_COLUMNS", "TABLE4_FILE", "import_rows", "label_records", "table4", "table4_rows", "write_table4"]
 
 
-def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict]:
+def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict[str, Any]]:
     by_id = {c.id: c for c in conts}
     out = []
     for cid, fin, rule, judge in labels:

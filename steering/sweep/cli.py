@@ -55,9 +55,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.cli import (
     OneLineParser,
@@ -93,7 +92,6 @@ from steering.sweep.runner import run_sweep, score
 from steering.sweep.summary import is_complete, summarize
 
 if TYPE_CHECKING:
-    from loadbearing.engine.generation import Generation
     from steering.vllm.engine import VLLMSteering
 
 
@@ -239,7 +237,7 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace) -> tuple[dict[str, Callable[..., list[Generation]]], VLLMSteering | None]:
+def _backend(args: argparse.Namespace) -> tuple[dict[str, Any], VLLMSteering | None]:
     """``--backend vllm``: the generate functions of one :class:`steering.vllm.engine.VLLMSteering` (checked
     before any model is loaded: vLLM importable, a supported version, no layer 0)."""
     if args.backend != "vllm":

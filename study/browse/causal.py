@@ -53,7 +53,7 @@ def _cut(text: Any) -> str | None:
     return t if len(t) <= TEXT_CHARS else t[:TEXT_CHARS] + f"\u2026 [{len(t) - TEXT_CHARS} more characters in the records]"
 
 
-def _summary(run: Run, name: str) -> dict | None:
+def _summary(run: Run, name: str) -> dict[str, Any] | None:
     from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
 
     return stage_summary(run.path, name)

@@ -66,7 +66,7 @@ Cell = dict[str, Any]
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def stage_summary(out: str | Path, name: str) -> dict | None:
+def stage_summary(out: str | Path, name: str) -> dict[str, Any] | None:
     """A finished causal stage's ``summary.json``, or None (not run, not finished, unreadable)."""
     if not importlib.import_module(f"behavioural.causal.{name}").is_complete(out):
         return None
@@ -77,14 +77,14 @@ def stage_summary(out: str | Path, name: str) -> dict | None:
     return s if isinstance(s, dict) else None
 
 
-def _behaviour_summary(out: Path) -> dict | None:
+def _behaviour_summary(out: Path) -> dict[str, Any] | None:
     try:
         return Run(out).summary() if is_complete(out) else None
     except (OSError, ValueError, RunDirError):
         return None
 
 
-def _records(out: Path, name: str) -> list[dict]:
+def _records(out: Path, name: str) -> list[dict[str, Any]]:
     return [r for r in read_jsonl(out / name / RECORDS) if isinstance(r, dict)]
 
 
