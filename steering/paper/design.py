@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -71,7 +72,7 @@ class PaperDesign:
         return [a for a in self.alphas if a != 0]
 
 
-def _toml() -> Any:
+def _toml() -> types.ModuleType:
     try:
         import tomllib  # deferred: tomllib or its backport, by Python version
     except ModuleNotFoundError:  # Python 3.10: the tomli backport
