@@ -35,7 +35,6 @@ from activations.schema import (
     parts_dir,
     recache_hint,
 )
-from loadbearing.runs import question_key_of
 
 
 def _check_kind(f, path) -> None:
@@ -99,6 +98,8 @@ class ActivationStore:
         ``question_id`` for rows cached before question keys existed; ``memberships`` parsed from JSON)."""
         if self._rows is None:
             import pandas as pd  # deferred: pandas is heavy to import
+
+            from loadbearing.runs import question_key_of
 
             n = self.n_rows
             try:

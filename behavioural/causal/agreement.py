@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.report.blocks import Block, Paragraph, blocks_markdown, table
-from loadbearing.runs import SUMMARY, Run, question_key_of
-from loadbearing.tables import render_table
+from loadbearing.runs import SUMMARY
 
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
@@ -43,6 +42,8 @@ def _summary(run: Path, name: str) -> dict[str, Any] | None:
 
 def step_values(run_dir: str | Path) -> dict[str, dict[str, dict[int, float]]]:
     """question key -> measure -> step -> value (only where the measure is defined)."""
+    from loadbearing.runs import Run, question_key_of
+
     run = Path(run_dir)
     out: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     rs = _summary(run, "resample")
@@ -88,7 +89,7 @@ def top_step(vals: dict[int, float], steps: list[int]) -> int:
 def pair_agreement(values: dict[str, dict[str, dict[int, float]]], a: str, b: str, *, n_boot: int = 2000,
                    seed: int = 0) -> dict[str, Any]:
     """The two agreement numbers of measures ``a`` and ``b`` (module docstring)."""
-    from loadbearing.stats import cluster_bootstrap_ci, wilson_rate  # deferred: loadbearing.stats loads numpy
+    from loadbearing.stats import cluster_bootstrap_ci, wilson_rate
 
     rhos: list[tuple[str, float]] = []
     same: list[tuple[bool, float]] = []
@@ -126,7 +127,7 @@ _AGREEMENT_HEAD = ["measures", "mean Spearman rho [95% CI]", "questions", "same 
 
 
 def _agreement_rows(t: dict[str, Any], style: str) -> list[list[str | int | None]]:
-    from loadbearing.stats import format_rate  # deferred: loadbearing.stats loads numpy
+    from loadbearing.stats import format_rate
 
     rows = []
     for p in t["pairs"]:
@@ -143,6 +144,8 @@ def agreement_blocks(t: dict[str, Any]) -> tuple[Block, ...]:
 
 
 def format_agreement(t: dict[str, Any], style: str = "md") -> str:
+    from loadbearing.tables import render_table
+
     if style == "md":
         return blocks_markdown(agreement_blocks(t))
     return _AGREEMENT_INTRO + "\n\n" + render_table(_AGREEMENT_HEAD, _agreement_rows(t, style), style)

@@ -15,7 +15,6 @@ from typing import Any
 from loadbearing.cli import check_fraction
 from loadbearing.errors import LoadBearingError
 from loadbearing.runs import CONFIG, GENERATIONS, SUMMARY
-from probes.directions import BASES
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 
@@ -139,6 +138,7 @@ class SweepConfig:
             raise SweepError(f"--steer-positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
         if self.dose not in DOSES:
             raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
+        from probes.directions import BASES
 
         if not self.bases or len(set(self.bases)) != len(self.bases) or set(self.bases) - set(BASES):
             raise SweepError(f"bases must be distinct names from {', '.join(BASES)}, got {list(self.bases)}")

@@ -38,7 +38,6 @@ from typing import Any
 
 from loadbearing.files import read_jsonl
 from loadbearing.runs import RECORDS, Run
-from study.browse.stages import filler_rows, run_summaries, step_measures
 
 #: rollouts shown per step (the rest are in resample/records.jsonl)
 ROLLOUTS_SHOWN = 3
@@ -54,7 +53,7 @@ def _cut(text: Any) -> str | None:
 
 
 def _summary(run: Run, name: str) -> dict[str, Any] | None:
-    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
+    from study.report.causal import stage_summary
 
     return stage_summary(run.path, name)
 
@@ -82,6 +81,7 @@ class CausalData:
         self._resample(run, qindex)
         self._paraphrase(run, qindex)
         self._patching(run, rows)
+        from study.browse.stages import filler_rows, run_summaries, step_measures
 
         self.fl.update(filler_rows(run, qindex))
         self.st.update(step_measures(run, qindex))

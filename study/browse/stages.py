@@ -17,8 +17,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from behavioural.causal.agreement import MEASURES, step_agreement, step_values, top_step
-from behavioural.causal.common import is_stage_complete
 from loadbearing.files import read_jsonl
 from loadbearing.runs import RECORDS, SUMMARY, Run
 
@@ -28,10 +26,12 @@ HEADS_SHOWN = 8
 
 def _summary(run: Run, name: str) -> dict[str, Any] | None:
     """A finished stage's ``summary.json`` (the white-box stages live in one module, ``attention``)."""
-    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
+    from study.report.causal import stage_summary
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
+
+    from behavioural.causal.common import is_stage_complete
 
     try:
         s = json.loads((run.path / name / SUMMARY).read_text(encoding="utf-8"))
@@ -79,6 +79,8 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]
 
 def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]]:
     """Per question (row), the step-level measures of :func:`behavioural.causal.agreement.step_values`."""
+    from behavioural.causal.agreement import MEASURES, step_values, top_step
+
     ids: dict[str, str] = {}  # question key -> question id, from the stages' summaries
     lines: dict[str, int] = {}  # question key -> steps of its chain
     for name in ("resample", "receiver_heads", "suppression"):
@@ -129,7 +131,8 @@ def _receiver(s: dict) -> dict[str, Any]:
 
 
 def _agreement(run: Run) -> list[dict[str, Any]] | None:
-    from study.report.causal import N_BOOT, SEED  # deferred: study.report.causal loads numpy
+    from behavioural.causal.agreement import step_agreement
+    from study.report.causal import N_BOOT, SEED
 
     ag = step_agreement(run.path, n_boot=N_BOOT, seed=SEED)
     if not ag:

@@ -17,15 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from behavioural.strategies import STRATEGIES, StrategyError, parse_strategies
-from loadbearing.cli import check_model_file
-from loadbearing.engine.models import ALIASES, DTYPES, QUANTIZE_CHOICES, ModelError, embedded_gguf_path, resolve_name
-from loadbearing.options import LINE_POSITIONS, parse_float_list, parse_layers, parse_line_positions, split_list
-from loadbearing.questions.data import DATASETS, DataError, load_questions
-from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
 from study.config import StudyConfig, StudyError
-from study.stages.core import REGISTRY, labellers
-from study.stages.paper import per_case
 
 BACKENDS = ("hf", "hf-plain", "vllm")
 EXECUTORS = ("mp", "ray", "uni", "external_launcher")
@@ -35,6 +27,8 @@ _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 
 def select_stages(spec: str | None) -> list[str]:
     """The stage names a ``--stages`` value selects, in run order (None: the default stages; "all": every one)."""
+    from study.stages.core import REGISTRY
+
     if spec is None:
         return [n for n, st in REGISTRY.items() if st.default]
     if spec.strip() == "all":
@@ -42,7 +36,7 @@ def select_stages(spec: str | None) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in REGISTRY]
     if bad or not names:
-        from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
+        from study.dryrun.checks import did_you_mean
 
         raise StudyError(f"--stages {spec!r}: unknown stage(s) {', '.join(bad) or '(none given)'}"
                          f"{did_you_mean(bad, [*REGISTRY, 'all'])}; choose from {', '.join(REGISTRY)} (a comma list) or all")
@@ -51,6 +45,9 @@ def select_stages(spec: str | None) -> list[str]:
 
 def check_model(name: str, option: str = "--model") -> str:
     """What is known offline about a model name (one phrase); a name that cannot be a model is refused."""
+    from loadbearing.cli import check_model_file
+    from loadbearing.engine.models import ALIASES, ModelError, embedded_gguf_path, resolve_name
+
     try:
         kind, target = resolve_name(name)
     except ModelError as e:
@@ -76,7 +73,8 @@ def check_model(name: str, option: str = "--model") -> str:
 
 
 def _check_options(c: StudyConfig) -> None:
-    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
+    from loadbearing.engine.models import DTYPES, QUANTIZE_CHOICES
+    from study.dryrun.checks import did_you_mean
 
     if c.dtype is not None and c.dtype not in DTYPES:
         raise StudyError(f"--dtype {c.dtype!r}{did_you_mean(c.dtype, DTYPES)}: choose one of {', '.join(DTYPES)}")
@@ -100,6 +98,8 @@ def _check_options(c: StudyConfig) -> None:
 
 
 def _check_labellers(c: StudyConfig) -> list[str]:
+    from study.stages.core import labellers
+
     specs = list(labellers(c))
     if not specs or len(set(specs)) != len(specs):
         raise StudyError(f"--labeller {c.labeller!r}: name each labeller once (rule, judge:MODEL; a comma list)")
@@ -143,7 +143,9 @@ def count_questions(c: StudyConfig) -> tuple[int, str]:
 
 
 def _count_questions(c: StudyConfig) -> tuple[int, str]:
-    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
+    from loadbearing.questions.data import DATASETS, DataError, load_questions
+    from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
+    from study.dryrun.checks import did_you_mean
 
     if c.dataset not in DATASETS:
         raise StudyError(f"--dataset {c.dataset!r}{did_you_mean(c.dataset, DATASETS)}: choose one of {', '.join(DATASETS)}")
@@ -168,12 +170,16 @@ def _count_questions(c: StudyConfig) -> tuple[int, str]:
 
 def check(c: StudyConfig) -> list[str]:
     """Validate everything offline (loads no model); returns what was checked and what could not be."""
+    from behavioural.strategies import StrategyError, parse_strategies
+    from loadbearing.options import LINE_POSITIONS, parse_line_positions, split_list
+
     c.validate()
     _check_options(c)
     notes = [f"model: {check_model(c.model)}"]
     n, where = count_questions(c)
     notes.append(f"questions: <= {n} ({where})")
-    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
+    from behavioural.strategies import STRATEGIES
+    from study.dryrun.checks import did_you_mean
 
     try:
         parse_strategies(c.strategy, c.dataset)
@@ -185,6 +191,7 @@ def check(c: StudyConfig) -> list[str]:
                          error=StudyError)
     notes += _check_labellers(c)
     selected = select_stages(c.stages)
+    from study.stages.core import REGISTRY
 
     for name in selected:
         missing = [d for d in REGISTRY[name].needs if d not in selected]
@@ -195,6 +202,9 @@ def check(c: StudyConfig) -> list[str]:
 
 
 def _sizes(c: StudyConfig) -> tuple[int, int, int]:
+    from behavioural.strategies import parse_strategies
+    from loadbearing.options import parse_line_positions
+
     n, _ = count_questions(c)
     return n, len(parse_strategies(c.strategy, c.dataset)), len(parse_line_positions(c.positions, error=StudyError))
 
@@ -209,6 +219,8 @@ def behaviour_bound(c: StudyConfig) -> str:
 def generation_bound(c: StudyConfig) -> int:
     """Upper bound on the model generations of the behaviour and steering stages together (with the
     paper-design sweep, ``paper_steering``, when selected: its C cases and as many non-C ones)."""
+    from study.stages.paper import per_case
+
     n, s, p = _sizes(c)
     per = _steer_per_case(c)[0]
     sel = select_stages(c.stages)
@@ -221,6 +233,8 @@ def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int, list[str]]
     then per setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many
     covariance-matched random ones for every k > 1 (the sweep adds those when it can read the store); the
     ``add`` settings once per alpha, the ``ablate`` ones once (no alpha)."""
+    from loadbearing.options import parse_float_list, parse_layers, split_list
+
     ks = parse_float_list(c.k, "--k")
     n_k, n_a, n_cov = len(ks), len(parse_float_list(c.alphas, "--alphas")), sum(1 for k in ks if k > 1)
     n_l = len(parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError) or [0])
@@ -242,6 +256,8 @@ def steering_bound(c: StudyConfig) -> str:
 
 def plan_text(c: StudyConfig) -> str:
     """The selected stages in run order, each with its upper bound on model generations."""
+    from study.stages.core import REGISTRY
+
     selected = select_stages(c.stages)
     lines = ["plan (upper bounds: eligibility is known only after the baselines run):"]
     for i, name in enumerate(selected, 1):

@@ -34,9 +34,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from behavioural.causal.agreement import agreement_blocks, step_agreement
-from behavioural.causal.aoc import aoc_with_ci
-from behavioural.run import is_complete
 from loadbearing.files import RunDirError, read_jsonl
 from loadbearing.report.blocks import Block, Figure, Filter, Paragraph, Row, Table, block_markdown, blocks_markdown, facet_filter
 from loadbearing.runs import RECORDS, SUMMARY, Run
@@ -49,7 +46,6 @@ from loadbearing.stats import (
     format_rate,
     paired_difference_ci,
 )
-from study.report.figures import agreement_figure, early_answer_figure
 
 #: the causal stages the table reads (directory names under the study directory)
 CAUSAL_STAGES = ("early_answer", "filler", "paraphrase", "resample")
@@ -78,6 +74,8 @@ def stage_summary(out: str | Path, name: str) -> dict[str, Any] | None:
 
 
 def _behaviour_summary(out: Path) -> dict[str, Any] | None:
+    from behavioural.run import is_complete
+
     try:
         return Run(out).summary() if is_complete(out) else None
     except (OSError, ValueError, RunDirError):
@@ -131,6 +129,7 @@ def _aoc(summary: dict, key: str | None, values: list[str]) -> dict[str, Cell | 
     for v in values:
         got = by.get(v)
         if got is None:  # the stage did not split this group out: the same pooled AOC on its questions
+            from behavioural.causal.aoc import aoc_with_ci
 
             keys, pts = [], []
             for q in summary.get("questions") or []:
@@ -305,6 +304,8 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
 def causal_blocks(out: str | Path) -> tuple[Block, ...] | None:
     """The report section: the table, its notes, the early-answering figure, the step-level agreement table and its
     figure; None when no causal stage ran."""
+    from behavioural.causal.agreement import step_agreement
+
     out = Path(out)
     t = side_by_side(out)
     ag = step_agreement(out, n_boot=N_BOOT, seed=SEED)
@@ -316,6 +317,8 @@ def causal_blocks(out: str | Path) -> tuple[Block, ...] | None:
         blocks.append(Paragraph(FEW_CLUSTERS_NOTE))
     ea = stage_summary(out, "early_answer")
     if ea:
+        from study.report.figures import early_answer_figure
+
         fig = early_answer_figure(out, early_answer_curves(ea, t["group"]), t["group_name"])
         if fig:
             blocks.append(Figure(fig, "early-answering curves"))
@@ -332,6 +335,9 @@ def causal_section(out: str | Path) -> str | None:
 
 def _agreement(out: Path, ag: dict[str, Any]) -> tuple[Block, ...]:
     """The step-level agreement table and its figure (drawn from the same pairs)."""
+    from behavioural.causal.agreement import agreement_blocks
+    from study.report.figures import agreement_figure
+
     fig = agreement_figure(out, ag)
     return agreement_blocks(ag) + ((Figure(fig, "step-level agreement"),) if fig else ())
 

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadbearing.files import read_json
 from loadbearing.report.blocks import Block
 
 
@@ -42,7 +41,8 @@ class ReportSection:
 
 def _patching(out: Path) -> tuple[Block, ...] | None:
     """The patching stage's section from ``patching/patching.json`` (its heat map beside it)."""
-    from steering.patching.summary import section_blocks  # deferred: steering.patching.summary loads numpy
+    from loadbearing.files import read_json
+    from steering.patching.summary import section_blocks
 
     p = Path(out) / "patching" / "patching.json"
     if not p.is_file():
@@ -52,13 +52,13 @@ def _patching(out: Path) -> tuple[Block, ...] | None:
 
 
 def _counting(out: Path) -> tuple[Block, ...] | None:
-    from study.report.counting import counting_blocks  # deferred: study.report.counting loads numpy
+    from study.report.counting import counting_blocks
 
     return counting_blocks(out)
 
 
 def _causal(out: Path) -> tuple[Block, ...] | None:
-    from study.report.causal import causal_blocks  # deferred: study.report.causal loads numpy
+    from study.report.causal import causal_blocks
 
     return causal_blocks(out)
 

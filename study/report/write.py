@@ -35,8 +35,6 @@ from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from behavioural.labels.label_summary import summary_blocks
-from behavioural.run import is_complete
 from loadbearing.cli import OneLineParser, run_cli
 from loadbearing.files import RunDirError, atomic_write_text, read_json
 from loadbearing.report.blocks import (
@@ -55,13 +53,10 @@ from loadbearing.report.blocks import (
 )
 from loadbearing.runs import ACTIVATIONS, SKIPPED_STAGE, SUMMARY, Run
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
-from study.report.behaviour import behaviour_blocks
 from study.report.counting import CONVENTION
-from study.report.figures import steering_figure
 from study.report.html import write_report_html
 from study.report.sections import SECTIONS
 from study.report.verdicts import read_verdicts
-from study.stages.checks import read_skipped
 from study.stages.core import STAGES, Stage
 
 #: the files :func:`write_report` writes into the study directory (it may add ``report_figures/``)
@@ -85,12 +80,16 @@ Blocks = tuple[Block, ...]
 # ------------------------------------------------------------------------------------------ the stages' blocks
 def _behaviour(out: Path) -> Blocks | None:
     """The behaviour section from ``summary.json`` (:mod:`study.report.behaviour`), None until the stage is done."""
+    from behavioural.run import is_complete
+    from study.report.behaviour import behaviour_blocks
+
     summary = Run(out).summary() if is_complete(out) else None
     return behaviour_blocks(summary) if summary else None
 
 
 def _labels(out: Path) -> Blocks | None:
-    from behavioural.labels.stage import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from behavioural.labels.label_summary import summary_blocks
+    from behavioural.labels.stage import is_complete
 
     root = out / "labels"
     parts: list[Block] = []
@@ -101,7 +100,6 @@ def _labels(out: Path) -> Blocks | None:
 
 
 def _activations(out: Path) -> Blocks | None:
-    # deferred: is_complete here is also behavioural.run.is_complete
     from activations.cache import is_complete, summarize, summary_blocks
 
     store = out / ACTIVATIONS
@@ -109,18 +107,15 @@ def _activations(out: Path) -> Blocks | None:
 
 
 def _probes(out: Path) -> Blocks | None:
-    # deferred: summary_blocks here is also behavioural.labels.label_summary.summary_blocks
     from probes.summary import summary_blocks
-    from probes.train import RESULTS, is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from probes.train import RESULTS, is_complete
 
     d = out / "probes"
     return summary_blocks(read_json(d / RESULTS)) if is_complete(d) else None
 
 
 def _steering(out: Path) -> Blocks | None:
-    from steering.sweep.cli import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
-
-    # deferred: summary_blocks here is also behavioural.labels.label_summary.summary_blocks
+    from steering.sweep.cli import is_complete
     from steering.sweep.text import summary_blocks
 
     d = out / "steering"
@@ -128,9 +123,7 @@ def _steering(out: Path) -> Blocks | None:
 
 
 def _gradient(out: Path) -> Blocks | None:
-    from behavioural.gradient import JSON_NAME, is_complete  # deferred: is_complete here is also behavioural.run.is_complete
-
-    # deferred: summary_blocks here is also behavioural.labels.label_summary.summary_blocks
+    from behavioural.gradient import JSON_NAME, is_complete
     from behavioural.gradient.render import summary_blocks
 
     d = out / "gradient"
@@ -156,6 +149,8 @@ STAGE_BLOCKS: dict[str, Callable[[Path], Blocks | None]] = {
 
 def _stage(out: Path, st: Stage) -> Blocks | None:
     """A stage's blocks; where the study skipped it for too little data, that reason in one line."""
+    from study.stages.checks import read_skipped
+
     fn = STAGE_BLOCKS.get(st.name)
     if fn is None:  # a stage without report objects: its own summary, shown as it is
         md = st.render(out, "md")
@@ -208,6 +203,8 @@ def _edit(out: Path, name: str, blocks: Blocks) -> Blocks:
 
 def _figures(out: Path, name: str, output: Path) -> list[str]:
     if name == "steering":
+        from study.report.figures import steering_figure
+
         fig = steering_figure(out)
         if fig:
             return [fig]

@@ -19,6 +19,8 @@ STAGES_FILE = "stages.json"
 
 def behaviour_reason(out: Path) -> str | None:
     """The behavioural stage's own insufficient-data message (no eligible baseline), or None."""
+    from loadbearing.runs import Run
+
     s = Run(out).summary() or {}
     if s.get("status") != "insufficient_data":
         return None
@@ -26,6 +28,8 @@ def behaviour_reason(out: Path) -> str | None:
 
 
 def _perturbed(out: Path) -> list[Continuation]:
+    from loadbearing.runs import Run
+
     return Run(out).continuations("perturbed")
 
 
@@ -39,6 +43,8 @@ def labels_check(out: Path, c) -> str | None:
 def probes_check(out: Path, c) -> str | None:
     """Probes need both outcomes (C and non-C among the scored perturbed continuations), each from at least
     two questions, and at least ``folds`` questions for the grouped cross-validation."""
+    from loadbearing.runs import question_key_of
+
     rows = [r for r in _perturbed(out) if r.correct is not None]
     c_q = {question_key_of(r) for r in rows if r.correct is False}
     n_q = {question_key_of(r) for r in rows if r.correct is True}
@@ -57,12 +63,15 @@ def read_skipped(out: Path) -> dict[str, str]:
     p = Path(out) / STAGES_FILE
     if not p.is_file():
         return {}
+    from loadbearing.files import read_json
 
     d = read_json(p)
     return dict(d.get("skipped") or {}) if isinstance(d, dict) else {}
 
 
 def write_skipped(out: Path, skipped: dict[str, str]) -> None:
+    from loadbearing.files import write_json
+
     exists = (Path(out) / STAGES_FILE).is_file()
     if (skipped or exists) and (not exists or skipped != read_skipped(out)):
         write_json(Path(out) / STAGES_FILE, {"kind": "study.stages", "skipped": skipped})

@@ -32,11 +32,14 @@ from study.config import StudyConfig, StudyError, read_stored
 from study.stage_entry import Stage
 from study.stages import extra as stages_extra
 from study.stages import paper as stages_paper
-from study.stages.checks import labels_check, probes_check, read_skipped
 
 
 # ------------------------------------------------------------------------------------------ behaviour
 def _behaviour_settings(c: StudyConfig):
+    from behavioural.protocol import Settings
+    from behavioural.strategies import StrategyError, parse_strategies
+    from loadbearing.options import parse_line_positions
+
     assert c.max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
                     positions=parse_line_positions(c.positions, error=StrategyError), task=c.task, seed=c.seed,
@@ -47,6 +50,9 @@ def _behaviour_settings(c: StudyConfig):
 
 
 def _run_behaviour(out: Path, c: StudyConfig) -> BehaviourSummary:
+    from behavioural.run import RunConfig, run_stage
+    from loadbearing.runs import MANIFEST
+
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
                                tensor_parallel_size=c.tensor_parallel_size,
@@ -58,6 +64,9 @@ def _run_behaviour(out: Path, c: StudyConfig) -> BehaviourSummary:
 
 
 def _render_behaviour(out: Path, style: str) -> str | None:
+    from behavioural.run import format_summary, is_complete
+    from loadbearing.runs import Run
+
     return format_summary(Run(out).summary() or {}, style=style) if is_complete(out) else None
 
 
@@ -66,6 +75,8 @@ LABELLING = "rule"  # the labelling's name with the rule labeller alone (the def
 
 
 def labellers(c: StudyConfig | None) -> tuple[str, ...]:
+    from loadbearing.options import split_list
+
     return tuple(split_list(c.labeller if c else "rule"))
 
 
@@ -75,6 +86,7 @@ def labelling_name(c: StudyConfig | None) -> str:
 
 def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
     if c is None:  # the report and the resume check: the study's stored settings say which labelling
+        from study.config import read_stored
 
         stored = read_stored(out) if out.is_dir() else None
         return out / "labels" / (LABELLING if not stored else labelling_name(StudyConfig(
@@ -83,6 +95,8 @@ def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
 
 
 def _run_labels(out: Path, c: StudyConfig) -> Path:
+    from behavioural.labels.stage import LabelConfig, label_stage
+
     d = _labels_dir(out, c)
     return label_stage(LabelConfig(run_dir=out, labellers=labellers(c), final=c.final, name=labelling_name(c),
                                    resume=d.exists(), device=c.device, dtype=c.dtype, quantize=c.quantize,
@@ -90,8 +104,8 @@ def _run_labels(out: Path, c: StudyConfig) -> Path:
 
 
 def _render_labels(out: Path, style: str) -> str | None:
-    # deferred: format_summary here is also behavioural.run.format_summary
     from behavioural.labels.stage import format_summary, is_complete
+    from loadbearing.files import read_json
 
     root = out / "labels"
     parts = []
@@ -107,7 +121,6 @@ def _store(out: Path) -> Path:
 
 
 def _run_activations(out: Path, c: StudyConfig) -> Path:
-    # deferred: tests monkeypatch activations.cache.cache_activations
     from activations.cache import CacheConfig, cache_activations
 
     return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
@@ -116,7 +129,6 @@ def _run_activations(out: Path, c: StudyConfig) -> Path:
 
 
 def _render_activations(out: Path, style: str) -> str | None:
-    # deferred: format_summary here is also behavioural.run.format_summary
     from activations.cache import format_summary, is_complete, summarize
 
     if not is_complete(_store(out)):
@@ -130,13 +142,13 @@ def _probes_dir(out: Path) -> Path:
 
 
 def _probes_complete(out_dir: Path) -> bool:
-    from probes.train import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from probes.train import is_complete
 
     return bool(is_complete(out_dir))
 
 
 def _run_probes(out: Path, c: StudyConfig) -> Path:
-    from probes.train import ProbeConfig, train  # deferred: tests monkeypatch probes.train.train
+    from probes.train import ProbeConfig, train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
                              steer_holdout=c.steer_holdout, seed=c.seed, probe=c.probe, paper_table=c.paper_table,
@@ -144,7 +156,8 @@ def _run_probes(out: Path, c: StudyConfig) -> Path:
 
 
 def _render_probes(out: Path, style: str) -> str | None:
-    from probes.train import RESULTS, format_summary  # deferred: format_summary here is also behavioural.run.format_summary
+    from loadbearing.files import read_json
+    from probes.train import RESULTS, format_summary
 
     d = _probes_dir(out)
     if not _probes_complete(d):
@@ -158,7 +171,8 @@ def _steer_dir(out: Path) -> Path:
 
 
 def _run_steering(out: Path, c: StudyConfig) -> dict[str, Any]:
-    from steering.sweep.cli import SweepConfig, run_sweep  # deferred: tests monkeypatch steering.sweep.cli.run_sweep
+    from loadbearing.options import parse_float_list, parse_layers, split_list
+    from steering.sweep.cli import SweepConfig, run_sweep
 
     layers = parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
@@ -181,7 +195,8 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
     if c.backend != "vllm":
         yield {}
         return
-    from steering.vllm.engine import VLLMSteering  # deferred: tests monkeypatch steering.vllm.engine.VLLMSteering
+    from behavioural.run import vllm_options
+    from steering.vllm.engine import VLLMSteering
 
     vs = VLLMSteering(**vllm_options(c))  # type: ignore[arg-type]  # the study config has RunConfig's vLLM fields
     try:
@@ -191,7 +206,8 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
 
 
 def _render_steering(out: Path, style: str) -> str | None:
-    from steering.sweep.cli import format_summary  # deferred: format_summary here is also behavioural.run.format_summary
+    from loadbearing.files import read_json
+    from steering.sweep.cli import format_summary
 
     d = _steer_dir(out)
     if not _steering_complete(d):
@@ -205,11 +221,16 @@ def _gradient_dir(out: Path) -> Path:
 
 
 def _levels(out: Path) -> list[str]:
+    from loadbearing.runs import Run
+
     return sorted({b.task or "" for b in Run(out).baselines()} - {""})
 
 
 def _run_gradient(out: Path, c: StudyConfig) -> dict[str, Any] | None:
     """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
+    from behavioural.gradient import GradientConfig, run_gradient
+    from loadbearing.files import write_json
+
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
         write_json(_gradient_dir(out) / SKIPPED_STAGE, {"reason": "the study covers one task/level: no gradient"})
@@ -218,14 +239,14 @@ def _run_gradient(out: Path, c: StudyConfig) -> dict[str, Any] | None:
 
 
 def _gradient_complete(d: Path) -> bool:
-    from behavioural.gradient import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from behavioural.gradient import is_complete
 
     return (d / SKIPPED_STAGE).is_file() or bool(is_complete(d))
 
 
 def _render_gradient(out: Path, style: str) -> str | None:
-    # deferred: format_summary here is also behavioural.run.format_summary
     from behavioural.gradient import JSON_NAME, format_summary
+    from loadbearing.files import read_json
 
     d = _gradient_dir(out)
     if (d / SKIPPED_STAGE).is_file():
@@ -241,6 +262,8 @@ def _browse_file(out: Path) -> Path:
 
 
 def _run_browser(out: Path, c: StudyConfig) -> Path:
+    from study.browse.page import write_browser
+
     gens = _steer_dir(out) / GENERATIONS
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
 
@@ -255,35 +278,37 @@ def _render_browser(out: Path, style: str) -> str | None:
 # The stages' modules are imported when a stage is asked, not when the study is: they pull in h5py, SciPy and
 # scikit-learn, which `python -m study --help` and the dry run need not load.
 def _behaviour_complete(p: Path) -> bool:
+    from behavioural.run import is_complete
+
     return bool(is_complete(p))
 
 
 def _labels_complete(p: Path) -> bool:
-    from behavioural.labels.stage import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from behavioural.labels.stage import is_complete
 
     return bool(is_complete(p))
 
 
 def _activations_complete(p: Path) -> bool:
-    from activations.cache import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from activations.cache import is_complete
 
     return bool(is_complete(p))
 
 
 def _steering_complete(p: Path) -> bool:
-    from steering.sweep.cli import is_complete  # deferred: is_complete here is also behavioural.run.is_complete
+    from steering.sweep.cli import is_complete
 
     return bool(is_complete(p))
 
 
 def _behaviour_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import behaviour_bound  # deferred: import cycle study.dryrun.plan -> study.stages.core
+    from study.dryrun.plan import behaviour_bound
 
     return behaviour_bound(c)
 
 
 def _steering_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import steering_bound  # deferred: import cycle study.dryrun.plan -> study.stages.core
+    from study.dryrun.plan import steering_bound
 
     return steering_bound(c)
 
@@ -294,10 +319,14 @@ def _labels_bound(c: StudyConfig) -> str | None:
 
 
 def _labels_check(out: Path, c: StudyConfig) -> str | None:
+    from study.stages.checks import labels_check
+
     return labels_check(out, c)
 
 
 def _probes_check(out: Path, c: StudyConfig) -> str | None:
+    from study.stages.checks import probes_check
+
     return probes_check(out, c)
 
 
@@ -307,6 +336,8 @@ REGISTRY: dict[str, Stage] = {}
 def _with_skip_reason(name: str, render: Callable[[Path, str], str | None]) -> Callable[[Path, str], str | None]:
     """The stage's own summary, or, where the study skipped it for too little data, that reason in one line."""
     def wrapped(out: Path, style: str) -> str | None:
+        from study.stages.checks import read_skipped
+
         why = read_skipped(out).get(name)
         if why:
             return f"**Skipped:** {why}." if style == "md" else f"Skipped: {why}."
