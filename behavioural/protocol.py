@@ -33,11 +33,13 @@ from loadbearing import provenance as provenance_mod
 from loadbearing import runs as runs_mod
 from loadbearing.answers import PARSER_VERSION, STOP_RULE, score
 from loadbearing.engine.generation import encode, generate
+from loadbearing.engine.oom import for_generate_fn
 from loadbearing.errors import LoadBearingError
-from loadbearing.questions.data import dedupe, question_key
+from loadbearing.questions.data import dataset_fingerprint, dedupe, question_key
 from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
-from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY
+from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
+from loadbearing.shards import parse_shard, select
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
 PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
@@ -101,8 +103,6 @@ def _hash_ids(ids) -> str:
 
 
 def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict[str, Any]:
-    from loadbearing.questions.data import dataset_fingerprint, question_key
-
     m = {
         "kind": "behavioural.run",
         "protocol_version": PROTOCOL_VERSION,
@@ -270,8 +270,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
     generated again at half the batch size (:mod:`loadbearing.engine.oom`); the manifest's ``batching`` says
     which size was used.
     """
-    from loadbearing.engine.oom import for_generate_fn
-
     gen_fn = generate_fn or generate
     sizer = for_generate_fn(gen_fn, settings.batch_size)
     run_dir = Path(run_dir)
@@ -281,9 +279,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         questions.duplicates_dropped += dropped
     shard_info = None
     if settings.shard:
-        from loadbearing.questions.data import dataset_fingerprint
-        from loadbearing.shards import parse_shard, select
-
         shard = parse_shard(settings.shard)
         assert shard is not None
         full = questions
@@ -345,7 +340,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
                         w.write(_continuation_record(j, g, len(encode(lm.tokenizer, j.input_text))))
                         written.add(j.id)
         # 4. summary
-        from loadbearing.runs import Run
 
         run = Run(run_dir)  # the one reader: validates every record written (and refuses duplicate ids)
         summary = summarise(baselines, run.continuations(), run.skipped(), seed=settings.seed)
@@ -372,8 +366,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Thin alias over :class:`loadbearing.runs.Run` (the one reader of run directories): the run's files as
     plain dicts (manifest, baselines, continuations, skipped, summary). New code: use ``Run`` directly."""
-    from loadbearing.runs import Run
-
     run = Run(run_dir)
     return {"manifest": run.manifest, "baselines": [b.to_dict() for b in run.baselines()],
             "continuations": run.continuation_dicts(), "skipped": [x.to_dict() for x in run.skipped()],

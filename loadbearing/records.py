@@ -24,6 +24,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from loadbearing.questions.data import question_key
+
 #: 2: question_key on every record, Continuation.memberships (one record per distinct model input)
 SCHEMA_VERSION = 2
 LABEL_C = "C"
@@ -76,8 +78,6 @@ class Baseline(Record):
 
     def __post_init__(self) -> None:
         if self.question_key is None:
-            from loadbearing.questions.data import question_key
-
             object.__setattr__(self, "question_key", question_key(self.question))
 
 

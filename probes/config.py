@@ -95,7 +95,7 @@ class ProbeConfig:
                 raise ProbeError(msg)
         parse_probes(self.probe)
         if self.solver == "torch":
-            from probes.fit.solver import resolve_device
+            from probes.fit.solver import resolve_device  # deferred: probes.fit.solver loads torch
 
             try:
                 resolve_device(self.device)

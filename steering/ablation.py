@@ -36,6 +36,7 @@ import numpy as np
 
 from loadbearing.engine.generation import Generation
 from loadbearing.engine.hookpoints import block_hidden, replace_hidden
+from loadbearing.engine.layers import unwrap_model
 from steering.errors import SteeringError
 from steering.generate import _RowSteer
 from steering.hooks import SteeringHandle, attach, d_model, hook_layers, resolve
@@ -147,8 +148,6 @@ def _basis_tensor(directions: Any, width: int) -> Tensor:
 def patch_ablation(model: Any, directions: Any, *, layers: Iterable[int] | int | None = None, k: int | None = None,
                    positions: str = "continuation", prompt_len: int | None = None) -> AblationHandle:
     """Like :func:`ablate` but returns the handle directly (call ``handle.remove()``)."""
-    from loadbearing.engine.layers import unwrap_model
-
     basis, layers, _ = resolve(directions, layers, None, None, k)
     model = unwrap_model(model)
     layer_list, mods = hook_layers(model, layers, positions)
@@ -231,7 +230,7 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     """
     import torch  # deferred: torch is heavy to import
 
-    from steering.generate import generate_with_row_hook
+    from steering.generate import generate_with_row_hook  # deferred: import cycle steering -> steering.ablation
 
     n = len(texts)
     model = getattr(lm, "model", lm)

@@ -115,8 +115,6 @@ class PassWatch:
         self.phase = phase
         self.scans: list[Any] = []
         if phase is not None:
-            from loadbearing.thinking import PhaseScan
-
             self.scans = [PhaseScan(tags) for _ in prompts]
             for sc, ids in zip(self.scans, prompts):
                 sc.feed(0, ids)
@@ -188,8 +186,8 @@ class HandleWatch:
     records what it steers, in row coordinates (the index among the row's non-pad tokens)."""
 
     def __init__(self, positions: str, tokenizer: Any = None) -> None:
-        from steering.errors import SteeringError
-        from steering.positions import phase_of
+        from steering.errors import SteeringError  # deferred: import cycle steering -> steering.hooks -> steering.audit
+        from steering.positions import phase_of  # deferred: import cycle steering -> steering.hooks -> steering.audit
 
         self.audits: list[RowAudit] = []
         self.phase = phase_of(positions)
@@ -197,16 +195,12 @@ class HandleWatch:
         self.scans: list[Any] = []
         self._firing: list[int] = []
         if self.phase is not None:
-            from loadbearing.thinking import ThinkError, ThinkTags
-
             try:
                 self.tags = ThinkTags.of(tokenizer)
             except ThinkError as e:
                 raise SteeringError(str(e)) from None
 
     def new_prompt(self, batch: int) -> None:
-        from loadbearing.thinking import PhaseScan
-
         self.audits = [RowAudit() for _ in range(batch)]
         self.scans = [PhaseScan(self.tags) for _ in range(batch)] if self.tags is not None else []
 

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from loadbearing.engine.batching import Pass
-from loadbearing.engine.generation import Generation
+from loadbearing.engine.generation import Generation, encode, generate
 from loadbearing.engine.hookpoints import block_hidden, forward_hooks, replace_hidden
+from loadbearing.thinking import ThinkError, ThinkTags
 from steering.errors import SteeringError
 from steering.hooks import d_model, hook_module
 from steering.positions import check_positions, phase_of, prompt_steering
@@ -157,8 +158,7 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
     (``state.set(mode, data, mask)`` before each pass, mode ``off | last | mask | all``; :class:`_RowSteer`
     adds, :class:`steering.ablation.RowAblate` projects out) and ``row_data[i]`` row ``i``'s data (a tensor
     indexed by the pass's rows). The positions rule and the prefix sharing are the module docstring's."""
-    from loadbearing.engine.generation import encode, generate
-    from steering.audit import PassWatch
+    from steering.audit import PassWatch  # deferred: import cycle steering -> steering.ablation -> steering.generate
 
     prompt_mode = _check_args(positions, batch_size, max_new_tokens)  # last | none | all
     model = getattr(lm, "model", lm)
@@ -175,8 +175,6 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
     phase = phase_of(positions)
     tags = None
     if phase is not None:
-        from loadbearing.thinking import ThinkError, ThinkTags
-
         try:
             tags = ThinkTags.of(tok)
         except ThinkError as e:

@@ -47,6 +47,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from loadbearing.engine.hookpoints import Hooks, block_hidden, replace_hidden
+from loadbearing.engine.layers import LayerError, hidden_state_module, unwrap_model
+from loadbearing.engine.layers import d_model as _d_model
+from loadbearing.engine.layers import n_layers as _n_layers
 from steering.audit import HandleWatch
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
@@ -64,17 +67,12 @@ __all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "Stee
 
 def _unwrap(model: Any) -> Any:
     """Accept a LoadedModel, an HF model, or a wrapper :mod:`loadbearing.engine.layers` knows."""
-    from loadbearing.engine.layers import unwrap_model
-
     return unwrap_model(model)
 
 
 def n_layers(model: Any) -> int:
     """Number of decoder blocks (hidden-states layers run 0..n_layers), by
     :func:`loadbearing.engine.layers.n_layers` (the one home of the layer convention)."""
-    from loadbearing.engine.layers import LayerError
-    from loadbearing.engine.layers import n_layers as _n_layers
-
     try:
         return _n_layers(model)
     except LayerError as e:
@@ -83,9 +81,6 @@ def n_layers(model: Any) -> int:
 
 def d_model(model: Any) -> int:
     """Residual-stream width (:func:`loadbearing.engine.layers.d_model`)."""
-    from loadbearing.engine.layers import LayerError
-    from loadbearing.engine.layers import d_model as _d_model
-
     try:
         return _d_model(model)
     except LayerError as e:
@@ -95,8 +90,6 @@ def d_model(model: Any) -> int:
 def hook_module(model: Any, layer: int) -> Module:
     """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
     by :func:`loadbearing.engine.layers.hidden_state_module`."""
-    from loadbearing.engine.layers import LayerError, hidden_state_module
-
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
         raise SteeringError(f"unknown layer {layer!r}: pass an integer hidden-states layer index")
     try:
@@ -324,6 +317,7 @@ def resolve(directions: Any, layers: Iterable[int] | int | None, alpha: Any, alp
     """(basis, layers, absolute alpha) from :func:`steer`'s arguments. A :class:`probes.directions.Directions`
     gives the basis of its one layer (default its selected layer; ``k`` rows) and the residual norm that
     ``alpha_rel`` multiplies; anything but a Directions or a numeric array is a TypeError."""
+    # deferred: keeps probes (and 3 more modules) out of `python -m steering.patching`'s start-up
     from probes.directions import Directions
 
     if alpha is not None and alpha_rel is not None:

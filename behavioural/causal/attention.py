@@ -45,8 +45,11 @@ from behavioural.causal.common import (
     eligible_chains,
     is_stage_complete,
 )
+from loadbearing.cli import UsageError, check_number
+from loadbearing.engine.sampling import row_seed
 from loadbearing.runs import Run
 from loadbearing.stage import option
+from loadbearing.tables import render_table
 
 if TYPE_CHECKING:
     import torch
@@ -156,8 +159,6 @@ def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: in
 
 # ------------------------------------------------------------------------------------------------ stages
 def sample_keys(run: Run, config: AttentionConfig) -> set[str] | None:
-    from loadbearing.engine.sampling import row_seed
-
     if config.max_questions is None:
         return None
     keys = sorted({c.key for c in eligible_chains(run)}, key=lambda k: row_seed(config.sample_seed, f"question:{k}"))
@@ -277,8 +278,6 @@ def _fmt_row(v: list) -> str:
 
 
 def receiver_format(summary: dict[str, Any], style: str = "text") -> str:
-    from loadbearing.tables import render_table
-
     head = (f"Receiver heads (thought anchors): {summary['n_sampled_questions']} chains read with eager attention; "
             f"vertical score = attention a step receives from steps >= {summary['proximity_ignore']} later "
             f"(thought-anchors use {summary.get('paper_proximity_ignore', 4)} on long chains); top "
@@ -292,8 +291,6 @@ def receiver_format(summary: dict[str, Any], style: str = "text") -> str:
 
 
 def suppression_format(summary: dict[str, Any], style: str = "text") -> str:
-    from loadbearing.tables import render_table
-
     head = (f"Attention suppression (thought anchors): {summary['n_sampled_questions']} chains; step j masked in every "
             f"layer and head; effect of j = mean log KL (T={summary['temperature']}) of the later steps' next-token "
             "distributions against the unmasked run (log(1e-9) = -20.7: no change)")
@@ -315,8 +312,6 @@ SUPPRESSION_DRIVER = CausalStage(SUPPRESSION, VERSION, plan, suppression_execute
 
 
 def check_config(config: AttentionConfig) -> None:
-    from loadbearing.cli import UsageError, check_number
-
     check_number(config.proximity_ignore, "--proximity-ignore", minimum=1)
     check_number(config.top_k, "--top-k", minimum=1)
     check_number(config.temperature, "--temperature", minimum=1e-6)

@@ -37,6 +37,7 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
+from loadbearing.cli import check_number
 from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
@@ -293,8 +294,6 @@ DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 def run_early_answer(config: EarlyAnswerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) early answering on ``config.run_dir``; returns the summary (see the module docstring)."""
-    from loadbearing.cli import check_number
-
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
     return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 

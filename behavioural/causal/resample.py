@@ -49,6 +49,7 @@ from behavioural.causal.resample_matrix import parse_band
 from behavioural.causal.resample_similarity import DEFAULT_METHOD, THRESHOLD, load_similarity
 from behavioural.causal.resample_summary import format_summary, summarise
 from loadbearing.answers import score
+from loadbearing.cli import UsageError, check_number
 from loadbearing.engine.sampling import Sampling, row_seed
 from loadbearing.runs import Run
 from loadbearing.stage import option
@@ -176,8 +177,6 @@ DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, pr
 
 def check_config(config: ResampleConfig) -> None:
     """Refuse bad settings before anything is read or written."""
-    from loadbearing.cli import UsageError, check_number
-
     if config.rollouts < 1:
         raise UsageError(f"--rollouts must be >= 1, got {config.rollouts}: each prefix needs at least one rollout "
                          f"(the paper uses {PAPER['rollouts']}; 8 is the CPU default)")

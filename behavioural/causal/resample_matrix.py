@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from behavioural.causal.common import CausalError
+from loadbearing.cli import UsageError
 
 
 def resample_accuracy(rows: Sequence[dict]) -> float | None:
@@ -34,8 +35,6 @@ def resample_accuracy(rows: Sequence[dict]) -> float | None:
 
 def parse_band(text: str | None) -> tuple[float, float] | None:
     """``"0.25,0.75"`` -> (0.25, 0.75); refuses anything else with the fix named."""
-    from loadbearing.cli import UsageError
-
     if text is None:
         return None
     try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from behavioural.labels.records import LabelError
+from loadbearing.engine.generation import generate
 
 JUDGE_VERSION = 1
 
@@ -190,11 +191,7 @@ class JudgeLabeller:
             for v in self.variants:
                 texts.append(self._texts(v, q, conts[i]))
                 where.append((i, v))
-        gen: Callable[..., Any]
-        if self._generate is not None:
-            gen = self._generate
-        else:
-            from loadbearing.engine.generation import generate as gen
+        gen: Callable[..., Any] = self._generate if self._generate is not None else generate
         outs = gen(self.lm, texts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
                    stop_at_answer=False, progress=progress, desc=f"judge {self.model_name}") if texts else []
         per: dict[int, dict] = {i: {} for i in todo}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.questions.data import BBH_TASKS
 
 HUB_ID = "ReneeJia/cot-load-bearingness"
 
@@ -109,7 +110,6 @@ def bbh_task_map(map_file: str | None, data_dir: str | None) -> dict[str, str]:
         return {str(k): str(v) for k, v in m.items()}
     if not data_dir:
         return {}
-    from loadbearing.questions.data import BBH_TASKS
 
     root = Path(data_dir)
     root = root / "bbh" if (root / "bbh").is_dir() else root

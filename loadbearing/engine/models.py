@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.engine.batching import prefix_sharing_policy
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError, atomic_write_text, file_sha256, publish_dir
 
@@ -86,8 +87,6 @@ class LoadedModel:
 
     def _sharing(self) -> dict[str, int | str | None]:
         """Whether the fast path shares prefixes on this model (off where a sliding window would cut them)."""
-        from loadbearing.engine.batching import prefix_sharing_policy
-
         return prefix_sharing_policy(self.model)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from loadbearing.engine.generation import Generation, _stop_ids
 from loadbearing.engine.models import ModelError
+from loadbearing.engine.vllm_rows import generate_rows
 
 INSTALL_HINT = "make vllm  (or: bash scripts/install_vllm.sh), then run with .venv-vllm/bin/python"
 
@@ -141,8 +142,6 @@ class VLLMGenerate:
                  stop_at_answer: bool = True, progress: bool = True, desc: str = "generate",
                  batch_context=None, sort_by_length: bool = True, dedupe: bool = True, sampling=None,
                  sample_keys=None) -> list[Generation]:
-        from loadbearing.engine.vllm_rows import generate_rows
-
         if batch_context is not None:
             raise ValueError("the vLLM backend has no per-batch hooks (batch_context); steer with "
                              "steering.vllm.engine (an engine made with make_vllm_steering)")

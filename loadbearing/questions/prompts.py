@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from loadbearing.answers import extract_answer
 from loadbearing.questions.arith import arith_few_shot
+from loadbearing.questions.exemplars import few_shot_turns as benchmark_turns
 
 FORMAT_INSTRUCTIONS = {
     "arith": "Write one calculation per line. End with a line 'Answer: N'",
@@ -38,8 +39,6 @@ def few_shot_turns(dataset: str, task: str | None = None) -> list[tuple[str, str
     if dataset == "arith":
         return arith_few_shot()
     if dataset in ("gsm8k", "mmlu", "bbh"):
-        from loadbearing.questions.exemplars import few_shot_turns as benchmark_turns
-
         return benchmark_turns(dataset, task)
     return []
 

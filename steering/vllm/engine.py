@@ -31,7 +31,12 @@ import numpy as np
 
 from loadbearing.engine.generation import Generation
 from loadbearing.engine.vllm_engine import LazyVLLM
+from loadbearing.engine.vllm_hooks import HookSpec, VLLMHookError, installed, new_call_id
+from loadbearing.engine.vllm_rows import generate_rows
+from steering.ablation import row_bases
 from steering.errors import SteeringError
+from steering.generate import row_deltas
+from steering.hooks import d_model, n_layers
 from steering.positions import check_positions, prompt_steering
 
 
@@ -74,8 +79,6 @@ class VLLMSteering:
     # ------------------------------------------------------------------------------------------ checks
     @staticmethod
     def _layers(lm: Any, layers: Sequence[int] | int) -> list[int]:
-        from steering.hooks import n_layers
-
         got = [int(x) for x in ([layers] if isinstance(layers, (int, np.integer)) else layers)]
         if not got:
             raise SteeringError("no layers to steer; pass layers=[L, ...]")
@@ -103,9 +106,6 @@ class VLLMSteering:
               stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Generation]:
         """Greedy continuations with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``
         (:func:`steering.generate.generate_steered`'s contract)."""
-        from steering.generate import row_deltas
-        from steering.hooks import d_model
-
         n = len(texts)
         mode = self._check(texts, positions, max_new_tokens)
         if n == 0:
@@ -120,9 +120,6 @@ class VLLMSteering:
                     stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Generation]:
         """Greedy continuations with row ``i``'s basis projected out at ``layers``
         (:func:`steering.ablation.generate_ablated`'s contract)."""
-        from steering.ablation import row_bases
-        from steering.hooks import d_model
-
         n = len(texts)
         mode = self._check(texts, positions, max_new_tokens)
         if n == 0:
@@ -134,9 +131,6 @@ class VLLMSteering:
 
     def _run(self, lm: Any, texts: Sequence[str], op: str, layers: list[int], mode: str, rows: np.ndarray,
              salts: list[str | None], max_new_tokens: int, stop_at_answer: bool, progress: bool) -> list[Generation]:
-        from loadbearing.engine.vllm_hooks import HookSpec, VLLMHookError, installed, new_call_id
-        from loadbearing.engine.vllm_rows import generate_rows
-
         vg = self.lazy.engine(lm)
         table = np.concatenate([np.zeros((1, *rows.shape[1:]), dtype=np.float32), rows.astype(np.float32)])
         call = new_call_id()

@@ -26,11 +26,12 @@ HEADS_SHOWN = 8
 
 def _summary(run: Run, name: str) -> dict[str, Any] | None:
     """A finished stage's ``summary.json`` (the white-box stages live in one module, ``attention``)."""
-    from study.report.causal import stage_summary
+    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
 
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.common import is_stage_complete
 
     try:
@@ -79,6 +80,7 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]
 
 def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]]:
     """Per question (row), the step-level measures of :func:`behavioural.causal.agreement.step_values`."""
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.agreement import MEASURES, step_values, top_step
 
     ids: dict[str, str] = {}  # question key -> question id, from the stages' summaries
@@ -131,8 +133,9 @@ def _receiver(s: dict) -> dict[str, Any]:
 
 
 def _agreement(run: Run) -> list[dict[str, Any]] | None:
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.agreement import step_agreement
-    from study.report.causal import N_BOOT, SEED
+    from study.report.causal import N_BOOT, SEED  # deferred: study.report.causal loads numpy
 
     ag = step_agreement(run.path, n_boot=N_BOOT, seed=SEED)
     if not ag:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from loadbearing.files import read_json, read_jsonl
+from loadbearing.files import file_sha256, read_json, read_jsonl
+from loadbearing.provenance import now
 from loadbearing.runs import MANIFEST, RECORDS, SUMMARY, Run, question_key_of
 from study.export_inspect.groups import CELL, cell_score, grouped_score, moved, viewer_config
 
@@ -104,9 +105,6 @@ def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: A
 def build_stage_log(run: Run, stage: str) -> EvalLog:
     """One finished stage as an ``EvalLog`` (nothing written)."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalResults, EvalSpec, EvalStats  # deferred: inspect_ai is heavy
-
-    from loadbearing.files import file_sha256
-    from loadbearing.provenance import now
 
     f = run.path / stage / RECORDS
     rows = read_jsonl(f)

@@ -47,8 +47,10 @@ from typing import TYPE_CHECKING, Any
 from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_output, run_cli
 from loadbearing.files import atomic_write_bytes, file_sha256
 from loadbearing.frames import NEWEST
+from loadbearing.provenance import now, package_versions
 from loadbearing.records import Continuation
 from loadbearing.runs import CONTINUATIONS, Run, question_key_of
+from study.export_inspect.causal import build_stage_logs
 from study.export_inspect.chat import chat_turns, edit_description, sample_position
 from study.export_inspect.groups import CELL, cell_score, grouped_score, moved, viewer_config
 
@@ -171,8 +173,6 @@ def build_log(run: Run, *, labelling: str | None = NEWEST) -> EvalLog:
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, EvalStats
     from inspect_ai.model import GenerateConfig  # deferred: inspect_ai is heavy and used only to export
 
-    from loadbearing.provenance import now, package_versions
-
     recs = run.continuations(required=True)
     baselines = {b.question_id: b for b in run.baselines()}
     name, labels = run.labels(None if labelling == NEWEST else labelling)
@@ -224,8 +224,6 @@ def write_log(log: Any, out: Path) -> Path:
 def export_causal(run_dir: str | Path, out_dir: str | Path, suffix: str = ".eval") -> list[Path]:
     """Write each finished causal test of the run (early answering, filler, paraphrase, resampling) as its own
     log ``out_dir/<stage><suffix>`` (:mod:`study.export_inspect.causal`); the paths written."""
-    from study.export_inspect.causal import build_stage_logs
-
     return [write_log(log, Path(out_dir) / f"{stage}{suffix}") for stage, log in build_stage_logs(Run(run_dir))]
 
 

@@ -68,7 +68,7 @@ def grouped_score(scorer: str, rows: Sequence[tuple[bool | None, Hashable, dict[
     unscored) and one metric per group value, each question-clustered."""
     from inspect_ai.log import EvalMetric, EvalScore  # deferred: inspect_ai is heavy
 
-    from loadbearing.stats import clustered_rate
+    from loadbearing.stats import clustered_rate  # deferred: loadbearing.stats loads numpy
 
     scored = [r for r in rows if r[0] is not None]
 
