@@ -38,7 +38,7 @@ from loadbearing.engine.generation import Generation
 from loadbearing.engine.hookpoints import block_hidden, replace_hidden
 from loadbearing.engine.layers import unwrap_model
 from steering.errors import SteeringError
-from steering.generate import _RowSteer
+from steering.generate import _RowSteer, generate_with_row_hook
 from steering.hooks import SteeringHandle, attach, d_model, hook_layers, resolve
 from steering.vectors import as_tensor
 
@@ -229,8 +229,6 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     :func:`steering.generate.generate_steered`'s. Returns Generation records in input order.
     """
     import torch  # deferred: torch is heavy to import
-
-    from steering.generate import generate_with_row_hook  # deferred: import cycle steering -> steering.ablation
 
     n = len(texts)
     model = getattr(lm, "model", lm)
