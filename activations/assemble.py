@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def write_attrs(f, header: dict, n: int, complete: bool) -> None:
             f.attrs[k] = json.dumps(v, sort_keys=True, default=str)
 
 
-def write_h5(f, header: dict, n: int, blocks: Iterable[Block], *, complete: bool = True) -> list[dict]:
+def write_h5(f, header: dict, n: int, blocks: Iterable[Block], *, complete: bool = True) -> list[dict[str, Any]]:
     """Write a whole store into the open, empty h5py file ``f``: ``n`` rows arriving as ``blocks`` of
     ``(rows, acts, spans)``. Rows are re-blocked to the chunk size, so every chunk is written exactly once.
     Memory: one chunk-row block of every position (``64 x n_layers x d_model``), never the whole store."""

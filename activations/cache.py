@@ -50,15 +50,21 @@ from activations.inputs import (
     is_outcome_position,
     prepare_item,
 )
-from activations.memory import bound_heap
+from activations.memory import bound_heap, release
 from activations.store import StoreWriter, parts_dir
 from activations.store import is_complete as _store_complete
 from activations.summary import format_summary, summarize, summary_blocks  # noqa: F401  (the stage's summary, re-exported)
 from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
+from loadbearing.engine.layers import d_model as model_width
+from loadbearing.engine.layers import decoder_layers, n_layers
+from loadbearing.engine.models import ModelError
 from loadbearing.engine.oom import BatchSize
+from loadbearing.files import RunDirError, check_jsonl_tail, file_sha256
+from loadbearing.locks import output_lock
 from loadbearing.options import check_layers, parse_layers, parse_token_positions
-from loadbearing.runs import ACTIVATIONS, question_key_of
+from loadbearing.provenance import package_versions
+from loadbearing.runs import ACTIVATIONS, CONTINUATIONS, MANIFEST, Run, question_key_of
 from loadbearing.shards import Shard, parse_shard
 
 DEFAULT_OUTPUT = ACTIVATIONS
@@ -133,9 +139,6 @@ def _validate(config: CacheConfig) -> tuple[str, list[str], Shard | None]:
 
 def _records(config: CacheConfig):
     """(Run, [(source_index, record dict)]) for the configured conditions, refusing a bad run in one line."""
-    from loadbearing.files import RunDirError, check_jsonl_tail
-    from loadbearing.runs import CONTINUATIONS, Run
-
     try:
         run = Run(config.run_dir)
         _ = run.manifest
@@ -155,8 +158,6 @@ def _records(config: CacheConfig):
 
 
 def _labels(run, name: str | None) -> tuple[dict[str, str | None], str]:
-    from loadbearing.files import RunDirError
-
     if name is not None and name.lower() == "none":
         return {}, ""
     try:
@@ -187,14 +188,6 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
     weights hash must match the run's manifest. ``max_batches`` stops early leaving an unfinished store (tests
     simulate an interruption with it); ``on_batch(n_rows)`` is called after each committed batch.
     """
-    from loadbearing.engine.layers import d_model as model_width
-    from loadbearing.engine.layers import decoder_layers, n_layers
-    from loadbearing.engine.models import ModelError
-    from loadbearing.files import RunDirError, file_sha256
-    from loadbearing.locks import output_lock
-    from loadbearing.provenance import package_versions
-    from loadbearing.runs import CONTINUATIONS, MANIFEST
-
     engine, pos, shard = _validate(config)
     run, recs = _records(config)
     if shard is not None:
@@ -284,8 +277,6 @@ def cache_activations(config: CacheConfig, lm: Any = None, *, max_batches: int |
 
 def _release_memory() -> None:
     """After each batch: free what still holds its tensors (see :mod:`activations.memory`: peak RSS flat in N)."""
-    from activations.memory import release
-
     release()
 
 

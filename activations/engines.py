@@ -21,13 +21,16 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from activations.inputs import CacheError, Item, pad_right
 from loadbearing.engine.hookpoints import block_hidden, layer_hooks
 from loadbearing.engine.layers import LayerError, d_model, decoder_layers, n_layers
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 ENGINES = ("nnsight", "transformer-lens", "hf")
 ENGINE_ALIASES = {"transformer_lens": "transformer-lens", "tl": "transformer-lens"}
@@ -50,10 +53,10 @@ class Reducer:
                 w = ((ar[None, :] >= starts[:, None]) & (ar[None, :] < ends[:, None])).float()
                 self.ops[p] = ("mean", w / w.sum(1, keepdim=True))  # [b, seq]
 
-    def __call__(self, h: Any) -> dict:
+    def __call__(self, h: Any) -> dict[str, Tensor]:
         import torch  # deferred: torch is heavy to import
 
-        out = {}
+        out: dict[str, Tensor] = {}
         for p, (kind, t) in self.ops.items():
             if kind == "index":
                 out[p] = h[torch.arange(h.shape[0], device=h.device), t].float()  # [b, d_model]
@@ -104,7 +107,7 @@ class Engine:
         except LayerError as e:
             raise CacheError(str(e)) from None
 
-    def run(self, input_ids: Any, attention_mask: Any, reducer: Reducer) -> dict[int, dict]:
+    def run(self, input_ids: Any, attention_mask: Any, reducer: Reducer) -> dict[int, dict[str, Tensor]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -122,7 +125,7 @@ class HFEngine(Engine):
 
         model = self.lm.model
         base = getattr(model, "base_model", None) or model
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Tensor]] = {}
         last = self.n_layers
 
         def grab(module, args, output):
@@ -168,7 +171,7 @@ class NNsightEngine(Engine):
     def run(self, input_ids, attention_mask, reducer):
         import torch  # deferred: torch is heavy to import
 
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Tensor]] = {}
         layers = self.layers
         blocks = self.blocks
         last = max(layers)
@@ -222,7 +225,7 @@ class TransformerLensEngine(Engine):
     def run(self, input_ids, attention_mask, reducer):
         import torch  # deferred: torch is heavy to import
 
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Tensor]] = {}
 
         def grab(layer):
             def hook(x, hook):  # x: [b, seq, d_model]

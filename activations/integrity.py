@@ -19,6 +19,7 @@ from typing import Any
 
 from activations.schema import SCHEMA_VERSION, SIDECAR_KIND, STORE_PATH_KEY, StoreError, recache_hint, sidecar_path
 from loadbearing.files import RunDirError, atomic_write_text, check_sha256, file_sha256
+from loadbearing.runs import CONTINUATIONS
 
 
 def write_sidecar(written: str | os.PathLike, final: str | os.PathLike, *, n_rows: int, source_run: Any = None) -> Path:
@@ -31,7 +32,7 @@ def write_sidecar(written: str | os.PathLike, final: str | os.PathLike, *, n_row
     return atomic_write_text(sidecar_path(f), json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def read_sidecar(path: str | os.PathLike) -> dict | None:
+def read_sidecar(path: str | os.PathLike) -> dict[str, Any] | None:
     """The sidecar of the store at ``path``, or None when it has none."""
     sc = sidecar_path(path)
     try:
@@ -77,8 +78,6 @@ _VERIFIED: set[tuple] = set()
 
 def check_continuations(attrs: dict, run_dir: str | os.PathLike) -> None:
     """Refuse a store cached from another version of ``run_dir``'s continuations.jsonl than the one there now."""
-    from loadbearing.runs import CONTINUATIONS
-
     path = Path(run_dir) / CONTINUATIONS
     expected = attrs.get("source_continuations_sha256") or None
     if expected is None:

@@ -20,14 +20,13 @@ import ctypes
 import ctypes.util
 import gc
 from functools import lru_cache
-from typing import Any
 
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 1 << 20
 
 
 @lru_cache(maxsize=1)
-def _libc() -> Any:
+def _libc() -> ctypes.CDLL | None:
     try:
         lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         lib.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

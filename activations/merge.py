@@ -25,6 +25,8 @@ from activations.assemble import Block, publish_h5
 from activations.reader import open_store
 from activations.schema import CHUNK_ROWS, parts_dir
 from loadbearing.cli import OneLineParser, add_output, run_cli
+from loadbearing.files import RunDirError
+from loadbearing.locks import output_lock
 from loadbearing.shards import MergeError, ShardError, parse_shard
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
@@ -33,7 +35,7 @@ MATCH_SETTINGS = ("layers", "positions", "engine", "dtype", "conditions", "label
                   "layer_semantics", "decoder_layers_path", "quantize", "model_dtype")
 
 
-def _row_dicts(st: Any) -> list[dict]:
+def _row_dicts(st: Any) -> list[dict[str, Any]]:
     df = st.rows
     out = []
     for rec in df.to_dict("records"):
@@ -43,9 +45,6 @@ def _row_dicts(st: Any) -> list[dict]:
 
 def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
     """Merge complete shard stores into ``output``; returns its path."""
-    from loadbearing.files import RunDirError
-    from loadbearing.locks import output_lock
-
     paths = [Path(p) for p in parts]
     out = Path(output)
     if not paths:

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def write_part(parts: Path, index: int, arrays: dict[str, np.ndarray]) -> None:
     atomic_write_bytes(part_path(parts, index), lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
 
-def read_meta(parts: Path) -> dict:
+def read_meta(parts: Path) -> dict[str, Any]:
     try:
         meta = json.loads((parts / META).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -64,7 +65,7 @@ def _load_npz(path: Path):
                          f"--resume") from None
 
 
-def read_part_rows(path: Path) -> list[dict]:
+def read_part_rows(path: Path) -> list[dict[str, Any]]:
     with _load_npz(path) as z:
         try:
             return json.loads(z["rows"].tobytes().decode("utf-8"))

@@ -35,6 +35,7 @@ from activations.schema import (
     parts_dir,
     recache_hint,
 )
+from loadbearing.runs import question_key_of
 
 
 def _check_kind(f, path) -> None:
@@ -98,8 +99,6 @@ class ActivationStore:
         ``question_id`` for rows cached before question keys existed; ``memberships`` parsed from JSON)."""
         if self._rows is None:
             import pandas as pd  # deferred: pandas is heavy to import
-
-            from loadbearing.runs import question_key_of
 
             n = self.n_rows
             try:

@@ -121,7 +121,7 @@ def as_int(v: Any) -> int:
     return -1 if v is None else int(v)
 
 
-def clean_attrs(attrs: dict) -> dict:
+def clean_attrs(attrs: dict) -> dict[str, Any]:
     """Attributes as JSON-able values (settings as a JSON string)."""
     out: dict[str, Any] = {}
     for k, v in attrs.items():

@@ -25,6 +25,7 @@ from typing import Any
 
 from loadbearing import files as rundir
 from loadbearing import provenance as provenance_mod
+from loadbearing.cli import OneLineParser, add_output, run_cli
 from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
 from loadbearing.shards import MergeError, Shard, check_complementary
 
@@ -93,7 +94,7 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
     if len(set(ids)) != len(ids):
         raise MergeError("two parts hold the same continuation id; the parts overlap - re-run the shards")
 
-    from behavioural.summary import summarise
+    from behavioural.summary import summarise  # deferred: behavioural.summary loads numpy
 
     settings = dict(runs[0].manifest.get("settings") or {})
     summary = summarise(files[BASELINES], files[CONTINUATIONS], files[SKIPPED], seed=int(settings.get("seed") or 0))
@@ -132,8 +133,6 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from loadbearing.cli import OneLineParser, add_output
-
     p = OneLineParser(prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0])
     inp = p.add_argument_group("inputs")
     inp.add_argument("parts", nargs="+", help="the shard run directories (written with --shard I/N)")
@@ -144,8 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from loadbearing.cli import run_cli
-
     args = build_parser().parse_args(argv)
 
     def body() -> int:

@@ -33,11 +33,13 @@ from loadbearing import provenance as provenance_mod
 from loadbearing import runs as runs_mod
 from loadbearing.answers import PARSER_VERSION, STOP_RULE, score
 from loadbearing.engine.generation import encode, generate
+from loadbearing.engine.oom import for_generate_fn
 from loadbearing.errors import LoadBearingError
-from loadbearing.questions.data import dedupe, question_key
+from loadbearing.questions.data import dataset_fingerprint, dedupe, question_key
 from loadbearing.questions.prompts import assistant_prefix, build_prompt, position_index, split_trace
 from loadbearing.records import SCHEMA_VERSION, Baseline, Continuation, Skipped, label_for
-from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY
+from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
+from loadbearing.shards import parse_shard, select
 
 #: bump whenever results could change (prompting, splitting, strategies, scoring, stopping)
 PROTOCOL_VERSION = "1.1"  # docs/protocol.md, "Changes from 1.0"
@@ -70,10 +72,10 @@ class Settings:
     batch_size: int = field(default=8, compare=False)
     backend: str = field(default="hf", compare=False)
 
-    def result_settings(self) -> dict:
+    def result_settings(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.compare}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["strategies"], d["positions"] = list(self.strategies), list(self.positions)
         return d
@@ -100,9 +102,7 @@ def _hash_ids(ids) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
-def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict:
-    from loadbearing.questions.data import dataset_fingerprint, question_key
-
+def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | None = None) -> dict[str, Any]:
     m = {
         "kind": "behavioural.run",
         "protocol_version": PROTOCOL_VERSION,
@@ -129,7 +129,7 @@ def make_manifest(lm, questions, settings: Settings, status: str, extra: dict | 
     return m
 
 
-def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
+def check_resume(run_dir: Path, settings: Settings, questions) -> dict[str, Any]:
     """Load a run's manifest and refuse to resume it with different settings or questions."""
     manifest = check_manifest(run_dir, settings)
     want = _hash_ids([q.id for q in questions])
@@ -139,7 +139,7 @@ def check_resume(run_dir: Path, settings: Settings, questions) -> dict:
     return manifest
 
 
-def check_manifest(run_dir: Path, settings: Settings) -> dict:
+def check_manifest(run_dir: Path, settings: Settings) -> dict[str, Any]:
     """Load a run's manifest and refuse to resume it with different settings, schema or protocol version
     (what can be checked without loading the questions)."""
     manifest = rundir.read_json(run_dir / MANIFEST)
@@ -270,8 +270,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
     generated again at half the batch size (:mod:`loadbearing.engine.oom`); the manifest's ``batching`` says
     which size was used.
     """
-    from loadbearing.engine.oom import for_generate_fn
-
     gen_fn = generate_fn or generate
     sizer = for_generate_fn(gen_fn, settings.batch_size)
     run_dir = Path(run_dir)
@@ -281,9 +279,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         questions.duplicates_dropped += dropped
     shard_info = None
     if settings.shard:
-        from loadbearing.questions.data import dataset_fingerprint
-        from loadbearing.shards import parse_shard, select
-
         shard = parse_shard(settings.shard)
         assert shard is not None
         full = questions
@@ -345,7 +340,6 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
                         w.write(_continuation_record(j, g, len(encode(lm.tokenizer, j.input_text))))
                         written.add(j.id)
         # 4. summary
-        from loadbearing.runs import Run
 
         run = Run(run_dir)  # the one reader: validates every record written (and refuses duplicate ids)
         summary = summarise(baselines, run.continuations(), run.skipped(), seed=settings.seed)
@@ -369,11 +363,9 @@ def run_protocol(lm, questions, settings: Settings, run_dir: str | Path, *, resu
         raise
 
 
-def load_run(run_dir: str | Path) -> dict:
+def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Thin alias over :class:`loadbearing.runs.Run` (the one reader of run directories): the run's files as
     plain dicts (manifest, baselines, continuations, skipped, summary). New code: use ``Run`` directly."""
-    from loadbearing.runs import Run
-
     run = Run(run_dir)
     return {"manifest": run.manifest, "baselines": [b.to_dict() for b in run.baselines()],
             "continuations": run.continuation_dicts(), "skipped": [x.to_dict() for x in run.skipped()],

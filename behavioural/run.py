@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from behavioural.protocol import check_manifest, check_resume, run_protocol
 from behavioural.results import BehaviourSummary
 from behavioural.run_options import (
     DEFAULT_MODEL,
@@ -35,7 +36,14 @@ from behavioural.run_options import (
     settings_from_args,
 )
 from behavioural.summary import format_summary
-from loadbearing.runs import MANIFEST
+from loadbearing.cli import UsageError, check_device, check_model_file, check_number, explicit_options, run_cli
+from loadbearing.engine.generation import generate_plain
+from loadbearing.engine.vllm_backend import make_vllm_generate
+from loadbearing.files import RunDirError
+from loadbearing.locks import output_lock
+from loadbearing.questions.data import load_questions, sample
+from loadbearing.runs import MANIFEST, SUMMARY, Run, is_fresh_dir
+from loadbearing.shards import parse_shard
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
            "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",
@@ -74,8 +82,6 @@ def vllm_options(config: RunConfig) -> dict[str, Any]:
 
 def validate_settings(s) -> None:
     """Refuse settings that cannot produce a result, before anything is loaded or written."""
-    from loadbearing.cli import UsageError, check_number
-
     if s.min_lines < 2:
         raise UsageError(f"--min-lines must be >= 2 (a position needs a line after the edited one), got {s.min_lines}")
     check_number(s.max_new_tokens, "--max-new-tokens", minimum=1)
@@ -83,8 +89,6 @@ def validate_settings(s) -> None:
     check_number(s.max_examples, "--max-examples", minimum=1)
     check_number(s.n_per_level, "--n-per-level", minimum=1)
     if s.shard is not None:
-        from loadbearing.shards import parse_shard
-
         parse_shard(s.shard)  # a bad --shard is the shards' own one-line ShardError
     if s.input_file is not None:
         p = Path(s.input_file)
@@ -97,9 +101,6 @@ def validate_settings(s) -> None:
 # ------------------------------------------------------------------------------------------ the stage
 def is_complete(out_path: str | Path) -> bool:
     """True when ``out_path`` holds a finished behavioural run (manifest ok/insufficient_data + summary)."""
-    from loadbearing.files import RunDirError
-    from loadbearing.runs import SUMMARY, Run
-
     try:
         r = Run(out_path)
         return r.status in ("ok", "insufficient_data") and (r.path / SUMMARY).is_file()
@@ -109,8 +110,6 @@ def is_complete(out_path: str | Path) -> bool:
 
 def check_writable(out_dir: Path) -> None:
     """Refuse an output directory whose nearest existing parent is not a writable directory with free space."""
-    from loadbearing.files import RunDirError
-
     parent = out_dir if out_dir.exists() else out_dir.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -128,9 +127,6 @@ _check_writable = check_writable  # the old private name (study.driver used it);
 
 def _finished_summary(out_dir: Path, settings, say) -> BehaviourSummary:
     """Resuming a finished run: check its manifest against the settings, say so in one line, write nothing."""
-    from behavioural.protocol import check_manifest
-    from loadbearing.runs import Run
-
     check_manifest(out_dir, settings)
     run = Run(out_dir)
     say(f"{out_dir} is already complete (status {run.status}); nothing to do")
@@ -140,13 +136,6 @@ def _finished_summary(out_dir: Path, settings, say) -> BehaviourSummary:
 def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=None) -> BehaviourSummary:
     """Run (or resume) the behavioural stage; returns the summary dict. Refusals modify nothing, and so does
     resuming a run that is already complete (it returns the stored summary and changes no file)."""
-    from behavioural.protocol import check_resume, run_protocol
-    from loadbearing.cli import check_device, check_model_file
-    from loadbearing.files import RunDirError
-    from loadbearing.locks import output_lock
-    from loadbearing.questions.data import load_questions, sample
-    from loadbearing.runs import Run, is_fresh_dir
-
     log = log or (lambda m: print(m, file=sys.stderr))
     s = config.settings
     out_dir = Path(config.output_dir)
@@ -184,6 +173,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
             if config.resume:  # refuse before loading a model
                 check_resume(out_dir, s, questions)
             if lm is None:
+                # deferred: tests monkeypatch loadbearing.engine.models.load_model
                 from loadbearing.engine.models import load_model
 
                 lm = load_model(s.model, revision=s.model_revision, dtype=s.dtype, device=config.device,
@@ -191,13 +181,9 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
             if config.resume:
                 Run(out_dir).check_model(lm)
             if s.backend == "hf-plain" and generate_fn is None:
-                from loadbearing.engine.generation import generate_plain
-
                 generate_fn = generate_plain
             own_engine = None
             if s.backend == "vllm" and generate_fn is None:
-                from loadbearing.engine.vllm_backend import make_vllm_generate
-
                 generate_fn = own_engine = make_vllm_generate(lm, **vllm_options(config))
             log(f"run directory: {out_dir}  ({len(questions)} questions, strategies {', '.join(s.strategies)}, "
                 f"positions {', '.join(s.positions)}, model {s.model})")
@@ -216,18 +202,12 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
 
 # ------------------------------------------------------------------------------------------ CLI
 def config_from_argv(argv: list[str] | None) -> RunConfig:
-    from loadbearing.cli import explicit_options
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.resume and not (Path(args.resume) / MANIFEST).is_file():
-        from loadbearing.files import RunDirError
-
         what = "no manifest.json there" if Path(args.resume).is_dir() else "no such directory, so no manifest.json"
         raise RunDirError(f"--resume {args.resume}: {what}; pass a run directory written by python -m behavioural.run")
     if args.resume and args.output_dir and Path(args.output_dir) != Path(args.resume):
-        from loadbearing.cli import UsageError
-
         raise UsageError("--resume and --output-dir name different directories; pass only --resume RUN_DIR")
     if args.resume:
         settings = settings_for_resume(Path(args.resume), args, explicit_options(parser, argv))
@@ -235,7 +215,6 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
     else:
         settings = settings_from_args(args)
         out = Path(args.output_dir or f"runs/{args.dataset}-{datetime.now():%Y%m%d-%H%M%S}")
-    from loadbearing.cli import check_number
 
     for opt in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         check_number(getattr(args, opt), "--" + opt.replace("_", "-"), minimum=1)
@@ -247,8 +226,6 @@ def config_from_argv(argv: list[str] | None) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import run_cli
-
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict[str, Any] = {}
 

@@ -13,9 +13,11 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from behavioural.strategies import StrategyError, parse_strategies
 from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
+from loadbearing.options import parse_line_positions
 from loadbearing.questions.data import DATASETS
-from loadbearing.runs import MANIFEST
+from loadbearing.runs import MANIFEST, Run
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DESCRIPTION = "Edit-and-continue protocol command."
@@ -93,9 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(args: argparse.Namespace):
     """The :class:`~behavioural.protocol.Settings` of parsed options."""
-    from behavioural.protocol import Settings
-    from behavioural.strategies import StrategyError, parse_strategies
-    from loadbearing.options import parse_line_positions
+    from behavioural.protocol import Settings  # deferred: behavioural.protocol loads numpy
 
     dataset_kind = args.dataset if not args.input_file else "custom"
     return Settings(
@@ -115,8 +115,7 @@ def _norm(v):
 
 def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[str]):
     """The run's stored settings, with explicit options compared (a result-changing difference is refused)."""
-    from behavioural.protocol import ProtocolError, Settings
-    from loadbearing.runs import Run
+    from behavioural.protocol import ProtocolError, Settings  # deferred: behavioural.protocol loads numpy
 
     manifest = Run(run_dir).manifest
     stored = manifest.get("settings")

@@ -31,9 +31,10 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from behavioural.results import BehaviourSummary, CollapsedPositions, GroupRates, PairedDifference
+from loadbearing.cli import OneLineParser, run_cli
 from loadbearing.records import LABEL_C
 from loadbearing.results.check import RateJSON
-from loadbearing.runs import question_key_of
+from loadbearing.runs import Run, question_key_of
 from loadbearing.stats import Rate, clustered_rate, format_rate, paired_difference_ci, wilson_rate
 from loadbearing.stats.design import merged_position, position_sort_key
 from loadbearing.tables import render_table
@@ -293,9 +294,6 @@ def format_table(summary: Mapping[str, Any], min_rows: int = 5) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m behavioural.summary RUN_DIR [--md]``: recompute a run's summary from its records and print it."""
-    from loadbearing.cli import OneLineParser, run_cli
-    from loadbearing.runs import Run
-
     ap = OneLineParser(prog="python -m behavioural.summary", description=main.__doc__)
     ap.add_argument("run_dir", help="a run directory written by python -m behavioural.run")
     ap.add_argument("--md", action="store_true", help="markdown instead of text")

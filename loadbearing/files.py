@@ -15,7 +15,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from loadbearing.errors import LoadBearingError
 
@@ -118,7 +118,7 @@ class JsonlWriter:
         self.close()
 
 
-def read_jsonl(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
+def read_jsonl(path: str | os.PathLike, *, repair: bool = False) -> list[dict[str, Any]]:
     """Read a JSONL file; a half-written final line (no newline, or bad JSON) is dropped.
 
     With ``repair=True`` the file is truncated to its last complete record so appends continue cleanly.
@@ -177,7 +177,7 @@ def write_json(path: str | os.PathLike, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", fsync=False)
 
 
-def read_json(path: str | os.PathLike) -> dict:
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise RunDirError(f"{str(p)!r} not found; is this a run directory written by python -m behavioural.run?")

@@ -10,6 +10,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from loadbearing.files import RunDirError
 from loadbearing.provenance import now
@@ -25,7 +26,7 @@ def lock_path(path: str | os.PathLike) -> Path:
     return p / ".lock" if p.is_dir() else p.with_name(p.name + ".lock")
 
 
-def _read_holder(f) -> dict:
+def _read_holder(f) -> dict[str, Any]:
     try:
         f.seek(0)
         d = json.loads(f.read() or "{}")

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 
-def git_info(start: str | os.PathLike | None = None) -> dict:
+def git_info(start: str | os.PathLike | None = None) -> dict[str, str | bool | None]:
     """The toolkit checkout's commit and dirty flag (nulls outside a git checkout)."""
     where = Path(start) if start else Path(__file__).resolve().parent
     try:
@@ -25,7 +25,8 @@ def git_info(start: str | os.PathLike | None = None) -> dict:
 
 
 def package_versions(names: Iterable[str] = ("torch", "transformers", "numpy", "scikit-learn", "h5py", "nnsight",
-                                               "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")) -> dict:
+                                               "transformer-lens", "bitsandbytes", "vllm", "loadbearing-cot")
+                     ) -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
     for n in names:
         try:

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
+
+from loadbearing.questions.data import question_key
 
 #: 2: question_key on every record, Continuation.memberships (one record per distinct model input)
 SCHEMA_VERSION = 2
@@ -30,7 +33,7 @@ LABEL_NON_C = "non-C"
 
 
 class Record:
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)  # type: ignore[call-overload]
         for k, v in d.items():
             if isinstance(v, tuple):
@@ -75,8 +78,6 @@ class Baseline(Record):
 
     def __post_init__(self) -> None:
         if self.question_key is None:
-            from loadbearing.questions.data import question_key
-
             object.__setattr__(self, "question_key", question_key(self.question))
 
 

@@ -189,13 +189,13 @@ class Run:
     def continuations_df(self, explode_memberships: bool = True, labels: str | None = "newest",
                          condition: Condition = "all") -> pd.DataFrame:
         """The continuations as a pandas DataFrame, A/B/C joined: :func:`loadbearing.frames.continuations_df`."""
-        from loadbearing.frames import continuations_df
+        from loadbearing.frames import continuations_df  # deferred: import cycle loadbearing.frames -> loadbearing.runs
 
         return continuations_df(self, explode_memberships=explode_memberships, labels=labels, condition=condition)
 
     def baselines_df(self) -> pd.DataFrame:
         """The baselines as a pandas DataFrame: :func:`loadbearing.frames.baselines_df`."""
-        from loadbearing.frames import baselines_df
+        from loadbearing.frames import baselines_df  # deferred: import cycle loadbearing.frames -> loadbearing.runs
 
         return baselines_df(self)
 
@@ -257,7 +257,7 @@ class Run:
         ``name`` overrides the model (its weights must still match); ``overrides`` (device, dtype...) go to
         :func:`loadbearing.engine.models.load_model`.
         """
-        from loadbearing.engine.models import load_model
+        from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
 
         m = self.model_spec
         name = name or m.get("name")

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from loadbearing.errors import LoadBearingError
+
+T = TypeVar("T")
 
 
 class ShardError(LoadBearingError, ValueError):
@@ -58,7 +60,7 @@ def shard_of(key: str, count: int) -> int:
     return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16) % count
 
 
-def select(items: Sequence[Any], shard: Shard | None, key: Any) -> list[Any]:
+def select(items: Sequence[T], shard: Shard | None, key: Callable[[T], str]) -> list[T]:
     """The items of ``shard`` (all of them when ``shard`` is None), in their original order; ``key(item)``
     gives an item's question key."""
     if shard is None:

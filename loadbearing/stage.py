@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from loadbearing.cli import SAYS_DEFAULT, OneLineParser, add_option, run_cli
+from loadbearing.commands import prog
+
 #: the options every stage shares (fields of :class:`Options`), in the order ``--help`` lists them
 SHARED = ("output_dir", "resume", "quiet", "shard", "device", "dtype", "batch_size", "seed")
 
@@ -147,8 +150,6 @@ def _default_text(f: dataclasses.Field, meta: dict[str, Any]) -> str | None:
 
 
 def _help(f: dataclasses.Field, meta: dict[str, Any]) -> str:
-    from loadbearing.cli import SAYS_DEFAULT
-
     text = str(meta.get("help") or "")
     shown = _default_text(f, meta)
     if shown is None or SAYS_DEFAULT.search(text) or meta.get("negate"):
@@ -189,9 +190,6 @@ class Stage(Generic[C, R]):
 
     def build_parser(self) -> argparse.ArgumentParser:
         """The command's parser, one option per config field (:func:`option`); defaults are the config's."""
-        from loadbearing.cli import OneLineParser, add_option
-        from loadbearing.commands import prog
-
         p = OneLineParser(prog=prog(self.command or self.name), description=self.description,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
         groups: dict[str, Any] = {}
@@ -235,8 +233,6 @@ class Stage(Generic[C, R]):
 
     def main(self, argv: list[str] | None = None) -> int:
         """``main(argv)`` of the stage's command: parse, build the config, run; bad input is one ``error:`` line."""
-        from loadbearing.cli import run_cli
-
         def body() -> int:
             args = self.build_parser().parse_args(argv)
             config = self.config_from_args(args)

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from probes.validity import as_str, metadata_features
+from loadbearing.stats.design import distinct_columns
+from probes.validity import as_str, baseline_entry, metadata_features
 
 SMOOTH = 2.0  # pseudo-rows of the parent distribution added to each cell
 LEVEL_COLUMNS = ("difficulty", "level")
@@ -102,8 +103,6 @@ def metadata_design(F: np.ndarray, used: list[str]) -> tuple[np.ndarray, list[st
     naming each merge."""
     import pandas as pd  # deferred: pandas is heavy to import
 
-    from loadbearing.stats.design import distinct_columns
-
     names = [f"{c}={u}" for j, c in enumerate(used) for u in np.unique(F[:, j].astype(str))]
     X, notes = distinct_columns(pd.DataFrame(one_hot(F), columns=names))
     return np.array(X, dtype=float), notes  # a writable copy (the solver hands it to torch)
@@ -117,7 +116,7 @@ def metadata_predictions(meta: Any, Y: np.ndarray, fold_ids: np.ndarray, splits:
     Returns ``{"pred" [P, n] (-1 unscored), "chosen" [P, F] ("logistic" / "lookup" / "" skipped),
     "inner_logistic" / "inner_lookup" [P, F], "C" [P, F], "features", "cells", "merged_columns" (notes naming the
     one-hot columns merged as duplicates)}``."""
-    from probes.fit.permuted import cv_many
+    from probes.fit.permuted import cv_many  # deferred: probes.fit.permuted loads sklearn, torch
 
     Y = np.atleast_2d(np.asarray(Y))
     P, n = Y.shape
@@ -164,8 +163,7 @@ def study_baselines(meta: Any, y: np.ndarray, Yp: np.ndarray, groups: np.ndarray
     """The metadata baseline of a study on the real labels and on every permutation, in one batch:
     ``(real entry (:func:`probes.validity.baseline_entry`), correct [P, F] per permutation (-1 unscored),
     the permutations' inner splits)`` (the splits are reused by the probes' permuted refits)."""
-    from probes.fit.permuted import fold_correct, inner_masks
-    from probes.validity import baseline_entry
+    from probes.fit.permuted import fold_correct, inner_masks  # deferred: probes.fit.permuted loads sklearn, torch
 
     Y = np.vstack([np.asarray(y)[None], np.asarray(Yp).reshape(-1, len(y))])
     splits = inner_masks(Y, groups, fold_ids, inner_folds, seed)

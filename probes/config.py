@@ -95,7 +95,7 @@ class ProbeConfig:
                 raise ProbeError(msg)
         parse_probes(self.probe)
         if self.solver == "torch":
-            from probes.fit.solver import resolve_device
+            from probes.fit.solver import resolve_device  # deferred: probes.fit.solver loads torch
 
             try:
                 resolve_device(self.device)
@@ -106,7 +106,7 @@ class ProbeConfig:
     def probes(self) -> tuple[str, ...]:
         return parse_probes(self.probe)
 
-    def mlp_settings(self) -> dict:
+    def mlp_settings(self) -> dict[str, int | tuple[int, ...] | tuple[float, ...]]:
         """What :class:`probes.fit.mlp_cv.MLPBackend` takes (used when the probe set holds ``mlp``)."""
         return {"permutations": int(self.mlp_permutations), "hidden_sizes": tuple(int(h) for h in self.mlp_hidden),
                 "weight_decays": tuple(float(w) for w in self.mlp_weight_decay)}

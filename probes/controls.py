@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.fit.cv import permute_by_group
+from probes.fit.cv import permute_by_group, pipeline_for
 
 CONTROL_METHOD = ("question-level label exchanges between questions with the same (strategy, position, level) "
                   "design (row-level within cells where a design is unique); every permutation cross-validated "
@@ -68,7 +68,7 @@ def layer_control(be: Any, kind: str, X: np.ndarray, Yp: np.ndarray, groups: np.
     real labels). Any other probe (e.g. ``mlp``) goes through ``be.permutations`` (its own refits, which may
     cover only the first P' permutations) and has no inner scores (``None``: the nested null then falls back to
     the per-fold best layer, conservative)."""
-    from probes.fit.permuted import cv_many, fold_correct
+    from probes.fit.permuted import cv_many, fold_correct  # deferred: probes.fit.permuted loads torch
 
     F = int(fold_ids.max()) + 1
     if len(Yp) == 0:
@@ -128,8 +128,6 @@ def permutation_correct_sklearn(kind: str, X: np.ndarray, y_perms: np.ndarray, f
     """Fixed-C refits (one scikit-learn pipeline per permutation and fold; the reference of
     :func:`probes.fit.fast.permutation_correct`): int ``[P, F]`` correct held-out counts, -1 where skipped. Not the
     study's control any more (that chooses C inside every refit, :func:`layer_control`)."""
-    from probes.fit.cv import pipeline_for
-
     X = np.asarray(X)
     Yp = np.atleast_2d(np.asarray(y_perms))
     F = int(fold_ids.max()) + 1
@@ -159,7 +157,7 @@ def permutation_p(real: float | None, null: Sequence[float] | np.ndarray) -> flo
     return float((1 + sum(v >= real - 1e-12 for v in vals)) / (1 + len(vals)))
 
 
-def null_summary(accs: np.ndarray, level: float = 0.95) -> dict:
+def null_summary(accs: np.ndarray, level: float = 0.95) -> dict[str, Any]:
     """Mean and central interval of a permutation null (accuracies)."""
     a = np.asarray([v for v in accs if np.isfinite(v)], dtype=float)
     if not len(a):

@@ -82,7 +82,7 @@ class ProbeData:
             return np.arange(self.n)
         raise ProbeError(f"unknown --group {group!r}; choose 'question' (default) or 'none' (diagnostic only)")
 
-    def class_counts(self) -> dict:
+    def class_counts(self) -> dict[str, dict[str, int]]:
         return {c: {"rows": int(np.sum(self.y == i)),
                     "questions": int(len(np.unique(self.questions[self.y == i].astype(str))))}
                 for i, c in enumerate(self.class_names)}

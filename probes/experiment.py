@@ -17,11 +17,31 @@ from typing import Any
 
 import numpy as np
 
+from probes.baseline import design_cells, study_baselines
 from probes.config import ALL_PROBES, PROBES, SCHEMA_VERSION, TRANSFER_BY
+from probes.controls import (
+    CONTROL_METHOD,
+    control_cs,
+    fold_accuracy,
+    gain_null,
+    layer_control,
+    max_over_layers_null,
+    nested_null,
+    null_summary,
+    permutation_p,
+    question_permutations,
+)
 from probes.data import ProbeData, ProbeError, check_folds
 from probes.fit.backend import Backend
+from probes.fit.cv import majority_baseline, nested_selection, outer_folds, score_predictions
+from probes.fit.direction_fit import fit_directions
 from probes.fit.estimators import DEFAULT_CS
+from probes.fit.mlp_cv import MLPBackend
+from probes.paper_table import paper_section
 from probes.sections import data_section, directions_section, headline, jsonable
+from probes.steer_layer import layer_score, steer_folds
+from probes.validity import paired_gain, summarise_transfer, within_cell
+from probes.validity import transfer as transfer_fn
 
 
 def steer_split(groups: np.ndarray, fraction: float, seed: int) -> dict[str, Any] | None:
@@ -66,10 +86,8 @@ class _Study:
     def names(self) -> list[str]:
         return self.data.class_names
 
-    def gain(self, pred: np.ndarray) -> dict:
+    def gain(self, pred: np.ndarray) -> dict[str, Any]:
         """The paired question-bootstrap gain of ``pred`` over the metadata baseline on rows both score."""
-        from probes.validity import paired_gain
-
         ok = pred >= 0
         return paired_gain(pred == self.y, self.meta_correct, self.qgroups, scored=ok & (self.meta["pred"] >= 0),
                            **self.boot)
@@ -88,10 +106,8 @@ def _direction_rows(data: ProbeData, directions: bool, steer_holdout: float, see
 
 
 def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict
-             ) -> tuple[tuple[np.ndarray, np.ndarray | None], dict]:
+             ) -> tuple[tuple[np.ndarray, np.ndarray | None], dict[str, Any]]:
     """The shuffled-label control of one probe at one layer: ``((correct [P, F], inner [P, F] or None), summary)``."""
-    from probes.controls import CONTROL_METHOD, control_cs, fold_accuracy, layer_control, null_summary, permutation_p
-
     pc, inner = layer_control(S.be, pk, X, S.Yp, S.groups, S.fold_ids, S.splits,
                               run.get("C_per_fold", [None] * S.folds))
     accs = fold_accuracy(pc, S.sizes) if len(pc) else np.zeros(0)
@@ -103,7 +119,7 @@ def _control(S: _Study, pk: str, X: np.ndarray, run: dict, real: dict
     return (pc, inner), ctrl
 
 
-def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict:
+def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds: float) -> dict[str, Any]:
     return {
         "layer": int(L),
         **real,
@@ -120,10 +136,9 @@ def _layer_entry(L: int, real: dict, run: dict, ctrl: dict, gain: dict, seconds:
     }
 
 
-def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]) -> tuple[dict, dict, Any]:
+def _probe_layer(S: _Study, pk: str, L: int, X: np.ndarray, tl: dict[str, float]
+                 ) -> tuple[dict[str, Any], dict[str, Any], tuple[np.ndarray, np.ndarray | None]]:
     """CV, control and gain of probe ``pk`` at layer ``L``: ``(CV run, layer entry, permutation counts)``."""
-    from probes.fit.cv import score_predictions
-
     t1 = time.perf_counter()
     run = S.be.cv(pk, X, S.y, S.groups, S.fold_ids)
     real = score_predictions(S.y, run["pred"], S.names, groups=S.qgroups, decision=run["decision"], **S.boot)
@@ -147,10 +162,6 @@ def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm: list[tu
     """The headline of probe ``pk``: nested layer selection, its control and the gain's p-value (the same
     selection on every permutation's inner scores, against the metadata baseline refitted on it), within-cell
     accuracy, best layer."""
-    from probes.controls import fold_accuracy, gain_null, max_over_layers_null, nested_null, permutation_p
-    from probes.fit.cv import nested_selection, score_predictions
-    from probes.validity import within_cell
-
     data, y, qgroups = S.data, S.y, S.qgroups
     nest = nested_selection(per_layer, data.layers, y, S.fold_ids)
     nscore = score_predictions(y, nest["pred"], S.names, groups=qgroups, decision=nest["decision"], **S.boot)
@@ -203,9 +214,6 @@ def _nested(S: _Study, pk: str, per_layer: dict, rows: list[dict], perm: list[tu
 def _transfer(S: _Study, probes_out: dict, per_layer: dict, transfer_layer: int | None,
               timing: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Transfer at one layer per probe: leave-one-strategy-out, and train-on-one by strategy / edit position."""
-    from probes.validity import summarise_transfer
-    from probes.validity import transfer as transfer_fn
-
     data, y = S.data, S.y
     out: dict[str, dict[str, Any]] = {}
     avail_by = [b for b in TRANSFER_BY if len(set(("" if v is None else str(v)) for v in data.meta[b])) >= 2]
@@ -241,17 +249,17 @@ def _transfer(S: _Study, probes_out: dict, per_layer: dict, transfer_layer: int 
 
 
 def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_kw: dict[str, Any], log: Any,
-                timing: dict[str, Any]) -> tuple[dict, dict, dict, dict]:
+                timing: dict[str, Any]
+                ) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, list[dict[str, Any]]],
+                           dict[str, list[tuple[np.ndarray, np.ndarray | None]]], dict[int, dict[str, Any]]]:
     """Every layer once: each probe's CV, control and gain, and the layer's directions.
     Returns ``(per_layer CV runs, layer entries, permutation counts, directions)``, each keyed by probe
     (directions by layer)."""
-    from probes.fit.direction_fit import fit_directions
-
     data = S.data
-    per_layer: dict[str, dict] = {pk: {} for pk in S.probes}
-    rows_out: dict[str, list] = {pk: [] for pk in S.probes}
-    perm_correct: dict[str, list] = {pk: [] for pk in S.probes}
-    dirs: dict[int, dict] = {}
+    per_layer: dict[str, dict[int, dict[str, Any]]] = {pk: {} for pk in S.probes}
+    rows_out: dict[str, list[dict[str, Any]]] = {pk: [] for pk in S.probes}
+    perm_correct: dict[str, list[tuple[np.ndarray, np.ndarray | None]]] = {pk: [] for pk in S.probes}
+    dirs: dict[int, dict[str, Any]] = {}
     for L in data.layers:
         t0 = time.perf_counter()
         X = data.X(L)  # [n, d_model]
@@ -266,7 +274,6 @@ def _layer_pass(S: _Study, *, directions: bool, fit_rows: np.ndarray, direction_
             dirs[L] = fit_directions(X[fit_rows], data.y_c[fit_rows], S.qgroups[fit_rows], device=S.be.device,
                                      **direction_kw)
             if S.steer_fold_ids is not None:  # the default steering layer, without the held-out questions
-                from probes.steer_layer import layer_score
 
                 S.steer_scores[L] = layer_score(S.be, X, data.y_c, S.groups, fit_rows, S.steer_fold_ids)
             tl["directions_s"] = time.perf_counter() - t2
@@ -283,16 +290,12 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                  transfer_layer: int | None = None, directions: bool = True, Cs: tuple[float, ...] = DEFAULT_CS,
                  solver: str = "torch", device: str = "cpu", log: Any = None,
                  control_repeats: int | None = None, steer_holdout: float = 0.0, mlp: dict[str, Any] | None = None,
-                 paper_table: bool = False) -> tuple[dict, dict]:
+                 paper_table: bool = False) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
     """Run the whole probe study on a :class:`probes.data.ProbeData`. Returns ``(results, directions)`` where
     ``directions`` maps layer -> :func:`probes.fit.direction_fit.fit_directions` result (empty if disabled).
     ``control_repeats`` is the old name of ``permutations``. ``steer_holdout`` > 0 fits the directions on the
     questions outside a seeded held-out fraction (:func:`steer_split`), recorded for the steering stage; the
     cross-validated scores always use every question."""
-    from probes.baseline import design_cells, study_baselines
-    from probes.controls import CONTROL_METHOD, question_permutations
-    from probes.fit.cv import majority_baseline, outer_folds, score_predictions
-
     if control_repeats is not None:
         permutations = int(control_repeats)
     log = log or (lambda *_: None)
@@ -302,7 +305,6 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     be = Backend(solver, device, pca, inner_folds, tuple(Cs), seed)
     mlp_be: Any = None
     if "mlp" in probes:  # the MLP probe (probes.fit.mlp_cv): same folds, baselines and controls; settings in mlp
-        from probes.fit.mlp_cv import MLPBackend
 
         be = mlp_be = MLPBackend(be, **(mlp or {}))
         log(mlp_be.describe(permutations))
@@ -325,8 +327,6 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
                fold_ids=fold_ids, Yp=Yp, boot=boot, meta=meta, meta_correct=meta["pred"] == y, splits=splits,
                meta_perm_correct=meta_perm)
     if directions and split:
-        from probes.steer_layer import steer_folds
-
         S.steer_fold_ids = steer_folds(data.y_c, groups, fit_rows, folds, seed)
     timing: dict[str, Any] = {"metadata_baseline_s": time.perf_counter() - t0, "layers": {}}
     t_all = time.perf_counter()
@@ -366,7 +366,6 @@ def train_probes(data: ProbeData, *, probes: tuple[str, ...] = PROBES, folds: in
     if mlp_be is not None:
         results["mlp"] = mlp_be.settings()
     if paper_table:  # the paper's Tables 5-7 layout (probes.paper_table), from these folds and predictions
-        from probes.paper_table import paper_section
 
         results["paper_table"] = paper_section(data, per_layer, fold_ids, be=be, probes=S.probes, folds=folds,
                                                group=group, seed=seed, log=log)

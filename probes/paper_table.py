@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.files import atomic_write_text
+from loadbearing.stats import format_rate
+from loadbearing.tables import render_table
 from probes.data import CLASSES, ProbeData, ProbeError, absent_classes, check_folds, load_probe_data
 
 PAPER_TASKS = {"three_class": "3-class (A/B/C)", "bypass": "Binary bypass", "propagation": "Binary faithful"}
@@ -95,7 +98,7 @@ def _mark_best(rows: list[dict[str, Any]]) -> None:
 def _other_task(target: str, data: ProbeData, *, be: Any, probes: tuple[str, ...], folds: int, group: str,
                 seed: int) -> tuple[ProbeData, np.ndarray, dict[str, dict[int, np.ndarray]]]:
     """Load ``target``'s rows from the study's store and cross-validate every probe at every layer."""
-    from probes.fit.cv import outer_folds
+    from probes.fit.cv import outer_folds  # deferred: probes.fit.cv loads sklearn
 
     d = load_probe_data(data.store, target=target, conditions=data.conditions, layers=data.layers,
                         position=data.position)
@@ -168,9 +171,6 @@ def to_csv(section: dict[str, Any]) -> str:
 def to_markdown(section: dict[str, Any], headline: dict[str, Any] | None = None) -> str:
     """The companion note: which estimand is which, the best layer per task and probe, the toolkit's nested
     headline beside it, the skipped tasks, and every row."""
-    from loadbearing.stats import format_rate
-    from loadbearing.tables import render_table
-
     rows = section["rows"]
     out = ["# Probe accuracy in the paper's layout (its Tables 5-7)", "", section["note"], ""]
     best = [r for r in rows if r["best_layer"] == "yes"]
@@ -198,8 +198,6 @@ def to_markdown(section: dict[str, Any], headline: dict[str, Any] | None = None)
 
 def write_paper_table(out_dir: str | Path, results: dict[str, Any]) -> list[Path]:
     """``paper_table.csv`` and ``paper_table.md`` from ``results["paper_table"]`` into ``out_dir``."""
-    from loadbearing.files import atomic_write_text
-
     section = results["paper_table"]
     d = Path(out_dir)
     atomic_write_text(d / CSV_FILE, to_csv(section))

@@ -11,6 +11,7 @@ import numpy as np
 
 from loadbearing.runs import DIRECTIONS
 from probes.config import TRANSFER_BY
+from probes.steer_layer import METHOD, choose_layer
 
 
 def jsonable(o: Any) -> Any:
@@ -55,8 +56,6 @@ def headline(probes_out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
 
 def directions_section(dirs: dict, split: dict[str, Any] | None, steer_holdout: float,
                         steer_scores: dict) -> dict[str, Any] | None:
-    from probes.steer_layer import METHOD, choose_layer
-
     if not dirs:
         return None
     sel = choose_layer(steer_scores) if steer_scores else None

@@ -20,10 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.files import RunDirError, publish_dir, write_json
+from loadbearing.locks import output_lock
+from loadbearing.provenance import git_info, now, package_versions
 from loadbearing.runs import DIRECTIONS
 from probes.config import RESULTS, ProbeConfig
 from probes.data import POST_OUTCOME_TARGETS, ProbeData, ProbeError, check_folds, is_post_outcome_read, load_probe_data
+from probes.directions import write_directions
 from probes.experiment import jsonable, train_probes
+from probes.paper_table import write_paper_table
+from probes.plot import plot_accuracy_vs_layer
 from probes.summary import print_summary
 
 
@@ -42,8 +48,6 @@ def is_complete(out_dir: str | os.PathLike) -> bool:
 
 def train(config: ProbeConfig) -> Path:
     """Run the probes stage for ``config``; returns the new output directory (written atomically)."""
-    from loadbearing.locks import output_lock
-
     config.validate()
     out = config.out_dir()
     if out.exists():
@@ -57,7 +61,7 @@ def train(config: ProbeConfig) -> Path:
 train_stage = train  # the name study/stages/core.py looks for
 
 
-def store_provenance(store: Any) -> dict:
+def store_provenance(store: Any) -> dict[str, Any]:
     """Path, size, mtime, rows and attributes of the activation store the probes read."""
     p = Path(store.path)
     st = p.stat()
@@ -78,8 +82,9 @@ def _check_data(config: ProbeConfig, store: Any, data: ProbeData) -> None:
         raise ProbeError(f"--transfer-layer {config.transfer_layer} is not among the probed layers {data.layers}")
 
 
-def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
+def _run_on_store(config: ProbeConfig) -> tuple[dict[str, Any], dict[int, dict[str, Any]], dict[str, Any]]:
     """Open the store, run the study: ``(results, directions, store provenance)``."""
+    # deferred: keeps activations (and 7 more modules) out of `python -m probes.train`'s start-up
     from activations.store import open_store
 
     store_path = Path(config.store)
@@ -117,15 +122,9 @@ def _run_on_store(config: ProbeConfig) -> tuple[dict, dict, dict]:
 
 def _write_outputs(tmp: Path, config: ProbeConfig, results: dict, dirs: dict, prov: dict) -> None:
     """results.json, the accuracy plot and directions.h5 into the (unpublished) directory ``tmp``."""
-    from loadbearing.files import write_json
-    from probes.directions import write_directions
-    from probes.plot import plot_accuracy_vs_layer
-
     write_json(tmp / RESULTS, results)
     plot_accuracy_vs_layer(results, tmp / "accuracy_vs_layer.png")
     if results.get("paper_table"):
-        from probes.paper_table import write_paper_table
-
         write_paper_table(tmp, results)
     if dirs:
         pk = "logistic" if "logistic" in results["probes"] else next(iter(results["probes"]))
@@ -142,9 +141,6 @@ def _write_outputs(tmp: Path, config: ProbeConfig, results: dict, dirs: dict, pr
 
 
 def _train_unlocked(config: ProbeConfig, out: Path) -> Path:
-    from loadbearing.files import RunDirError, publish_dir
-    from loadbearing.provenance import git_info, now, package_versions
-
     results, dirs, prov = _run_on_store(config)
     settings = {**asdict(config), "cs": list(config.cs), "store": str(Path(config.store).resolve()),
                 "probes": list(config.probes), "created": now(),

@@ -22,8 +22,8 @@ METHOD = ("the layer with the best grouped cross-validated C-vs-non-C accuracy o
 
 def steer_folds(y_c: np.ndarray, groups: np.ndarray, fit_rows: np.ndarray, folds: int, seed: int) -> np.ndarray | None:
     """Outer fold ids over the fit rows (fewer folds when a class is in too few questions; None below two)."""
-    from probes.fit.cv import outer_folds
-    from probes.fit.estimators import max_group_folds
+    from probes.fit.cv import outer_folds  # deferred: probes.fit.cv loads sklearn
+    from probes.fit.estimators import max_group_folds  # deferred: probes.fit.estimators loads sklearn
 
     y, g = np.asarray(y_c)[fit_rows], np.asarray(groups)[fit_rows]
     if len(np.unique(y)) < 2:

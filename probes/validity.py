@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.stats import paired_interval
+
 # candidate row columns per metadata feature (first present wins); the activations store writes these
 META_FEATURES: dict[str, tuple[str, ...]] = {
     "strategy": ("strategy",),
@@ -57,8 +59,8 @@ def metadata_baseline(meta: Any, y: np.ndarray, groups: np.ndarray, fold_ids: np
     """Held-out predictions of the metadata-only baseline over the outer folds (``pred`` -1 where unscored): per
     fold the better of the one-hot logistic model and the smoothed cell lookup, by inner CV on the training
     split (:func:`probes.baseline.metadata_predictions`). ``chosen_per_fold`` says which won."""
-    from probes.baseline import metadata_predictions
-    from probes.fit.permuted import inner_masks
+    from probes.baseline import metadata_predictions  # deferred: import cycle probes.baseline -> probes.validity
+    from probes.fit.permuted import inner_masks  # deferred: probes.fit.permuted loads sklearn, torch
 
     y = np.asarray(y)
     Y = y[None]
@@ -87,8 +89,6 @@ def paired_gain(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray
     """Accuracy of A minus accuracy of B on the same rows, with the question-clustered paired interval of
     :func:`loadbearing.stats.paired_interval` (MOVER on the two Korn-Graubard intervals; rows of a question
     are one unit). ``n_boot`` / ``seed`` are accepted for old callers and unused."""
-    from loadbearing.stats import paired_interval
-
     del seed
     a = np.asarray(correct_a, dtype=float)
     b = np.asarray(correct_b, dtype=float)
@@ -117,7 +117,7 @@ def within_cell(y: np.ndarray, pred: np.ndarray, fold_ids: np.ndarray, strategy:
     accuracy against the cell's lookup table, the smoothed majority of the cell's training-fold rows
     (:func:`probes.baseline.cell_lookup`: a small cell leans on its strategy x position parent, an empty one
     is its parent). ``pooled`` sums over cells: the probe's gain over a per-cell lookup table."""
-    from probes.baseline import cell_lookup
+    from probes.baseline import cell_lookup  # deferred: import cycle probes.baseline -> probes.validity
 
     y = np.asarray(y)
     pred = np.asarray(pred)
@@ -199,7 +199,7 @@ def summarise_transfer(res: list[dict[str, Any]], y: np.ndarray, groups: np.ndar
                        ) -> list[dict[str, Any]]:
     """Scores of :func:`transfer` results: per held-out value (``leave_one_out``, against the in-distribution
     predictions ``ref_pred`` when given) or per training value (``train_on_one``: others, within, per value)."""
-    from probes.fit.cv import score_predictions
+    from probes.fit.cv import score_predictions  # deferred: probes.fit.cv loads sklearn
 
     vals = np.array([as_str(v) for v in values], dtype=object)
     out = []

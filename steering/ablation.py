@@ -29,16 +29,21 @@ basis per row). Hooks: the handle owns exactly the hooks it registered, removed 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from loadbearing.engine.generation import Generation
 from loadbearing.engine.hookpoints import block_hidden, replace_hidden
+from loadbearing.engine.layers import unwrap_model
 from steering.errors import SteeringError
-from steering.generate import _RowSteer
+from steering.generate import _RowSteer, generate_with_row_hook
 from steering.hooks import SteeringHandle, attach, d_model, hook_layers, resolve
 from steering.vectors import as_tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 RANK_TOL = 1e-6  # a basis whose QR diagonal falls below this (relative to its largest) is rank-deficient
 
@@ -80,7 +85,7 @@ def stack_bases(bases: Sequence[Any]) -> np.ndarray:
     return out
 
 
-def project_out(hidden: Any, basis: Any) -> Any:
+def project_out(hidden: Any, basis: Any) -> Tensor:
     """``hidden - (hidden B^T) B`` (``hidden``: ``[b, pos, d]``; ``basis``: ``[b | 1, k, d]`` float32 on its
     device), in float32, returned in ``hidden``'s dtype."""
     import torch  # deferred: torch is heavy to import
@@ -90,7 +95,7 @@ def project_out(hidden: Any, basis: Any) -> Any:
     return (h - torch.einsum("bpk,bkd->bpd", coef, basis.expand(h.shape[0], -1, -1))).to(hidden.dtype)
 
 
-def _cast(cache: dict, basis: Any, device: Any) -> Any:
+def _cast(cache: dict, basis: Any, device: Any) -> Tensor:
     got = cache.get(device)
     if got is None:
         got = basis.to(device=device, dtype=basis.dtype)
@@ -113,7 +118,7 @@ class AblationHandle(SteeringHandle):
         self.basis = basis  # [1 | batch, k, d_model]
         self._on: dict = {}
 
-    def _edit(self, hidden: Any) -> Any:
+    def _edit(self, hidden: Any) -> Callable[[Tensor | None], Tensor]:
         import torch  # deferred: torch is heavy to import
 
         basis = _cast(self._on, self.basis, hidden.device)
@@ -123,7 +128,7 @@ class AblationHandle(SteeringHandle):
                           else torch.where(m[..., None], project_out(hidden, basis), hidden))
 
 
-def _basis_tensor(directions: Any, width: int) -> Any:
+def _basis_tensor(directions: Any, width: int) -> Tensor:
     """``[d]`` / ``[k, d]`` (one basis) or ``[batch, k, d]`` / a list of bases (one per row) as the
     orthonormal ``[1 | batch, k, d]`` float32 tensor."""
     import torch  # deferred: torch is heavy to import
@@ -143,8 +148,6 @@ def _basis_tensor(directions: Any, width: int) -> Any:
 def patch_ablation(model: Any, directions: Any, *, layers: Iterable[int] | int | None = None, k: int | None = None,
                    positions: str = "continuation", prompt_len: int | None = None) -> AblationHandle:
     """Like :func:`ablate` but returns the handle directly (call ``handle.remove()``)."""
-    from loadbearing.engine.layers import unwrap_model
-
     basis, layers, _ = resolve(directions, layers, None, None, k)
     model = unwrap_model(model)
     layer_list, mods = hook_layers(model, layers, positions)
@@ -218,7 +221,7 @@ def row_bases(bases: Any, n: int, width: int) -> np.ndarray:
 
 def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
                      positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                     stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Any]:
+                     stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Generation]:
     """Greedy continuations of ``texts`` with row ``i``'s basis projected out at ``layers``.
 
     ``bases``: one basis for every row (``[d_model]`` / ``[k, d_model]``), or one per row (``[n, k, d_model]``,
@@ -226,8 +229,6 @@ def generate_ablated(lm, texts: Sequence[str], bases: Any, *, layers: Sequence[i
     :func:`steering.generate.generate_steered`'s. Returns Generation records in input order.
     """
     import torch  # deferred: torch is heavy to import
-
-    from steering.generate import generate_with_row_hook
 
     n = len(texts)
     model = getattr(lm, "model", lm)

@@ -28,7 +28,12 @@ forward hook beside the steering hook counts its firings). A steered generation'
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from loadbearing.thinking import PhaseScan, ThinkError, ThinkTags
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def spans(positions: Iterable[int]) -> list[list[int]]:
@@ -110,8 +115,6 @@ class PassWatch:
         self.phase = phase
         self.scans: list[Any] = []
         if phase is not None:
-            from loadbearing.thinking import PhaseScan
-
             self.scans = [PhaseScan(tags) for _ in prompts]
             for sc, ids in zip(self.scans, prompts):
                 sc.feed(0, ids)
@@ -183,8 +186,8 @@ class HandleWatch:
     records what it steers, in row coordinates (the index among the row's non-pad tokens)."""
 
     def __init__(self, positions: str, tokenizer: Any = None) -> None:
-        from steering.errors import SteeringError
-        from steering.positions import phase_of
+        from steering.errors import SteeringError  # deferred: import cycle steering -> steering.hooks -> steering.audit
+        from steering.positions import phase_of  # deferred: import cycle steering -> steering.hooks -> steering.audit
 
         self.audits: list[RowAudit] = []
         self.phase = phase_of(positions)
@@ -192,20 +195,16 @@ class HandleWatch:
         self.scans: list[Any] = []
         self._firing: list[int] = []
         if self.phase is not None:
-            from loadbearing.thinking import ThinkError, ThinkTags
-
             try:
                 self.tags = ThinkTags.of(tokenizer)
             except ThinkError as e:
                 raise SteeringError(str(e)) from None
 
     def new_prompt(self, batch: int) -> None:
-        from loadbearing.thinking import PhaseScan
-
         self.audits = [RowAudit() for _ in range(batch)]
         self.scans = [PhaseScan(self.tags) for _ in range(batch)] if self.tags is not None else []
 
-    def observe(self, mask: Any, ids: Any, am: Any, past_len: int, cur: int, valid: Any) -> Any:
+    def observe(self, mask: Any, ids: Any, am: Any, past_len: int, cur: int, valid: Any) -> Tensor:
         """The pass's ``[batch, cur]`` steering ``mask``, narrowed to the phase; records the steered positions."""
         import torch  # deferred: torch is heavy to import
 

@@ -32,16 +32,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from loadbearing.engine.batching import Pass
-from loadbearing.engine.generation import Generation
+from loadbearing.engine.generation import Generation, encode, generate
 from loadbearing.engine.hookpoints import block_hidden, forward_hooks, replace_hidden
+from loadbearing.thinking import ThinkError, ThinkTags
 from steering.errors import SteeringError
 from steering.hooks import d_model, hook_module
 from steering.positions import check_positions, phase_of, prompt_steering
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,7 +113,7 @@ def _check_args(positions: str, batch_size: int, max_new_tokens: int) -> str:
     return prompt_mode
 
 
-def row_deltas(vectors: Any, alphas: Any, n: int, width: int) -> Any:
+def row_deltas(vectors: Any, alphas: Any, n: int, width: int) -> Tensor:
     """``alphas[i] * vectors[i]`` for each of ``n`` rows, a float32 tensor ``[n, width]`` (one vector may stand for
     all rows, one alpha too); a wrong shape or a non-finite value is a SteeringError (the HF fast path's and the
     vLLM path's one reading)."""
@@ -129,7 +133,7 @@ def row_deltas(vectors: Any, alphas: Any, n: int, width: int) -> Any:
 
 def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Sequence[int],
                      positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                     stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+                     stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Generation]:
     """Greedy continuations of ``texts`` with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``.
 
     ``vectors``: ``[n, d_model]`` (or one ``[d_model]`` shared by all rows); ``alphas``: ``[n]`` or a float.
@@ -149,13 +153,12 @@ def generate_steered(lm, texts: Sequence[str], vectors, alphas, *, layers: Seque
 
 def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, *, layers: Sequence[int] | int,
                            positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                           stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+                           stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Generation]:
     """The fast path with a per-row edit of the residual stream at ``layers``: ``state`` is the forward hook
     (``state.set(mode, data, mask)`` before each pass, mode ``off | last | mask | all``; :class:`_RowSteer`
     adds, :class:`steering.ablation.RowAblate` projects out) and ``row_data[i]`` row ``i``'s data (a tensor
     indexed by the pass's rows). The positions rule and the prefix sharing are the module docstring's."""
-    from loadbearing.engine.generation import encode, generate
-    from steering.audit import PassWatch
+    from steering.audit import PassWatch  # deferred: import cycle steering -> steering.ablation -> steering.generate
 
     prompt_mode = _check_args(positions, batch_size, max_new_tokens)  # last | none | all
     model = getattr(lm, "model", lm)
@@ -172,8 +175,6 @@ def generate_with_row_hook(lm, texts: Sequence[str], state: Any, row_data: Any, 
     phase = phase_of(positions)
     tags = None
     if phase is not None:
-        from loadbearing.thinking import ThinkError, ThinkTags
-
         try:
             tags = ThinkTags.of(tok)
         except ThinkError as e:

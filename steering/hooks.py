@@ -41,16 +41,23 @@ removed in ``finally`` on error), and never touches other hooks on the model.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from loadbearing.engine.hookpoints import Hooks, block_hidden, replace_hidden
+from loadbearing.engine.layers import LayerError, hidden_state_module, unwrap_model
+from loadbearing.engine.layers import d_model as _d_model
+from loadbearing.engine.layers import n_layers as _n_layers
 from steering.audit import HandleWatch
 from steering.errors import SteeringError
 from steering.positions import POSITIONS, check_positions, first_steered
 from steering.vectors import DOSES, as_tensor, combine_directions, row_vectors
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.nn import Module
 
 __all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "SteeringHandle", "combine_directions",
            "hook_module", "n_layers", "patch", "patch_vectors", "resolve", "steer", "steer_vectors", "d_model"]
@@ -60,17 +67,12 @@ __all__ = ["DOSES", "attach", "hook_layers", "POSITIONS", "SteeringError", "Stee
 
 def _unwrap(model: Any) -> Any:
     """Accept a LoadedModel, an HF model, or a wrapper :mod:`loadbearing.engine.layers` knows."""
-    from loadbearing.engine.layers import unwrap_model
-
     return unwrap_model(model)
 
 
 def n_layers(model: Any) -> int:
     """Number of decoder blocks (hidden-states layers run 0..n_layers), by
     :func:`loadbearing.engine.layers.n_layers` (the one home of the layer convention)."""
-    from loadbearing.engine.layers import LayerError
-    from loadbearing.engine.layers import n_layers as _n_layers
-
     try:
         return _n_layers(model)
     except LayerError as e:
@@ -79,20 +81,15 @@ def n_layers(model: Any) -> int:
 
 def d_model(model: Any) -> int:
     """Residual-stream width (:func:`loadbearing.engine.layers.d_model`)."""
-    from loadbearing.engine.layers import LayerError
-    from loadbearing.engine.layers import d_model as _d_model
-
     try:
         return _d_model(model)
     except LayerError as e:
         raise SteeringError(str(e)) from None
 
 
-def hook_module(model: Any, layer: int) -> Any:
+def hook_module(model: Any, layer: int) -> Module:
     """The module whose output is ``hidden_states[layer]``'s hook point (embeddings for 0, block layer-1 else),
     by :func:`loadbearing.engine.layers.hidden_state_module`."""
-    from loadbearing.engine.layers import LayerError, hidden_state_module
-
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
         raise SteeringError(f"unknown layer {layer!r}: pass an integer hidden-states layer index")
     try:
@@ -120,6 +117,7 @@ class SteeringHandle:
         self.layers = [int(x) for x in layers]
         self.positions = positions
         self.vectors = vectors  # [d_model] or [batch, d_model]
+        self.alpha: float | Tensor
         if isinstance(alpha, (int, float, np.floating, np.integer)):
             self.alpha = float(alpha)
         else:
@@ -138,7 +136,7 @@ class SteeringHandle:
         self._saw_cache = False
         self._delta_cache: dict = {}
         self._hooks = Hooks()
-        self._mask = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
+        self._mask: Tensor | None = None  # [batch, cur_len] bool for the current pass, set by the pre-hook
         self.calls = 0
         self.steered_positions = 0
         self._watch = HandleWatch(positions, tokenizer)  # the phase filter and the audit
@@ -237,7 +235,7 @@ class SteeringHandle:
         self._mask = self._watch.observe(valid & sel[None, :], ids, am, past_len, cur, valid)  # [batch, cur]
         return None
 
-    def _edit(self, hidden: Any) -> Any:
+    def _edit(self, hidden: Any) -> Callable[[Tensor | None], Tensor]:
         """``edit(mask)``: the steered hidden states, at every position (``mask=None``) or at ``mask`` only (pads
         and the prefix stay exactly as they were)."""
         delta = self._delta(hidden.dtype, hidden.device, hidden.shape[0])  # [batch|1, 1, d_model]
@@ -284,7 +282,7 @@ def patch_vectors(model: Any, vectors: Any, *, layers: Iterable[int] | int, alph
                                  tokenizer=tokenizer), mods)
 
 
-def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Any]]:
+def hook_layers(model: Any, layers: Iterable[int] | int, positions: str) -> tuple[list[int], list[Module]]:
     """(layers, their hook modules), checked (and ``positions`` with them)."""
     check_positions(positions)
     layer_list = [int(layers)] if isinstance(layers, (int, np.integer)) else [int(x) for x in layers]
@@ -319,6 +317,7 @@ def resolve(directions: Any, layers: Iterable[int] | int | None, alpha: Any, alp
     """(basis, layers, absolute alpha) from :func:`steer`'s arguments. A :class:`probes.directions.Directions`
     gives the basis of its one layer (default its selected layer; ``k`` rows) and the residual norm that
     ``alpha_rel`` multiplies; anything but a Directions or a numeric array is a TypeError."""
+    # deferred: keeps probes (and 3 more modules) out of `python -m steering.patching`'s start-up
     from probes.directions import Directions
 
     if alpha is not None and alpha_rel is not None:

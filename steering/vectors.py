@@ -10,16 +10,19 @@ Torch is imported only when a vector is built.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from steering.errors import SteeringError
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
 DOSES = ("matched", "sum")
 
 
-def as_tensor(x: Any, dtype: Any = None) -> Any:
+def as_tensor(x: Any, dtype: Any = None) -> Tensor:
     """``x`` (tensor, array or sequence) as a detached torch tensor of ``dtype`` (default float32)."""
     import torch  # deferred: torch is heavy to import
 
@@ -30,7 +33,7 @@ def as_tensor(x: Any, dtype: Any = None) -> Any:
     return t.to(dtype or torch.float32)
 
 
-def combine_directions(directions: Any, dose: str = "matched") -> Any:
+def combine_directions(directions: Any, dose: str = "matched") -> Tensor:
     """Combine a basis ``[k, d_model]`` (or one ``[d_model]`` direction) into one vector ``[d_model]``.
 
     ``dose="matched"``: the sum rescaled to the mean norm of one direction (unit for orthonormal rows);
@@ -54,7 +57,7 @@ def combine_directions(directions: Any, dose: str = "matched") -> Any:
     return (total * (d.norm(dim=1).mean() / norm)).float()
 
 
-def row_vectors(directions: Any, dose: str) -> Any:
+def row_vectors(directions: Any, dose: str) -> Tensor:
     """directions -> [d_model] (one basis shared by all rows) or [batch, d_model] (one basis per row: a
     ``[batch, k, d_model]`` array or a list of ``[d_model]`` / ``[k_i, d_model]`` arrays)."""
     import torch  # deferred: torch is heavy to import

@@ -17,15 +17,15 @@ __all__ = ["StudyConfig", "run_study", "write_report"]
 
 def __getattr__(name: str):  # lazy: importing the package loads no stage
     if name == "StudyConfig":
-        from study.config import StudyConfig
+        from study.config import StudyConfig  # deferred: lazy package (PEP 562), importing study loads no stage
 
         return StudyConfig
     if name == "run_study":
-        from study.driver import run_study
+        from study.driver import run_study  # deferred: lazy package (PEP 562), importing study loads no stage
 
         return run_study
     if name == "write_report":
-        from study.report.write import write_report
+        from study.report.write import write_report  # deferred: lazy package (PEP 562), importing study loads no stage
 
         return write_report
     raise AttributeError(name)

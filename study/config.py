@@ -14,9 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadbearing.cli import check_fraction, check_number
 from loadbearing.errors import LoadBearingError
+from loadbearing.files import read_json, write_json
+from loadbearing.options import check_layers, parse_float_list, parse_layers, parse_token_positions, split_list
+from loadbearing.provenance import now
 from loadbearing.runs import CONFIG, MANIFEST
-from steering.sweep.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI
+from steering.positions import POSITIONS
+from steering.sweep.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI, OPERATORS
 
 STUDY_FILE = "study.json"
 SCHEMA_VERSION = 1
@@ -119,9 +124,6 @@ class StudyConfig:
 
     def validate(self) -> None:
         """Refuse settings that cannot run (offline: loads nothing). :func:`study.dryrun.plan.check` goes further."""
-        from loadbearing.cli import check_fraction, check_number
-        from loadbearing.options import parse_float_list, parse_layers, split_list
-
         for name in ("max_examples", "max_new_tokens", "batch_size", "max_cases", "random_seeds", "n_per_level",
                      "per_question", "steer_max_new_tokens", "tensor_parallel_size", "pipeline_parallel_size",
                      "data_parallel_size", "paper_steer_cases"):
@@ -129,7 +131,6 @@ class StudyConfig:
         self._check_probe_settings()
         check_number(self.steer_holdout, "--steer-holdout", minimum=0, maximum=0.95)
         check_fraction(self.sesoi, "--sesoi", error=StudyError)
-        from steering.positions import POSITIONS
 
         if self.steer_positions not in POSITIONS:
             raise StudyError(f"--steer-positions must be one of {', '.join(POSITIONS)}, got {self.steer_positions!r}")
@@ -142,7 +143,6 @@ class StudyConfig:
         ks = parse_float_list(self.k, "--k", minimum=1)
         if any(int(v) != v for v in ks):
             raise StudyError(f"--k {self.k!r}: numbers of directions must be whole numbers >= 1")
-        from steering.sweep.config import OPERATORS
 
         ops = split_list(self.steer_operator)
         bad = [o for o in ops if o not in OPERATORS]
@@ -153,10 +153,9 @@ class StudyConfig:
 
 
     def _check_probe_settings(self) -> None:
+        # deferred: keeps activations (and 8 more modules) out of `python -m study`'s start-up
         from activations.inputs import OUTCOME_POSITIONS, SAFE_POSITIONS, expand_continuation
-        from loadbearing.errors import LoadBearingError
-        from loadbearing.options import check_layers, parse_token_positions
-        from probes.config import parse_probes
+        from probes.config import parse_probes  # deferred: probes.config loads sklearn
 
         check_layers(self.activation_layers, "--activation-layers", error=StudyError)
         try:
@@ -189,9 +188,6 @@ def read_stored(out: Path) -> dict[str, Any] | None:
 
 
 def write_stored(out: Path, config: StudyConfig) -> None:
-    from loadbearing.files import write_json
-    from loadbearing.provenance import now
-
     write_json(out / STUDY_FILE, {"kind": "study", "schema_version": SCHEMA_VERSION, "updated": now(),
                                   "settings": config.to_dict()})
 
@@ -200,10 +196,9 @@ def record_batching(out: Path, name: str, target: Path) -> dict[str, Any] | None
     """Copy the batch sizes stage ``name`` used (``batching`` in its manifest, sweep record or store attributes:
     :meth:`loadbearing.engine.oom.BatchSize.record`) from its output ``target`` into ``DIR/study.json``'s
     ``batching``; returns it (None for a stage that runs no batched forward passes)."""
-    from loadbearing.files import read_json, write_json
-
     record: Any = None
     if target.is_file() and target.suffix == ".h5":  # an activation store (the browser's page holds none)
+        # deferred: keeps activations (and 7 more modules) out of `python -m study`'s start-up
         from activations.store import open_store
 
         with open_store(target) as st:

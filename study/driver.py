@@ -18,9 +18,17 @@ import sys
 import time
 from pathlib import Path
 
+from loadbearing.cli import UsageError, check_device, explicit_options, run_cli
+from loadbearing.files import RunDirError
+from loadbearing.runs import is_fresh_dir
 from study.config import STUDY_FILE, StudyConfig, StudyError, read_stored, record_batching, write_stored
 from study.cross_run import cross_run_gradient
+from study.dryrun.checks import dry_run_checks, estimate_lines, run_line
+from study.dryrun.plan import cached_counts, check, generation_bound, plan_text, select_stages
+from study.files import _toml, read_config_file, resolve_path, run_dir_of, with_run_model, write_config
 from study.options import COMMAND_OPTIONS, OPTION_NAMES, build_parser
+from study.settings import resolve, settings_block
+from study.stages.checks import behaviour_reason, read_skipped, write_skipped
 
 
 def _file_errors(msg: str) -> str:
@@ -31,8 +39,6 @@ def _file_errors(msg: str) -> str:
 def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, bool, str | None]:
     """(configs, resume, dry_run, the study file's name) from the command line. One config, or one per run of
     a several-run study file. On --resume, the stored settings with explicit options compared."""
-    from loadbearing.cli import UsageError, explicit_options
-
     parser = build_parser()
     args = parser.parse_args(argv)
     explicit = explicit_options(parser, argv) - set(COMMAND_OPTIONS)
@@ -42,8 +48,6 @@ def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, 
         raise UsageError("--resume continues with the stored settings; drop --config")
     given = {k: v for k, v in vars(args).items() if k not in COMMAND_OPTIONS}
     if args.config:
-        from study.files import read_config_file
-
         try:
             runs = read_config_file(args.config)
         except StudyError as e:
@@ -53,7 +57,6 @@ def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, 
         if len(runs) == 1:
             run = {"output_dir": stamp} | runs[0] | cli | ({"output_dir": args.output_dir} if args.output_dir else {})
             return [StudyConfig(**run)], False, args.dry_run, args.config
-        from study.files import run_dir_of
 
         root = args.output_dir or _file_root(args.config) or stamp
         configs = []
@@ -85,8 +88,6 @@ def configs_from_argv(argv: list[str] | None) -> tuple[list[StudyConfig], bool, 
 
 
 def _file_root(spec: str) -> str | None:
-    from study.files import _toml, resolve_path
-
     root = _toml().loads(resolve_path(spec)[0]).get("output_dir")
     return str(root) if isinstance(root, str) else None
 
@@ -106,14 +107,9 @@ def describe(c: StudyConfig) -> str:
 def prepare(config: StudyConfig, *, dry_run: bool = False) -> tuple[StudyConfig, dict[str, str], list[str]]:
     """(the resolved config, the rule that filled each unset setting, what the offline check found); refuses
     a setting that cannot run, before anything is loaded or written. A real run also checks the device here."""
-    from study.dryrun.plan import check
-    from study.settings import resolve
-
     config, rules = resolve(config)
     notes = check(config)
     if not dry_run:
-        from loadbearing.cli import check_device
-
         check_device(config.device)
     return config, rules, notes
 
@@ -124,8 +120,6 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print, rules: di
 
     Resuming a study whose every stage is complete and whose report is written logs one line and writes
     nothing (no file's bytes or modification time change)."""
-    from loadbearing.files import RunDirError
-
     if rules is None:
         config, rules, _ = prepare(config)
     out = Path(config.output_dir)
@@ -144,8 +138,8 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print, rules: di
     if out.exists():
         raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                           f"with --resume {out}")
+    # deferred: keeps behavioural (and 10 more modules) out of `python -m study`'s start-up
     from behavioural.run import check_writable
-    from loadbearing.runs import is_fresh_dir
 
     check_writable(out)
     out.mkdir(parents=True)
@@ -161,9 +155,10 @@ def run_study(config: StudyConfig, *, resume: bool = False, log=print, rules: di
 def is_complete(out: str | Path, config: StudyConfig | None = None) -> bool:
     """Whether every selected stage is complete (each asked by its own ``is_complete``) or recorded as skipped
     for too little data, and the report is written: resuming such a study has nothing to do."""
-    from study.dryrun.plan import select_stages
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.report.write import is_written
-    from study.stages.checks import read_skipped
+
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     out = Path(out)
@@ -181,6 +176,7 @@ def is_complete(out: str | Path, config: StudyConfig | None = None) -> bool:
 def _skip_reason(out: Path, name: str, config: StudyConfig, skipped: dict[str, str], selected: list[str]) -> str | None:
     """Why a stage cannot run: a stage it needs was skipped (that reason), or is neither selected nor done,
     or the stage's own data check says so."""
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     st = REGISTRY[name]
@@ -198,9 +194,10 @@ def _skip_reason(out: Path, name: str, config: StudyConfig, skipped: dict[str, s
 def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = None) -> Path:
     """Every selected stage in order; ``rules`` given: the resolved ``study.toml`` is written once the
     behavioural stage has claimed the directory (it takes only a directory holding nothing but study.json)."""
-    from study.dryrun.plan import select_stages
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.report.write import write_report
-    from study.stages.checks import behaviour_reason, read_skipped, write_skipped
+
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     t0 = time.perf_counter()
@@ -209,8 +206,6 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
     skipped = {k: v for k, v in read_skipped(out).items() if k in REGISTRY}
     def write_file() -> None:  # once, after a stage finished (a refused resume writes nothing)
         if rules is not None and not (out / "study.toml").is_file():
-            from study.files import with_run_model, write_config
-
             write_config(out, [with_run_model(out, config, rules)])  # the dtype and device the run used
 
     for name in selected:
@@ -258,6 +253,7 @@ def _stages(out: Path, config: StudyConfig, log, rules: dict[str, str] | None = 
 
 def _closure(name: str) -> set[str]:
     """Every stage ``name`` needs, directly or through another."""
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     seen: set[str] = set()
@@ -275,10 +271,6 @@ def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], sa
     settings in full and each later run's differences from it), what was checked, warnings, plan and estimate
     (:mod:`study.dryrun.checks`). A refusal the real run would make (an existing output directory, one in use)
     raises its error; a warning is printed and the exit status stays 0."""
-    from study.dryrun.checks import dry_run_checks, estimate_lines, run_line
-    from study.dryrun.plan import generation_bound, plan_text
-    from study.settings import settings_block
-
     several = len(configs) > 1
     checked = [dry_run_checks(c, resume=resume, several=several) for c, _, _ in configs]
     if several:
@@ -309,8 +301,6 @@ def _print_plan(configs: list[tuple[StudyConfig, dict[str, str], list[str]]], sa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import run_cli
-
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict[str, str] = {}
     say = functools.partial(print, flush=True)
@@ -318,7 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         configs, resume, dry_run, config_file = configs_from_argv(argv)
         where["out"] = configs[0].output_dir
-        from study.dryrun.plan import cached_counts
 
         with cached_counts():  # each config's questions loaded once
             try:
@@ -330,8 +319,6 @@ def main(argv: list[str] | None = None) -> int:
             if dry_run:
                 return _print_plan(prepared, say, resume=resume)
         if not resume or not is_complete(prepared[0][0].output_dir, prepared[0][0]):
-            from study.settings import settings_block
-
             for i, (c, rules, _) in enumerate(prepared, 1):
                 say(settings_block(c, rules, title="study settings" if len(prepared) == 1 else
                                    f"run {i}/{len(prepared)}: {c.model} on {c.dataset}"))
@@ -349,15 +336,12 @@ def _run_several(prepared, config_file: str | None, say) -> int:
     """A several-run study file: each run in turn (a finished one is resumed, i.e. skipped), the resolved
     file written at the root before the first run, and again after the last with the dtype and device each
     run's model was loaded with."""
-    from study.files import write_config
-
     root = Path(prepared[0][0].output_dir).parents[1]
     root.mkdir(parents=True, exist_ok=True)
     write_config(root, [(c, r) for c, r, _ in prepared])
     for i, (c, rules, _) in enumerate(prepared, 1):
         say(f"\n#### run {i}/{len(prepared)}: {c.model} on {c.dataset} -> {c.output_dir}")
         run_study(c, resume=Path(c.output_dir).is_dir(), log=say, rules=rules, config_file=False)
-    from study.files import with_run_model
 
     write_config(root, [with_run_model(Path(c.output_dir), c, r) for c, r, _ in prepared])  # what each run used
     cross_run_gradient(root, [Path(c.output_dir) for c, _, _ in prepared], say)

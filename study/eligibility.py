@@ -13,15 +13,18 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from typing import Any
+
+from loadbearing.answers import score
+from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.engine.generation import generate
+from loadbearing.questions.data import load_questions, sample
+from loadbearing.questions.prompts import build_prompt, split_trace
+from loadbearing.tables import render_table
 
 
 def measure(lm, tasks: list[tuple[str, str | None]], *, data_dir: str, n: int, seed: int, few_shot: bool | None,
-            max_new_tokens: int, min_lines: int, batch_size: int, log=None) -> list[dict]:
-    from loadbearing.answers import score
-    from loadbearing.engine.generation import generate
-    from loadbearing.questions.data import load_questions, sample
-    from loadbearing.questions.prompts import build_prompt, split_trace
-
+            max_new_tokens: int, min_lines: int, batch_size: int, log=None) -> list[dict[str, Any]]:
     rows = []
     for dataset, task in tasks:
         t0 = time.perf_counter()
@@ -47,8 +50,6 @@ def measure(lm, tasks: list[tuple[str, str | None]], *, data_dir: str, n: int, s
 
 
 def table(rows: list[dict]) -> str:
-    from loadbearing.tables import render_table
-
     header = ["dataset", "task", "n", "parseable", "correct", "eligible (>= 3 lines)", "median lines (correct)", "s"]
     body = [[r["dataset"], r["task"], r["n"], r["parseable"], r["correct"], r["eligible"],
              "-" if r["median_lines"] is None else r["median_lines"], r["seconds"]] for r in rows]
@@ -56,8 +57,6 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import OneLineParser, run_cli
-
     p = OneLineParser(prog="python -m study.eligibility", description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct", help="model (default: the embedded one)")
     p.add_argument("--data-dir", required=True, help="folder holding gsm8k/, mmlu/, bbh/")
@@ -73,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def body() -> int:
-        from loadbearing.engine.models import load_model
-        from study.settings import is_embedded
+        from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
+        from study.settings import is_embedded  # deferred: study.settings loads numpy
 
         tasks = [("bbh", t) for t in args.bbh.split(",") if t] + [("mmlu", t) for t in args.mmlu.split(",") if t]
         tasks += [("gsm8k", None)] if args.gsm8k else []

@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadbearing.engine.models import DTYPES
+from loadbearing.files import atomic_write_text
 from loadbearing.runs import MANIFEST
 from study.config import StudyConfig, StudyError
 
@@ -74,8 +76,9 @@ def _check_settings(table: dict[str, Any], where: str, *, allow_lists: bool) -> 
     return out
 
 
-def _example(t: type) -> Any:
-    return {int: 10, float: 0.5, str: "text", bool: True}[t]
+def _example(t: type) -> int | float | str | bool:
+    examples: dict[type, int | float | str | bool] = {int: 10, float: 0.5, str: "text", bool: True}
+    return examples[t]
 
 
 def resolve_path(spec: str) -> tuple[str, str]:
@@ -177,8 +180,6 @@ def with_run_model(out: Path, config: StudyConfig, rules: dict[str, str]) -> tup
     """``config`` with ``dtype`` and ``device`` filled, where they were unset, from the model the run loaded
     (``manifest.json``): a study file that leaves them unset would load the model another way on another
     machine (bfloat16 on a GPU where the run used float32), so the written file says what the run used."""
-    from loadbearing.engine.models import DTYPES
-
     try:
         model = json.loads((Path(out) / MANIFEST).read_text(encoding="utf-8")).get("model") or {}
     except (OSError, ValueError, AttributeError):
@@ -195,8 +196,6 @@ def with_run_model(out: Path, config: StudyConfig, rules: dict[str, str]) -> tup
 
 
 def write_config(out: Path, runs: list[tuple[StudyConfig, dict[str, str]]]) -> None:
-    from loadbearing.files import atomic_write_text
-
     text = config_text(runs)
     p = Path(out) / CONFIG_FILE
     if not p.is_file() or p.read_text(encoding="utf-8") != text:

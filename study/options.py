@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 from study.config import StudyConfig
 
 DESCRIPTION = ("The whole study on one model (or several), end to end: behaviour -> labels -> activations -> probes "
@@ -18,7 +19,6 @@ OPTION_NAMES = {"positions": "--line-positions"}
 
 def build_parser() -> argparse.ArgumentParser:
     d = StudyConfig(output_dir="")
-    from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 
     p = OneLineParser(prog="python -m study", description=DESCRIPTION,
                       formatter_class=argparse.RawDescriptionHelpFormatter,

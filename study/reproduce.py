@@ -23,6 +23,7 @@ from typing import Any
 
 from loadbearing.cli import OneLineParser, run_cli
 from loadbearing.errors import LoadBearingError
+from loadbearing.files import read_json
 from loadbearing.runs import SUMMARY
 
 PARTS = (("probes/paper_table.md", "probes (python -m probes.train --paper-table)"),
@@ -85,8 +86,6 @@ def verdict_block(summary: dict[str, Any]) -> str:
 
 def report(out: str | Path) -> tuple[str, list[str]]:
     """(the text printed, the parts that are missing)."""
-    from loadbearing.files import read_json
-
     out = Path(out)
     if not (out / "study.json").is_file():
         raise ReproduceError(f"{out} is not a study directory (no study.json); run python -m study --config reproduce "

@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.report.blocks import Block, Paragraph, blocks_markdown, table
-from loadbearing.runs import SUMMARY
+from loadbearing.runs import SUMMARY, Run, question_key_of
+from loadbearing.tables import render_table
 
 MEASURES = ("propagation", "resampling", "receiver", "suppression")
 
 
-def _summary(run: Path, name: str) -> dict | None:
+def _summary(run: Path, name: str) -> dict[str, Any] | None:
     p = run / name / SUMMARY
     try:
         return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
@@ -42,8 +43,6 @@ def _summary(run: Path, name: str) -> dict | None:
 
 def step_values(run_dir: str | Path) -> dict[str, dict[str, dict[int, float]]]:
     """question key -> measure -> step -> value (only where the measure is defined)."""
-    from loadbearing.runs import Run, question_key_of
-
     run = Path(run_dir)
     out: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     rs = _summary(run, "resample")
@@ -89,7 +88,7 @@ def top_step(vals: dict[int, float], steps: list[int]) -> int:
 def pair_agreement(values: dict[str, dict[str, dict[int, float]]], a: str, b: str, *, n_boot: int = 2000,
                    seed: int = 0) -> dict[str, Any]:
     """The two agreement numbers of measures ``a`` and ``b`` (module docstring)."""
-    from loadbearing.stats import cluster_bootstrap_ci, wilson_rate
+    from loadbearing.stats import cluster_bootstrap_ci, wilson_rate  # deferred: loadbearing.stats loads numpy
 
     rhos: list[tuple[str, float]] = []
     same: list[tuple[bool, float]] = []
@@ -126,8 +125,8 @@ _AGREEMENT_INTRO = ("Agreement between the step-level measures (propagation at t
 _AGREEMENT_HEAD = ["measures", "mean Spearman rho [95% CI]", "questions", "same top step", "chance"]
 
 
-def _agreement_rows(t: dict[str, Any], style: str) -> list[list[Any]]:
-    from loadbearing.stats import format_rate
+def _agreement_rows(t: dict[str, Any], style: str) -> list[list[str | int | None]]:
+    from loadbearing.stats import format_rate  # deferred: loadbearing.stats loads numpy
 
     rows = []
     for p in t["pairs"]:
@@ -144,8 +143,6 @@ def agreement_blocks(t: dict[str, Any]) -> tuple[Block, ...]:
 
 
 def format_agreement(t: dict[str, Any], style: str = "md") -> str:
-    from loadbearing.tables import render_table
-
     if style == "md":
         return blocks_markdown(agreement_blocks(t))
     return _AGREEMENT_INTRO + "\n\n" + render_table(_AGREEMENT_HEAD, _agreement_rows(t, style), style)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.runs import question_key_of
 from loadbearing.stats import cluster_bootstrap_ci, wilson_rate
 
 #: one observation: (chain length n, cut k, same answer as the full chain 0/1) and optionally its trace's id
@@ -130,8 +131,6 @@ def mistake_points(continuations: Sequence[Any], baselines: dict[str, Any], key:
     answer equals the baseline's (the unedited chain's answer); each question's unedited chain adds ``(n, n, 1)``.
     ``baselines`` maps question key (``key(record)``, by default the normalised question) -> the eligible
     baseline (with ``parsed_answer``, ``lines`` and ``task``)."""
-    from loadbearing.runs import question_key_of
-
     key = key or question_key_of
     keys: list[str] = []
     pts: list[Point] = []
@@ -231,8 +230,6 @@ def propagation_by_question(continuations: Sequence[Any], labels: dict[str, str 
     """Question key -> (C, parseable) over the run's perturbed continuations (one per generation).
 
     ``labels`` (continuation id -> A/B/C/None, from a labelling) override the answer-only label when given."""
-    from loadbearing.runs import question_key_of
-
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for c in continuations:
         if c.condition != "perturbed":

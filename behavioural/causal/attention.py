@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,8 +45,15 @@ from behavioural.causal.common import (
     eligible_chains,
     is_stage_complete,
 )
+from loadbearing.cli import UsageError, check_number
+from loadbearing.engine.sampling import row_seed
 from loadbearing.runs import Run
 from loadbearing.stage import option
+from loadbearing.tables import render_table
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 RECEIVER, SUPPRESSION = "receiver_heads", "suppression"
 VERSION = "1"
@@ -103,7 +110,7 @@ def eager_attention(model: Any) -> Iterator[str]:
         model.set_attn_implementation(had)
 
 
-def _device(model: Any) -> Any:
+def _device(model: Any) -> tuple[torch.dtype | None, torch.device | str]:
     p = next(model.parameters(), None) if hasattr(model, "parameters") else None
     return (p.dtype, p.device) if p is not None else (None, "cpu")
 
@@ -138,7 +145,7 @@ def prefix_cache(model: Any, ids: list[int], start: int) -> Any:
     return getattr(out, "past_key_values", None)
 
 
-def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: int = 0) -> Any:
+def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: int = 0) -> Tensor:
     """``[1, 1, n - start, n]`` additive mask for the queries ``start..n-1`` over all ``n`` keys: causal, plus the
     dtype's minimum on key columns ``cols`` for every query (``start = 0``: the square mask)."""
     import torch  # deferred: torch is heavy to import
@@ -152,8 +159,6 @@ def suppression_mask(n_tokens: int, cols: tuple[int, int], dtype: Any, start: in
 
 # ------------------------------------------------------------------------------------------------ stages
 def sample_keys(run: Run, config: AttentionConfig) -> set[str] | None:
-    from loadbearing.engine.sampling import row_seed
-
     if config.max_questions is None:
         return None
     keys = sorted({c.key for c in eligible_chains(run)}, key=lambda k: row_seed(config.sample_seed, f"question:{k}"))
@@ -173,7 +178,7 @@ def _chain_pass(model: Any, ids: list[int], bounds: list[tuple[int, int]]) -> tu
     return (start, past) if past is not None else (0, None)
 
 
-def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     model, tok = engine.lm.model, engine.lm.tokenizer
     rows = []
     with eager_attention(model) as had:
@@ -196,7 +201,7 @@ def receiver_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -
     return rows
 
 
-def suppression_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def suppression_execute(config: AttentionConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     import torch  # deferred: torch is heavy to import
 
     model, tok = engine.lm.model, engine.lm.tokenizer
@@ -273,8 +278,6 @@ def _fmt_row(v: list) -> str:
 
 
 def receiver_format(summary: dict[str, Any], style: str = "text") -> str:
-    from loadbearing.tables import render_table
-
     head = (f"Receiver heads (thought anchors): {summary['n_sampled_questions']} chains read with eager attention; "
             f"vertical score = attention a step receives from steps >= {summary['proximity_ignore']} later "
             f"(thought-anchors use {summary.get('paper_proximity_ignore', 4)} on long chains); top "
@@ -288,8 +291,6 @@ def receiver_format(summary: dict[str, Any], style: str = "text") -> str:
 
 
 def suppression_format(summary: dict[str, Any], style: str = "text") -> str:
-    from loadbearing.tables import render_table
-
     head = (f"Attention suppression (thought anchors): {summary['n_sampled_questions']} chains; step j masked in every "
             f"layer and head; effect of j = mean log KL (T={summary['temperature']}) of the later steps' next-token "
             "distributions against the unmasked run (log(1e-9) = -20.7: no change)")
@@ -311,8 +312,6 @@ SUPPRESSION_DRIVER = CausalStage(SUPPRESSION, VERSION, plan, suppression_execute
 
 
 def check_config(config: AttentionConfig) -> None:
-    from loadbearing.cli import UsageError, check_number
-
     check_number(config.proximity_ignore, "--proximity-ignore", minimum=1)
     check_number(config.top_k, "--top-k", minimum=1)
     check_number(config.temperature, "--temperature", minimum=1e-6)
@@ -320,13 +319,13 @@ def check_config(config: AttentionConfig) -> None:
         raise UsageError(f"--max-questions must be >= 1, got {config.max_questions} (omit it for all)")
 
 
-def run_receiver_heads(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
+def run_receiver_heads(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the receiver-head stage on ``config.run_dir``; returns its summary."""
     check_config(config)
     return drive(RECEIVER_DRIVER, config, lm=lm, echo=echo)
 
 
-def run_suppression(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict:
+def run_suppression(config: AttentionConfig, lm: Any = None, *, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the attention-suppression stage on ``config.run_dir``; returns its summary."""
     check_config(config)
     return drive(SUPPRESSION_DRIVER, config, lm=lm, echo=echo)

@@ -23,11 +23,16 @@ from typing import Any, ClassVar
 
 from loadbearing import provenance
 from loadbearing.answers import PARSER_VERSION, score
+from loadbearing.cli import UsageError, check_device, check_number
+from loadbearing.engine.generation import generate
+from loadbearing.engine.oom import for_generate_fn
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import JsonlWriter, RunDirError, atomic_write_text, read_json, read_jsonl, write_json
+from loadbearing.locks import output_lock
 from loadbearing.questions.prompts import Trace, assistant_prefix, split_trace
 from loadbearing.records import Baseline
 from loadbearing.runs import MANIFEST, RECORDS, SUMMARY, SUMMARY_MD, Run, question_key_of
+from loadbearing.shards import parse_shard, select
 from loadbearing.stage import RunDirOptions, Stage, SummarySection, option, result_settings
 
 #: the answer-line label every dataset's format instruction asks for ("End with a line 'Answer: X'")
@@ -85,8 +90,6 @@ class Chain:
 
 def eligible_chains(run: Run, shard: str | None = None) -> list[Chain]:
     """The run's eligible baselines as chains (one shard of them with ``shard="I/N"``); refuses none."""
-    from loadbearing.shards import parse_shard, select
-
     eligible = [b for b in run.baselines() if b.eligible]
     if not eligible:
         raise CausalError(f"run {str(run.path)!r} has no eligible baselines (correct, with enough reasoning lines), so "
@@ -130,14 +133,10 @@ class Engine:
 
     def __post_init__(self) -> None:
         if self.sizer is None:
-            from loadbearing.engine.oom import for_generate_fn
-
             self.sizer = for_generate_fn(self.generate_fn, self.batch_size)
 
     def generate(self, texts: Sequence[str], *, max_new_tokens: int, desc: str, lm: Any = None, **kwargs: Any) -> list:
         """``generate_fn(lm, texts, max_new_tokens=..., batch_size=..., progress=..., desc=..., **kwargs)``."""
-        from loadbearing.engine.generation import generate
-
         fn = self.generate_fn or generate
         return self.sizer.call(fn, lm or self.lm, list(texts), max_new_tokens=max_new_tokens, progress=self.progress,
                                desc=desc, **kwargs)
@@ -173,8 +172,6 @@ class CausalStage:
 
 
 def stage_dir(run_dir: str | Path, name: str, shard: str | None = None) -> Path:
-    from loadbearing.shards import parse_shard
-
     s = parse_shard(shard)
     base = Path(run_dir) / name
     return base if s is None else base / f"shard-{s.index}-of-{s.count}"
@@ -190,9 +187,6 @@ def stage_complete(out: Path, kind: str) -> bool:
 
 def check_common(config: Any) -> None:
     """Refuse bad common options before anything is read or written."""
-    from loadbearing.cli import check_device, check_number
-    from loadbearing.shards import parse_shard
-
     check_number(config.batch_size, "--batch-size", minimum=1)
     check_number(config.n_boot, "--n-boot", minimum=0)
     parse_shard(config.shard)  # a bad --shard is the shards' own one-line ShardError
@@ -203,7 +197,7 @@ def _diff(old: dict, new: dict) -> list[str]:
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict]:
+def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict[str, Any]]:
     """Rows of this stage's shard directories written with the same settings (an unsharded run merges them)."""
     rows: list[dict] = []
     for d in sorted(out.glob("shard-*-of-*")):
@@ -218,10 +212,8 @@ def _shard_rows(out: Path, stage: CausalStage, settings: dict) -> list[dict]:
 
 
 def drive(stage: CausalStage, config: Any, *, lm: Any = None, generate_fn: Callable[..., list] | None = None,
-          echo: Callable[[str], Any] | None = print) -> dict:
+          echo: Callable[[str], Any] | None = print) -> dict[str, Any]:
     """Run (or resume) ``stage`` on ``config.run_dir``; returns its summary. Refusals write nothing."""
-    from loadbearing.locks import output_lock
-
     say = echo or (lambda m: None)
     check_common(config)
     run = Run(config.run_dir)
@@ -280,7 +272,7 @@ def drive(stage: CausalStage, config: Any, *, lm: Any = None, generate_fn: Calla
 
 
 def _execute(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, engine: Engine,
-             say: Callable[[str], Any]) -> dict:
+             say: Callable[[str], Any]) -> dict[str, Any]:
     jobs = stage.plan(config, chains, run)
     wanted = {j.id for j in jobs}
     done = {r["id"]: r for r in read_jsonl(out / RECORDS, repair=True) if r.get("id") in wanted}
@@ -308,7 +300,7 @@ def _summary_options(stage: CausalStage, config: Any) -> dict[str, Any]:
 
 
 def _finish(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out: Path, settings: dict, rows: list[dict],
-            say: Callable[[str], Any]) -> dict:
+            say: Callable[[str], Any]) -> dict[str, Any]:
     summary = stage.summarise(config, rows, chains, run)
     summary.update(stage=stage.name, version=stage.version, run_dir=str(run.path), shard=config.shard,
                    n_rows=len(rows), n_questions=len(chains), status="ok", settings=settings,
@@ -322,7 +314,7 @@ def _finish(stage: CausalStage, config: Any, run: Run, chains: list[Chain], out:
 def with_note(text: str) -> str:
     """``text`` with the note that explains the dagger :func:`loadbearing.stats.format_rate` puts on intervals
     resting on few questions, when one appears."""
-    from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
+    from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE  # deferred: loadbearing.stats loads numpy
 
     return text + "\n" + FEW_CLUSTERS_NOTE if FEW_CLUSTERS_MARK in text else text
 
@@ -349,8 +341,6 @@ def command(name: str, config: type, run: Callable[..., dict], format_summary: C
 
 def count_or_all(text: str) -> int | None:
     """``--max-questions N``: a sample of at most N eligible chains; 0 is all of them (None)."""
-    from loadbearing.cli import UsageError, check_number
-
     try:
         n = int(text)
     except ValueError:
@@ -359,7 +349,7 @@ def count_or_all(text: str) -> int | None:
     return n or None
 
 
-def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict:
+def run_with_backend(run: Callable[..., dict], config: Any, args: argparse.Namespace) -> dict[str, Any]:
     """``run(config)``, with ``--backend vllm`` through a :class:`loadbearing.engine.vllm_engine.LazyVLLM` (checked
     before anything is loaded: vLLM importable; started at the first generation, shut down after)."""
     if getattr(args, "backend", "hf") != "vllm":

@@ -37,6 +37,7 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
+from loadbearing.cli import check_number
 from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
@@ -72,7 +73,7 @@ def plan(config: EarlyAnswerConfig, chains: list[Chain], run: Run) -> list[Job]:
     return jobs
 
 
-def execute(config: EarlyAnswerConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: EarlyAnswerConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     texts = [forced_input(j.chain, j.data["assistant"]) for j in jobs]
     gens = engine.generate(texts, max_new_tokens=config.max_answer_tokens, desc=f"{NAME} ({len(jobs)} cuts)")
     rows = []
@@ -291,10 +292,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 
-def run_early_answer(config: EarlyAnswerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_early_answer(config: EarlyAnswerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) early answering on ``config.run_dir``; returns the summary (see the module docstring)."""
-    from loadbearing.cli import check_number
-
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
     return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)
 

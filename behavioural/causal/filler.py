@@ -36,6 +36,8 @@ from behavioural.causal.common import (
     score_forced,
     with_note,
 )
+from loadbearing.cli import UsageError, check_number
+from loadbearing.engine.generation import encode
 from loadbearing.options import parse_fractions, split_list
 from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
@@ -71,8 +73,6 @@ class FillerConfig(CausalConfig):
 
 
 def n_tokens(tokenizer: Any, text: str) -> int:
-    from loadbearing.engine.generation import encode
-
     return len(encode(tokenizer, text))
 
 
@@ -112,7 +112,7 @@ def plan(config: FillerConfig, chains: list[Chain], run: Run) -> list[Job]:
     return jobs
 
 
-def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: FillerConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     tok = engine.lm.tokenizer
     assistants, counts = [], []
     for j in jobs:
@@ -215,10 +215,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary)
 
 
-def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_filler(config: FillerConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the filler test on ``config.run_dir``; returns the summary (see the module docstring)."""
-    from loadbearing.cli import UsageError, check_number
-
     check_number(config.max_answer_tokens, "--max-answer-tokens", minimum=1)
     bad = [f for f in config.fillers if f not in FILLERS]
     if bad or not config.fillers:

@@ -46,12 +46,14 @@ from behavioural.causal.common import (
 )
 from loadbearing.answers import extract_answer, score, starts_with_answer_label
 from loadbearing.answers.numbers import PLAIN_NUMBER_RE
+from loadbearing.cli import UsageError, check_model_file, check_number
+from loadbearing.engine.generation import encode
 from loadbearing.options import parse_fractions
 from loadbearing.questions.prompts import render_chat
 from loadbearing.results.check import RateJSON
 from loadbearing.runs import Run
 from loadbearing.stage import option
-from loadbearing.stats import clustered_rate, format_rate
+from loadbearing.stats import cluster_bootstrap_ci, clustered_rate, format_rate, paired_difference_ci
 from loadbearing.tables import render_table
 
 NAME = "paraphrase"
@@ -98,13 +100,13 @@ def clean_paraphrase(text: str, max_lines: int, dataset: str = "custom", task: s
     return lines[:max_lines]
 
 
-def paraphrase_messages(lines: list[str]) -> list[dict]:
+def paraphrase_messages(lines: list[str]) -> list[dict[str, str]]:
     return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def prepare(config: ParaphraseConfig, run: Run) -> dict:
+def prepare(config: ParaphraseConfig, run: Run) -> dict[str, Any]:
     """Load the paraphraser before anything is written (a model that cannot be loaded is one error line)."""
-    from loadbearing.cli import check_model_file
+    # deferred: tests monkeypatch loadbearing.engine.models.load_model
     from loadbearing.engine.models import ModelError, load_model
 
     name = config.paraphraser
@@ -144,9 +146,7 @@ def cut_lines(n: int, fraction: float) -> int:
     return max(1, min(n, math.floor(fraction * n + 0.5)))
 
 
-def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[dict]:
-    from loadbearing.engine.generation import encode
-
+def execute(config: ParaphraseConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     p_lm = engine.extras.get("paraphraser") or engine.lm
     prompts, budgets = [], []
     for j in jobs:
@@ -227,8 +227,6 @@ def _gap_pairs(rows: list[dict]) -> list[tuple[str, float | None, float | None]]
 
 
 def _curve_point(f: float, rows: list[dict], kw: dict) -> dict[str, Any]:
-    from loadbearing.stats import paired_difference_ci
-
     s = [r for r in rows if r["same_answer"] is not None]
     return {"fraction": f, "n_rows": len(rows),
             "retention": clustered_rate([bool(r["same_answer"]) for r in s], [r["question_key"] for r in s],
@@ -242,8 +240,6 @@ def _curve_point(f: float, rows: list[dict], kw: dict) -> dict[str, Any]:
 def _mean_gap(rows: list[dict], kw: dict) -> dict[str, Any]:
     """Mean over fractions of (reference - paraphrased accuracy), each fraction's mean over its paired questions;
     a percentile bootstrap over questions (each question carries all its fractions)."""
-    from loadbearing.stats import cluster_bootstrap_ci
-
     vals = [(r["fraction"], float(r["reference_correct"]) - float(r["correct"])) for r in rows
             if r["correct"] is not None and r["reference_correct"] is not None]
     keys = [r["question_key"] for r in rows if r["correct"] is not None and r["reference_correct"] is not None]
@@ -293,10 +289,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, prepare=prepare)
 
 
-def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_paraphrase(config: ParaphraseConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) the paraphrase test on ``config.run_dir``; returns the summary (see the module docstring)."""
-    from loadbearing.cli import UsageError, check_number
-
     if not config.fractions or any(not 0 < f <= 1 for f in config.fractions):
         raise UsageError(f"--fractions {','.join(f'{f:g}' for f in config.fractions)!r}: give fractions of the chain in "
                          "(0, 1], e.g. 0.25,0.5,0.75,1 (Lanham et al.'s)")

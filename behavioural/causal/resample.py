@@ -49,6 +49,7 @@ from behavioural.causal.resample_matrix import parse_band
 from behavioural.causal.resample_similarity import DEFAULT_METHOD, THRESHOLD, load_similarity
 from behavioural.causal.resample_summary import format_summary, summarise
 from loadbearing.answers import score
+from loadbearing.cli import UsageError, check_number
 from loadbearing.engine.sampling import Sampling, row_seed
 from loadbearing.runs import Run
 from loadbearing.stage import option
@@ -128,7 +129,7 @@ def first_line(text: str) -> str:
     return next((s.strip() for s in text.split("\n") if s.strip()), "")
 
 
-def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dict]:
+def execute(config: ResampleConfig, jobs: list[Job], engine: Engine) -> list[dict[str, Any]]:
     sim = engine.extras.get("similarity") or load_similarity(config.similarity)
     s = config.sampling
     rows: dict[str, dict] = {}
@@ -176,8 +177,6 @@ DRIVER = CausalStage(NAME, VERSION, plan, execute, summarise, format_summary, pr
 
 def check_config(config: ResampleConfig) -> None:
     """Refuse bad settings before anything is read or written."""
-    from loadbearing.cli import UsageError, check_number
-
     if config.rollouts < 1:
         raise UsageError(f"--rollouts must be >= 1, got {config.rollouts}: each prefix needs at least one rollout "
                          f"(the paper uses {PAPER['rollouts']}; 8 is the CPU default)")
@@ -197,7 +196,7 @@ def check_config(config: ResampleConfig) -> None:
         raise UsageError(f"--max-questions must be >= 1, got {config.max_questions} (omit it for all)")
 
 
-def run_resample(config: ResampleConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict:
+def run_resample(config: ResampleConfig, lm: Any = None, *, generate_fn: Any = None, echo: Any = print) -> dict[str, Any]:
     """Run (or resume) resampling importance on ``config.run_dir``; returns the summary (module docstring)."""
     check_config(config)
     return drive(DRIVER, config, lm=lm, generate_fn=generate_fn, echo=echo)

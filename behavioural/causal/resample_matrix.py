@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from behavioural.causal.common import CausalError
+from loadbearing.cli import UsageError
 
 
 def resample_accuracy(rows: Sequence[dict]) -> float | None:
@@ -34,8 +35,6 @@ def resample_accuracy(rows: Sequence[dict]) -> float | None:
 
 def parse_band(text: str | None) -> tuple[float, float] | None:
     """``"0.25,0.75"`` -> (0.25, 0.75); refuses anything else with the fix named."""
-    from loadbearing.cli import UsageError
-
     if text is None:
         return None
     try:
@@ -48,7 +47,7 @@ def parse_band(text: str | None) -> tuple[float, float] | None:
     return lo, hi
 
 
-def select_band(questions: list[dict], band: tuple[float, float] | None) -> list[dict]:
+def select_band(questions: list[dict], band: tuple[float, float] | None) -> list[dict[str, Any]]:
     """The questions whose ``resample_accuracy`` lies in ``band`` (all without a band); refuses an empty selection."""
     if band is None:
         return questions

@@ -42,8 +42,10 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from behavioural.causal.resample_matrix import ceiling, resample_accuracy, select_band, step_matrix
+from behavioural.causal.resample_similarity import load_similarity
 from loadbearing.questions.prompts import POSITION_FRACTIONS, position_index
-from loadbearing.runs import Run
+from loadbearing.runs import Run, question_key_of
 from loadbearing.stats import cluster_bootstrap_ci, format_rate, wilson_rate
 from loadbearing.tables import render_table
 
@@ -135,8 +137,6 @@ def question_steps(rows: list[dict], n: int, *, n_boot: int, seed: int) -> list[
 
 def _propagation(run: Run) -> dict[tuple[str, int], tuple[int, int]]:
     """(question key, edited line) -> (C, parseable) over the run's perturbed continuations."""
-    from loadbearing.runs import question_key_of
-
     out: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
     for c in run.continuations("perturbed"):
         if c.label is None:
@@ -156,8 +156,6 @@ def summarise(config: Any, rows: list[dict], chains: list, run: Run) -> dict[str
     by_q: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_q[r["question_id"]].append(r)
-    from behavioural.causal.resample_matrix import ceiling, resample_accuracy, select_band, step_matrix
-    from behavioural.causal.resample_similarity import load_similarity
 
     prop = _propagation(run)
     positions = _positions(run)

@@ -5,14 +5,31 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from loadbearing.stats import rate
 
-__all__ = ["kappa", "variant_agreement"]
+__all__ = ["Kappa", "VariantAgreement", "kappa", "variant_agreement"]
 
 
-def kappa(a: Sequence[Any], b: Sequence[Any]) -> dict:
+class Kappa(TypedDict):
+    n: int
+    kappa: float | None
+    agreement: dict[str, Any]  # a rate (loadbearing.stats.rate)
+    labels: list[str]
+
+
+class VariantAgreement(TypedDict):
+    n_items: int
+    unanimous: dict[str, Any]
+    unanimous_among_fully_parsed: dict[str, Any]
+    per_variant: dict[str, dict[str, dict[str, Any]]]
+    pairwise_kappa: list[dict[str, Any]]
+    mean_pairwise_kappa: float | None
+    n_pairs_with_kappa: int
+
+
+def kappa(a: Sequence[Any], b: Sequence[Any]) -> Kappa:
     """Cohen's kappa between two raters over the items both rated (``None`` = not rated).
 
     Returns ``{"n", "kappa", "agreement": rate(...), "labels": sorted labels seen}``; ``kappa`` is null when
@@ -33,7 +50,7 @@ def kappa(a: Sequence[Any], b: Sequence[Any]) -> dict:
     return {"n": n, "kappa": k, "agreement": rate(agree, n), "labels": labels}
 
 
-def variant_agreement(items: Sequence[dict], variant_names: Sequence[str]) -> dict:
+def variant_agreement(items: Sequence[dict], variant_names: Sequence[str]) -> VariantAgreement:
     """Agreement across a judge's prompt variants: the A/B boundary's sensitivity to the prompt.
 
     ``items`` are the judge results of judged continuations (``{"variants": {name: {"noticed": ...}}}``).
@@ -50,11 +67,13 @@ def variant_agreement(items: Sequence[dict], variant_names: Sequence[str]) -> di
         col = [r[j] for r in rows]
         parsed = [x for x in col if x is not None]
         per_variant[v] = {"parsed": rate(len(parsed), n), "noticed": rate(sum(parsed), len(parsed))}
-    pairs = []
+    pairs: list[dict[str, Any]] = []
+    ks: list[float] = []
     for (i, a), (j, b) in itertools.combinations(enumerate(variant_names), 2):
         k = kappa([r[i] for r in rows], [r[j] for r in rows])
         pairs.append({"a": a, "b": b, **k})
-    ks = [p["kappa"] for p in pairs if p["kappa"] is not None]
+        if k["kappa"] is not None:
+            ks.append(k["kappa"])
     return {
         "n_items": n,
         "unanimous": rate(unanimous, n),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from behavioural.labels.records import LabelError
+from loadbearing.engine.generation import generate
 
 JUDGE_VERSION = 1
 
@@ -160,7 +161,7 @@ class JudgeLabeller:
         self.max_chars = max_chars
         self._generate = generate_fn
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         prov = self.lm.provenance() if hasattr(self.lm, "provenance") else {"name": self.model_name}
         return {
             "name": self.name, "kind": "judge", "version": JUDGE_VERSION, "model": prov,
@@ -180,7 +181,8 @@ class JudgeLabeller:
                 {"role": "user", "content": judge_prompt_text(variant, question, c, self.max_chars)}]
         return self.lm.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + variant.prefill
 
-    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
+    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *,
+              progress: bool = True) -> list[dict[str, Any]]:
         questions = questions or {}
         todo = [i for i, c in enumerate(conts) if self.judge_all or c.get("correct") is True]
         texts, where = [], []
@@ -189,11 +191,7 @@ class JudgeLabeller:
             for v in self.variants:
                 texts.append(self._texts(v, q, conts[i]))
                 where.append((i, v))
-        gen: Callable[..., Any]
-        if self._generate is not None:
-            gen = self._generate
-        else:
-            from loadbearing.engine.generation import generate as gen
+        gen: Callable[..., Any] = self._generate if self._generate is not None else generate
         outs = gen(self.lm, texts, max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
                    stop_at_answer=False, progress=progress, desc=f"judge {self.model_name}") if texts else []
         per: dict[int, dict] = {i: {} for i in todo}

@@ -53,7 +53,7 @@ def make_labeller(spec: str, *, device: str | None = None, dtype: str | None = N
     if spec == "rule":
         return RuleLabeller()
     if spec.startswith("judge:") and len(spec) > len("judge:"):
-        from loadbearing.engine.models import load_model
+        from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
 
         name = spec[len("judge:"):]
         return JudgeLabeller(load_model(name, device=device, dtype=dtype, quantize=quantize), name, **judge_kw)

@@ -50,7 +50,7 @@ def check_tail(path: Path, run_dir: Path) -> None:
     check_jsonl_tail(path, run_dir)
 
 
-def read_run(run_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[Run, list[dict], dict[str, str]]:
+def read_run(run_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[Run, list[dict[str, Any]], dict[str, str]]:
     """(run, continuation dicts, question id -> question text); refuses unfinished or damaged runs."""
     run = Run(run_dir)
     run.require_complete(allow_incomplete=allow_incomplete, flag="--allow-incomplete")
@@ -59,7 +59,7 @@ def read_run(run_dir: str | Path, *, allow_incomplete: bool = False) -> tuple[Ru
     return run, conts, run.question_texts()
 
 
-def load_run(run_dir: str | Path) -> tuple[list[dict], dict[str, str]]:
+def load_run(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(continuation dicts, question id -> question text) of a run directory (any status)."""
     _, conts, questions = read_run(run_dir, allow_incomplete=True)
     return conts, questions

@@ -34,9 +34,21 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any, TypedDict
 
 from loadbearing.answers import mentions_answer, normalize_number
 from loadbearing.answers.numbers import LOOSE, NUMBER_TOKEN
+
+
+class Evidence(TypedDict):
+    """One piece of notice evidence: ``continuation[start:end] == text``."""
+
+    type: str
+    kind: str
+    start: int
+    end: int
+    text: str
+    detail: str
 
 RULE_VERSION = 3  # 2: restating the original line counts only when the edit removed/changed its text;
 # 3: rejecting the option the edit favoured counts (the paper's annotation rule)
@@ -101,7 +113,7 @@ def favoured_option(edited_line: str) -> str | None:
     return next((g.upper() for g in m.groups() if g), None) if m else None
 
 
-def _option_rejections(text: str, letter: str) -> list[dict]:
+def _option_rejections(text: str, letter: str) -> list[Evidence]:
     """Lines that discuss option ``letter`` as an option (``(B)``, ``B)``, ``option B`` at a bullet) and reject it."""
     mention = re.compile(rf"(?:^[\s*\-•#\d.]*\**\s*\(?{letter}\)|\({letter}\)|\b[Oo]ption\s+\(?{letter}\b)")
     out, pos = [], 0
@@ -164,7 +176,7 @@ def _in_spans(i: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= i < b for a, b in spans)
 
 
-def _ev(kind: str, m: re.Match | tuple[int, int, str], detail: str, group: int | str = 0, sub: str | None = None) -> dict:
+def _ev(kind: str, m: re.Match | tuple[int, int, str], detail: str, group: int | str = 0, sub: str | None = None) -> Evidence:
     if isinstance(m, tuple):
         start, end, text = m
     else:
@@ -193,16 +205,16 @@ def _after_operator(text: str, i: int) -> bool:
     return bool(re.search(r"[-+*/×÷]\s*$", text[max(0, i - 8):i]))
 
 
-def rule_evidence(continuation: str, original_line: str, edited_line: str, input_text: str = "") -> list[dict]:
+def rule_evidence(continuation: str, original_line: str, edited_line: str, input_text: str = "") -> list[Evidence]:
     """All notice evidence in ``continuation`` (see the module docstring), sorted by position.
 
     Each item: ``{"type", "start", "end", "text", "detail"}`` with ``continuation[start:end] == text``.
     """
     text = continuation or ""
-    evidence: list[dict] = []
+    evidence: list[Evidence] = []
     seen: set[tuple[str, int, int]] = set()
 
-    def add(e: dict) -> None:
+    def add(e: Evidence) -> None:
         key = (e["type"], e["start"], e["end"])
         if key not in seen:
             seen.add(key)
@@ -294,12 +306,12 @@ class RuleLabeller:
     name = "rule"
     slug = "rule"
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, str | int | list[str]]:
         return {"name": self.name, "kind": "rule", "version": RULE_VERSION, "correction_phrases": list(CORRECTION_PHRASES),
                 "evidence_types": ["correction_phrase", "recomputes_original", "contradicts_edit"],
                 "evidence_kinds": list(EVIDENCE_KINDS)}
 
-    def label_one(self, c: dict, question: str | None = None) -> dict:
+    def label_one(self, c: dict, question: str | None = None) -> dict[str, Any]:
         """``question`` (with the prefix) is what the model saw of this problem; without it the whole model
         input (few-shot turns included) is used, which only makes ``recomputes_original`` rarer."""
         seen = f"{question}\n{c.get('prefix_text') or ''}" if question is not None else (c.get("input_text") or "")
@@ -307,6 +319,7 @@ class RuleLabeller:
         return {"noticed": bool(ev), "evidence": ev, "evidence_types": sorted({e["type"] for e in ev}),
                 "evidence_kinds": dict(sorted(Counter(e["kind"] for e in ev).items()))}
 
-    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *, progress: bool = True) -> list[dict]:
+    def label(self, conts: Sequence[dict], questions: dict[str, str] | None = None, *,
+              progress: bool = True) -> list[dict[str, Any]]:
         questions = questions or {}
         return [self.label_one(c, questions.get(str(c.get("question_id")))) for c in conts]

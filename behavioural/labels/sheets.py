@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from behavioural.labels.agreement import kappa
+from behavioural.labels.agreement import Kappa, kappa
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import file_sha256, read_jsonl
 from loadbearing.provenance import now
@@ -138,7 +138,7 @@ def _binary(lab: str | None) -> str | None:
 
 
 def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: str | Path | None = None,
-                   labelling: str | None = None) -> dict:
+                   labelling: str | None = None) -> dict[str, Any]:
     """Cohen's kappa (C vs non-C, and A/B/C) between annotators and against each labeller."""
     rd = Path(run_dir)
     sheet_paths = [Path(s) for s in sheets]
@@ -185,7 +185,7 @@ def compare_sheets(run_dir: str | Path, sheets: Sequence[str | Path], *, key: st
                 labellers[n][j] = v.get("label")
             labellers[f"final ({r['final_labeller']})"][j] = r["label"]
 
-    def both(a: list, b: list) -> dict:
+    def both(a: list, b: list) -> dict[str, Kappa]:
         return {"C_vs_nonC": kappa([_binary(x) for x in a], [_binary(y) for y in b]),
                 "ABC": kappa(a, b)}
 

@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from behavioural.paper_import.rows import PaperImportError
 from loadbearing.answers import score, starts_with_answer_label
@@ -15,16 +15,21 @@ from loadbearing.answers.numbers import NUMBER_OR_OPERATOR_RE
 from loadbearing.questions.data import question_key
 from loadbearing.records import Baseline, Continuation, label_for
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 LABEL_NAMES = {"silent_bypass": "A", "self_correction": "B", "error_propagation": "C",
                "TYPE_A": "A", "TYPE_B": "B", "TYPE_C": "C", "A": "A", "B": "B", "C": "C"}
 REQUIRED = ("id", "source", "question", "reference_answer", "perturbation_strategy", "perturbation_point",
             "continuation")
 
+R = TypeVar("R", bound="DataclassInstance")
+
 __all__ = ["LABEL_NAMES", "REQUIRED", "convert", "convert_annotations", "edit_shape", "fill_record", "final_label",
            "judge_label", "rule_label"]
 
 
-def fill_record(cls: type, values: dict[str, Any]) -> Any:
+def fill_record(cls: type[R], values: dict[str, Any]) -> R:
     """Build a record with the fields the record type has today (other helpers add fields with defaults)."""
     kw: dict[str, Any] = {}
     for f in dataclasses.fields(cls):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.errors import LoadBearingError
+from loadbearing.questions.data import BBH_TASKS
 
 HUB_ID = "ReneeJia/cot-load-bearingness"
 
@@ -34,7 +35,7 @@ def release_files(root: Path) -> list[Path]:
     return []
 
 
-def read_rows(src: str, *, config: str | None = None, split: str | None = None) -> tuple[list[dict], dict[str, Any]]:
+def read_rows(src: str, *, config: str | None = None, split: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows and a provenance dict from a local JSON/JSONL file, a local copy of the release (a directory holding
     ``data/continuations/*.jsonl``, as the Hugging Face repository lays it out), or from the hub when ``src`` is
     hub/hf:..."""
@@ -80,7 +81,8 @@ def read_rows(src: str, *, config: str | None = None, split: str | None = None) 
     return rows, {"source": str(p), "sha256": hashlib.sha256(raw).hexdigest(), "n_rows": len(rows)}
 
 
-def _read_hub(repo: str, config: str | None, split: str | None) -> tuple[list[dict], dict[str, Any]]:  # pragma: no cover
+def _read_hub(repo: str, config: str | None,  # pragma: no cover
+              split: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import datasets  # deferred: datasets is heavy to import
 
     if config is None:
@@ -108,7 +110,6 @@ def bbh_task_map(map_file: str | None, data_dir: str | None) -> dict[str, str]:
         return {str(k): str(v) for k, v in m.items()}
     if not data_dir:
         return {}
-    from loadbearing.questions.data import BBH_TASKS
 
     root = Path(data_dir)
     root = root / "bbh" if (root / "bbh").is_dir() else root

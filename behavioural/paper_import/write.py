@@ -15,7 +15,7 @@ from typing import Any
 from behavioural.labels.records import LabelRecord
 from behavioural.paper_import.convert import convert, fill_record
 from behavioural.paper_import.rows import PaperImportError, bbh_task_map, parse_accuracy, read_rows
-from loadbearing.files import JsonlWriter, publish_dir, write_json
+from loadbearing.files import JsonlWriter, atomic_write_text, publish_dir, write_json
 from loadbearing.provenance import now, package_versions
 from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, MANIFEST
 from loadbearing.tables import render_table
@@ -23,7 +23,7 @@ from loadbearing.tables import render_table
 __all__ = ["TABLE4_COLUMNS", "TABLE4_FILE", "import_rows", "label_records", "table4", "table4_rows", "write_table4"]
 
 
-def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict]:
+def label_records(conts: Sequence, labels: Sequence, which: str) -> list[dict[str, Any]]:
     by_id = {c.id: c for c in conts}
     out = []
     for cid, fin, rule, judge in labels:
@@ -114,8 +114,8 @@ SOURCE_ORDER = ("gsm8k", "mmlu", "bbh")  # the paper's order (by difficulty), an
 def table4_rows(run_dir: str | os.PathLike[str], labelling: str = "paper") -> list[list[str]] | str:
     """The paper's Table 4 rows (A/B/C by position, strategy, source; its names and order) from a run's final
     labels (the gradient's taxonomy: perturbed generations only), or the reason there are none."""
-    from behavioural.gradient.analysis import taxonomy
-    from behavioural.gradient.rows import load_runs
+    from behavioural.gradient.analysis import taxonomy  # deferred: behavioural.gradient.analysis loads numpy
+    from behavioural.gradient.rows import load_runs  # deferred: behavioural.gradient.rows loads numpy
 
     tx = taxonomy(load_runs([str(run_dir)], labelling=labelling).rows)
     if tx.get("status") != "ok":
@@ -141,8 +141,6 @@ def table4(run_dir: str | os.PathLike[str]) -> str:
 
 def write_table4(run_dir: str | os.PathLike[str], labelling: str = "paper") -> Path | None:
     """``RUN_DIR/table4.csv`` in the paper's layout (None, nothing written, when the run has no A/B/C labels)."""
-    from loadbearing.files import atomic_write_text
-
     rows = table4_rows(run_dir, labelling)
     if isinstance(rows, str):
         return None

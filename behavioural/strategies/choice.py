@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from behavioural.strategies.edit import NotApplicable, labelled
+from loadbearing.answers import BBH_WORD_TASKS, choices_from_text
 
 #: the datasets whose questions have options to push toward
 MC_DATASETS = ("mmlu", "bbh")
@@ -34,8 +35,6 @@ class Options:
 
 def options(question, seed: int) -> Options | NotApplicable:
     """The question's gold option and the wrong one drawn for (seed, question), or NotApplicable."""
-    from loadbearing.answers import BBH_WORD_TASKS, choices_from_text
-
     dataset, task = getattr(question, "dataset", None), getattr(question, "task", None)
     if dataset not in MC_DATASETS:
         return NotApplicable("not a multiple-choice question")

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadbearing.engine.layers import unwrap_model
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -79,7 +81,7 @@ def _refillable(cache) -> bool:
     """Only plain full-attention dynamic layers can be padded and concatenated (not sliding windows)."""
     from transformers.cache_utils import DynamicLayer  # deferred: transformers is heavy to import
 
-    from loadbearing.engine.fastpath import SpareLayer
+    from loadbearing.engine.fastpath import SpareLayer  # deferred: loadbearing.engine.fastpath loads torch, transformers
 
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(type(layer) in (DynamicLayer, SpareLayer) and layer.is_initialized
@@ -92,8 +94,6 @@ def sliding_window(model) -> int | None:
     Read from the (text) config: ``sliding_window`` counts when some ``layer_types`` entry is
     ``"sliding_attention"`` (Gemma-2/3, Qwen3 with ``use_sliding_window``), or, without ``layer_types``, on
     every layer (Mistral, Phi-3)."""
-    from loadbearing.engine.layers import unwrap_model
-
     cfg: Any = getattr(unwrap_model(model), "config", None)
     cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     w = getattr(cfg, "sliding_window", None)
@@ -122,7 +122,7 @@ def sharing_fits(window: int | None, width: int, horizon: int | None) -> bool:
     return width + horizon < window - 1
 
 
-def prefix_sharing_policy(model) -> dict:
+def prefix_sharing_policy(model) -> dict[str, int | str | None]:
     """What the manifest records about prefix sharing on ``model`` (see :func:`sharing_fits`)."""
     w = sliding_window(model)
     if w is None:
@@ -191,7 +191,7 @@ def prefill(model, rows: list[list[int]], pad_id: int, *, on_pass: Callable[[Pas
     unknown, so no sharing)."""
     import torch  # deferred: torch is heavy to import
 
-    from loadbearing.engine.fastpath import new_cache
+    from loadbearing.engine.fastpath import new_cache  # deferred: loadbearing.engine.fastpath loads torch, transformers
 
     device = next(model.parameters()).device
     n = len(rows)

@@ -65,7 +65,7 @@ def decode_continuous(model, rows: list[list[int]], order: Sequence[int], *, bat
     """
     import torch  # deferred: torch is heavy to import
 
-    from loadbearing.engine.fastpath import fast_decoding
+    from loadbearing.engine.fastpath import fast_decoding  # deferred: loadbearing.engine.fastpath loads torch, transformers
 
     device = next(model.parameters()).device
     lookahead = LOOKAHEAD if lookahead is None else lookahead

@@ -306,7 +306,7 @@ def generate_plain(lm, texts: Sequence[str], **kwargs) -> list[Generation]:
     """:func:`generate` with transformers' own kernels (:func:`loadbearing.engine.fastpath.plain`) and no
     prompt-lookup drafts (``--backend hf-plain``): the same batching, the reference against which the fast
     kernels' floating-point order can be ruled out. Same arguments and records as :func:`generate`."""
-    from loadbearing.engine.fastpath import plain
+    from loadbearing.engine.fastpath import plain  # deferred: loadbearing.engine.fastpath loads torch, transformers
 
     with plain():
         return generate(lm, texts, **(kwargs | {"lookahead": 0}))

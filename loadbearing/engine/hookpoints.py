@@ -23,28 +23,33 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.engine.layers import hidden_state_module
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.nn import Module
+    from torch.utils.hooks import RemovableHandle
 
 Hook = Callable[..., Any]
 
 __all__ = ["Hook", "Hooks", "block_hidden", "forward_hooks", "hook_points", "layer_hooks", "replace_hidden"]
 
 
-def block_hidden(output: Any) -> Any:
+def block_hidden(output: Any) -> Tensor:
     """The hidden state ``[batch, pos, d_model]`` in a block's (or the embeddings') forward output."""
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def replace_hidden(output: Any, new: Any) -> Any:
+def replace_hidden(output: Any, new: Tensor) -> Tensor | tuple[object, ...]:
     """The forward output with its hidden state replaced by ``new`` (the same kind: tuple or tensor)."""
     if isinstance(output, tuple):
         return (new,) + tuple(output[1:])
     return new
 
 
-def hook_points(model: Any, layers: Iterable[int]) -> list[Any]:
+def hook_points(model: Any, layers: Iterable[int]) -> list[Module]:
     """The module of each hidden-state layer (checked: an unknown layer is a ``LayerError``)."""
     return [hidden_state_module(model, int(layer)) for layer in layers]
 
@@ -54,15 +59,15 @@ class Hooks:
     context manager that removes them on exit."""
 
     def __init__(self) -> None:
-        self._handles: list[Any] = []
+        self._handles: list[RemovableHandle] = []
 
-    def forward(self, module: Any, hook: Hook) -> Any:
+    def forward(self, module: Module, hook: Hook) -> RemovableHandle:
         """Register ``hook(module, args, output)`` on ``module``; returns its ``RemovableHandle``."""
         handle = module.register_forward_hook(hook)
         self._handles.append(handle)
         return handle
 
-    def pre_forward(self, module: Any, hook: Hook, *, with_kwargs: bool = False) -> Any:
+    def pre_forward(self, module: Module, hook: Hook, *, with_kwargs: bool = False) -> RemovableHandle:
         """Register a forward pre-hook (``hook(module, args[, kwargs])``) on ``module``."""
         handle = module.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
         self._handles.append(handle)

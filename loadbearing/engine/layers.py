@@ -23,9 +23,12 @@ model (``layers``, ``h``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.errors import LoadBearingError
+
+if TYPE_CHECKING:
+    from torch.nn import Module, ModuleList, Sequential
 
 __all__ = [
     "LAYER_PATHS",
@@ -87,7 +90,7 @@ def _resolve(root: Any, path: str) -> Any:
     return obj
 
 
-def decoder_layers(model: Any) -> tuple[str, Any]:
+def decoder_layers(model: Any) -> tuple[str, ModuleList | Sequential]:
     """``(path, blocks)``: the dotted module path (relative to the unwrapped model) of its decoder blocks and
     the ``ModuleList`` itself, found by :data:`LAYER_PATHS` in order."""
     import torch  # deferred: torch is heavy to import
@@ -137,7 +140,7 @@ def check_layer(model: Any, layer: int) -> int:
     return int(layer)
 
 
-def hidden_state_module(model: Any, layer: int) -> Any:
+def hidden_state_module(model: Any, layer: int) -> Module:
     """The module whose forward output is hidden state ``layer``: the input embedding module for 0 (GPT-2 adds
     position embeddings after it; Gemma-2's embedding module applies its sqrt(d_model) scale itself), decoder
     block ``layer - 1`` otherwise."""

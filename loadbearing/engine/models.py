@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadbearing.engine.batching import prefix_sharing_policy
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError, atomic_write_text, file_sha256, publish_dir
 
@@ -70,7 +71,7 @@ class LoadedModel:
     def chat_template(self) -> str | None:
         return getattr(self.tokenizer, "chat_template", None)
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, int | str | None]:
         """Everything a manifest needs to say which weights produced a result."""
         return {
             "name": self.name,
@@ -84,10 +85,8 @@ class LoadedModel:
             "attn_implementation": getattr(getattr(self.model, "config", None), "_attn_implementation", None),
         } | self._sharing()
 
-    def _sharing(self) -> dict:
+    def _sharing(self) -> dict[str, int | str | None]:
         """Whether the fast path shares prefixes on this model (off where a sliding window would cut them)."""
-        from loadbearing.engine.batching import prefix_sharing_policy
-
         return prefix_sharing_policy(self.model)
 
 

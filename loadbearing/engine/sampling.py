@@ -56,7 +56,7 @@ class Sampling:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | int | str]:
         return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
                 "method": "per-row torch.Generator(seed=sha256(seed, row key)); inverse-CDF top-p draw"}
 

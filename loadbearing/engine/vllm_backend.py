@@ -34,6 +34,7 @@ from typing import Any
 
 from loadbearing.engine.generation import Generation, _stop_ids
 from loadbearing.engine.models import ModelError
+from loadbearing.engine.vllm_rows import generate_rows
 
 INSTALL_HINT = "make vllm  (or: bash scripts/install_vllm.sh), then run with .venv-vllm/bin/python"
 
@@ -132,7 +133,7 @@ class VLLMGenerate:
         self.seconds = 0.0
         self.last_token_ids: list[list[int]] = []  # the last call's generated ids per input row (vllm_rows)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, str | bool | int | float | None]:
         return {"backend": "vllm", "vllm_version": self.version, "on_cpu": self.on_cpu,
                 "memory_utilization": self.engine_kwargs.get("gpu_memory_utilization"), "generated_tokens": self.generated_tokens,
                 "discarded_after_answer_line": self.discarded_tokens, "seconds": round(self.seconds, 3)}
@@ -141,8 +142,6 @@ class VLLMGenerate:
                  stop_at_answer: bool = True, progress: bool = True, desc: str = "generate",
                  batch_context=None, sort_by_length: bool = True, dedupe: bool = True, sampling=None,
                  sample_keys=None) -> list[Generation]:
-        from loadbearing.engine.vllm_rows import generate_rows
-
         if batch_context is not None:
             raise ValueError("the vLLM backend has no per-batch hooks (batch_context); steer with "
                              "steering.vllm.engine (an engine made with make_vllm_steering)")

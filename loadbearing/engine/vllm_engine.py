@@ -14,9 +14,14 @@ first call (``hooks=True``: with the steering worker extension and ``enforce_eag
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loadbearing.cli import UsageError
+from loadbearing.engine.generation import generate
 from loadbearing.engine.models import ModelError
+
+if TYPE_CHECKING:
+    from loadbearing.engine.vllm_backend import VLLMGenerate
 
 
 class LazyVLLM:
@@ -25,7 +30,7 @@ class LazyVLLM:
     def __init__(self, *, hooks: bool = False, **options: Any) -> None:
         self.hooks = hooks
         self.options = {k: v for k, v in options.items() if v is not None}
-        self.vg: Any = None
+        self.vg: VLLMGenerate | None = None
         self._model: tuple | None = None
         self.hf_calls = 0  # calls with another model than the engine's, run on the HF fast path
 
@@ -33,13 +38,15 @@ class LazyVLLM:
     def _identity(lm: Any) -> tuple:
         return (getattr(lm, "name", None), str(getattr(lm, "local_dir", None) or getattr(lm, "model_id", None)))
 
-    def engine(self, lm: Any) -> Any:
+    def engine(self, lm: Any) -> VLLMGenerate:
         """The engine for ``lm`` (started on first use)."""
         if self.vg is None:
+            # deferred: tests monkeypatch loadbearing.engine.vllm_backend.import_vllm
             from loadbearing.engine.vllm_backend import import_vllm, make_vllm_generate
 
             opts = dict(self.options)
             if self.hooks:
+                # deferred: loadbearing.engine.vllm_hooks loads numpy
                 from loadbearing.engine.vllm_hooks import EXTENSION, check_version
 
                 check_version(getattr(import_vllm(), "__version__", "?"))
@@ -56,7 +63,6 @@ class LazyVLLM:
 
     def __call__(self, lm: Any, texts: Any, **kwargs: Any) -> list:
         if not self.serves(lm):  # a second model (paraphrase's --paraphraser): the HF fast path, recorded
-            from loadbearing.engine.generation import generate
 
             self.hf_calls += 1
             return generate(lm, texts, **kwargs)
@@ -87,8 +93,6 @@ def add_backend_arguments(parser: Any, what: str) -> None:
 
 def backend_options(args: Any) -> dict[str, Any]:
     """The vLLM engine options of :func:`add_backend_arguments` (checked: one error line each)."""
-    from loadbearing.cli import UsageError
-
     for name in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -103,11 +107,12 @@ def backend_options(args: Any) -> dict[str, Any]:
 
 def check_ready(hooks: bool) -> None:
     """Before any model is loaded: vLLM imports here, and (``hooks``) is a version the hooks support."""
+    # deferred: tests monkeypatch loadbearing.engine.vllm_backend.import_vllm
     from loadbearing.engine.vllm_backend import import_vllm
 
     vllm = import_vllm()
     if hooks:
-        from loadbearing.engine.vllm_hooks import check_version
+        from loadbearing.engine.vllm_hooks import check_version  # deferred: loadbearing.engine.vllm_hooks loads numpy
 
         check_version(getattr(vllm, "__version__", "?"))
 

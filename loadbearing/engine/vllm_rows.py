@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loadbearing.engine.generation import Generation, _newline_ids, encode, finish
+from loadbearing.engine.sampling import default_keys, row_seed
 
 
 def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int, stop_at_answer: bool = True,
@@ -37,7 +38,7 @@ def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int
     from vllm import SamplingParams  # deferred: vLLM is optional (its own environment)
     from vllm.inputs import TokensPrompt  # deferred: vLLM is optional (its own environment)
 
-    from loadbearing.engine.vllm_hooks import EXTRA_KEY
+    from loadbearing.engine.vllm_hooks import EXTRA_KEY  # deferred: loadbearing.engine.vllm_hooks loads numpy
 
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -53,8 +54,6 @@ def generate_rows(vg: Any, lm: Any, texts: Sequence[str], *, max_new_tokens: int
         raise ValueError("cannot generate from an empty input (no tokens)")
     seeds: list[int | None] = [None] * n
     if sampling is not None and not sampling.greedy:
-        from loadbearing.engine.sampling import default_keys, row_seed
-
         keys = list(sample_keys) if sample_keys is not None else default_keys(texts)
         seeds = [row_seed(sampling.seed, k) for k in keys]
     # one request per distinct (prompt ids, salt, seed)

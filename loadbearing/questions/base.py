@@ -44,7 +44,7 @@ class Question:
     choices: tuple[str, ...] | None = None  # option texts for multiple choice, else None
     difficulty: str | None = None  # arith level name, else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str | int | list[str] | None]:
         """Plain JSON-ready dict (choices as a list)."""
         return {
             "id": self.id,

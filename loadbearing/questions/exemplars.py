@@ -20,8 +20,11 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from loadbearing.answers import split_so_the_answer
+from loadbearing.cli import OneLineParser, add_output, run_cli
+from loadbearing.files import atomic_write_text
 
 N_GSM8K = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
@@ -70,7 +73,7 @@ def rewrite_gsm8k(rows: list[dict], n: int = N_GSM8K, min_steps: int = 3) -> lis
 
 
 @functools.cache
-def _load(dataset: str) -> dict:
+def _load(dataset: str) -> dict[str, Any]:
     f = resources.files("loadbearing.questions") / "exemplars" / f"{dataset}.json"
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
@@ -84,8 +87,6 @@ def few_shot_turns(dataset: str, task: str | None = None) -> list[tuple[str, str
 
 def write_exemplars(data_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Rewrite the BBH and GSM8K exemplars from a data directory into ``out_dir/{bbh,gsm8k}.json``."""
-    from loadbearing.files import atomic_write_text
-
     data, out = Path(data_dir), Path(out_dir)
     bbh = {p.stem: rewrite_bbh(p.read_text(encoding="utf-8")) for p in sorted((data / "bbh" / "cot-prompts").glob("*.txt"))}
     with (data / "gsm8k" / "train.jsonl").open(encoding="utf-8") as f:
@@ -101,8 +102,6 @@ def write_exemplars(data_dir: str | Path, out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import OneLineParser, add_output, run_cli
-
     p = OneLineParser(prog="python -m loadbearing.questions.exemplars", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", required=True, help="the folder holding bbh/cot-prompts/ and gsm8k/train.jsonl")
     add_output(p, "dir", "where the JSON files go", dest="output", default=str(Path(__file__).parent / "exemplars"))

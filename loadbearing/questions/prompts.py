@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from loadbearing.answers import extract_answer
 from loadbearing.questions.arith import arith_few_shot
+from loadbearing.questions.exemplars import few_shot_turns as benchmark_turns
 
 FORMAT_INSTRUCTIONS = {
     "arith": "Write one calculation per line. End with a line 'Answer: N'",
@@ -38,13 +39,11 @@ def few_shot_turns(dataset: str, task: str | None = None) -> list[tuple[str, str
     if dataset == "arith":
         return arith_few_shot()
     if dataset in ("gsm8k", "mmlu", "bbh"):
-        from loadbearing.questions.exemplars import few_shot_turns as benchmark_turns
-
         return benchmark_turns(dataset, task)
     return []
 
 
-def build_messages(question, *, few_shot: bool | None = None) -> list[dict]:
+def build_messages(question, *, few_shot: bool | None = None) -> list[dict[str, str]]:
     ds = question.dataset if question.dataset in FORMAT_INSTRUCTIONS else "custom"
     use_shots = DEFAULT_FEW_SHOT.get(ds, False) if few_shot is None else few_shot
     msgs = [{"role": "system", "content": FORMAT_INSTRUCTIONS[ds]}]

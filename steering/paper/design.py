@@ -22,13 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadbearing.engine.layers import n_layers
+from loadbearing.files import read_json, write_json
+from loadbearing.runs import Run
+from probes.data import ProbeError
+from steering.paper.table7 import write_table7
 from steering.sweep.config import CONFIG_FILE, SweepConfig, SweepError
+from steering.sweep.grid import sweep_directions
+from steering.sweep.runner import run_sweep
 
 PRESET = "paper.toml"
 DESIGN_FILE = "design.json"
@@ -64,7 +72,7 @@ class PaperDesign:
         return [a for a in self.alphas if a != 0]
 
 
-def _toml() -> Any:
+def _toml() -> types.ModuleType:
     try:
         import tomllib  # deferred: tomllib or its backport, by Python version
     except ModuleNotFoundError:  # Python 3.10: the tomli backport
@@ -110,8 +118,6 @@ def check_fixed(explicit: set[str]) -> None:
 
 def check_bases(dirs: Any, layer: int, design: PaperDesign) -> None:
     """The directions hold both paper bases at ``layer`` with at least max(k) rows (one-line SweepError)."""
-    from probes.data import ProbeError
-
     if layer not in dirs.bases:
         raise SweepError(f"{dirs.path} has no directions for layer {layer} (the paper's relative depth); it has "
                          f"layers {dirs.layers}: re-run python -m probes.train with a store holding layer {layer}, or "
@@ -152,12 +158,6 @@ def run_paper_design(config: SweepConfig, lm: Any = None, *, echo: Callable[[str
                      generate_fn: Callable[..., list] | None = None) -> dict[str, Any]:
     """Run the paper-design sweep on ``config`` (its design settings are replaced by the preset's; a given
     ``layers`` of one layer is kept) and write ``design.json`` and ``table7.csv``/``.md``; returns the summary."""
-    from loadbearing.files import read_json, write_json
-    from loadbearing.runs import Run
-    from steering.paper.table7 import write_table7
-    from steering.sweep.grid import sweep_directions
-    from steering.sweep.runner import run_sweep
-
     design = load_design()
     config.validate()
     if config.layers is not None and len(config.layers) != 1:
@@ -177,7 +177,6 @@ def run_paper_design(config: SweepConfig, lm: Any = None, *, echo: Callable[[str
         if run.status not in ("complete", "ok", "insufficient_data"):
             run.require_complete(allow_incomplete=config.allow_incomplete)
         lm = run.load_model(config.model if config.allow_other_model else None, device=config.device)
-    from loadbearing.engine.layers import n_layers
 
     n_blocks = n_layers(lm.model)
     layer = int(config.layers[0]) if config.layers else paper_layer(n_blocks, design)

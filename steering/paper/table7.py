@@ -24,6 +24,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from loadbearing.files import atomic_write_text, read_json, read_jsonl
+from loadbearing.runs import question_key_of
+from loadbearing.stats import clustered_rate
+from loadbearing.tables import render_table
 from steering.sweep.config import CONFIG_FILE, GENERATIONS
 
 CSV_FILE, MD_FILE = "table7.csv", "table7.md"
@@ -43,9 +47,6 @@ def _label(s: dict[str, Any]) -> str:
 
 def _row(label: str, k: int, alpha: float, alpha_rel: float, norm: float | None, recs: list[dict[str, Any]]
          ) -> dict[str, Any]:
-    from loadbearing.runs import question_key_of
-    from loadbearing.stats import clustered_rate
-
     n = len(recs)
     correct = sum(1 for r in recs if r.get("correct") is True)
     err = clustered_rate([r.get("correct") is not True for r in recs], [question_key_of(r) for r in recs])
@@ -96,8 +97,6 @@ def table7_rows(config: dict[str, Any], recs: list[dict[str, Any]]) -> list[dict
 
 def read_sweep(out_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``config.json`` and the records of ``generations.jsonl`` of a sweep's output directory."""
-    from loadbearing.files import read_json, read_jsonl
-
     d = Path(out_dir)
     return read_json(d / CONFIG_FILE), read_jsonl(d / GENERATIONS)
 
@@ -131,8 +130,6 @@ def to_markdown(rows: list[dict[str, Any]], config: dict[str, Any], notes: list[
                 style: str = "md") -> str:
     """The companion note: the sweep's layer, residual norm and case mix, what was adapted, and every row
     (``style="text"``: the same as plain text)."""
-    from loadbearing.tables import render_table
-
     n_c, n_non = config.get("n_c_cases", 0), config.get("n_non_c_cases", 0)
     out = [("# " if style == "md" else "") + "Steering in the paper's Table 7 layout", "",
            f"Steered {n_c} type-C cases and {n_non} non-C cases (their exact model inputs, questions the directions "
@@ -161,8 +158,6 @@ def render(out_dir: str | Path, style: str = "md", notes: list[str] | tuple[str,
 
 def write_table7(out_dir: str | Path, notes: list[str] | tuple[str, ...] = ()) -> list[Path]:
     """``table7.csv`` and ``table7.md`` into a sweep's output directory, from its own files."""
-    from loadbearing.files import atomic_write_text
-
     d = Path(out_dir)
     config, recs = read_sweep(d)
     rows = table7_rows(config, recs)

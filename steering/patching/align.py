@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from steering.errors import PatchingError
 
@@ -71,7 +72,7 @@ class Alignment:
         return {"edit": line, "before": list(range(self.n_before)), "last": [self.n_edited - 1],
                 "all": [e for e, _ in self.pairs()]}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"n_line_patched": self.n_line_patched}
 
 

@@ -30,10 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.cli import OneLineParser, add_output, add_quiet, check_device, check_number, run_cli
-from loadbearing.files import publish_dir, write_json
+from loadbearing.engine.layers import decoder_layers, n_layers
+from loadbearing.files import atomic_write_text, publish_dir, write_json
 from loadbearing.options import parse_layers
+from loadbearing.provenance import git_info, now, package_versions
 from loadbearing.runs import Run
 from steering.errors import PatchingError
+from steering.patching.align import ANSWER_PREFIX, GROUPS
+from steering.patching.cases import select_cases
+from steering.patching.summary import heatmap, markdown, summarise
 
 SCHEMA_VERSION = 1
 OUTPUT_DIR = "patching"
@@ -112,13 +117,8 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
     import numpy as np  # deferred: numpy is heavy to import
     from tqdm.auto import tqdm  # deferred: tqdm is heavy to import
 
-    from loadbearing.engine.layers import decoder_layers, n_layers
-    from loadbearing.provenance import git_info, now, package_versions
-    from steering.patching.align import ANSWER_PREFIX, GROUPS
-    from steering.patching.cases import select_cases
-    from steering.patching.engine import ENGINE
-    from steering.patching.summary import heatmap, markdown, summarise
-    from steering.patching.sweep import patch_case
+    from steering.patching.engine import ENGINE  # deferred: steering.patching.engine loads torch
+    from steering.patching.sweep import patch_case  # deferred: steering.patching.sweep loads torch
 
     _check(config)
     run = Run(config.run_dir)
@@ -165,7 +165,6 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
     try:
         write_json(tmp / "patching.json", obj)
         heatmap(summary, layers, tmp / "patching.png")
-        from loadbearing.files import atomic_write_text
 
         atomic_write_text(tmp / "patching.md", markdown(summary, layers, settings))
         publish_dir(tmp, out, replace=config.force)

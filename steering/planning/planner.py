@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from steering.planning import power
 from steering.sweep.config import CONFIG_FILE, SUMMARY, SweepError
 
 
@@ -112,8 +113,6 @@ def plan(design: Design, *, sesoi: float, level: float = 0.05, seed: int = 0, n_
          ) -> dict[str, Any]:
     """The numbers of the plan (see the module docstring); ``n_sims`` simulated sweeps per point (default
     :data:`steering.planning.power.N_SIMS`)."""
-    from steering.planning import power
-
     base = round(min(max(design.base_rate, 0.0), 1.0), 2)
     K, m, q = design.n_settings, design.m, round(design.parse_rate, 2)
     bases = _bases(design)

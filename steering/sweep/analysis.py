@@ -51,6 +51,8 @@ import numpy as np
 
 from loadbearing.results.check import RateJSON
 from loadbearing.runs import question_key_of
+from loadbearing.stats import clustered_rate, wilson_rate
+from steering.planning import power
 from steering.sweep.grid import Setting
 from steering.sweep.outcomes import adjusted_interval, compare, direction_rank
 from steering.sweep.text import fmt_rate, format_summary, format_table, verdict_text
@@ -66,8 +68,6 @@ MIN_DIRECTIONS = 20
 
 def _rate(hits: Sequence[bool], groups: Sequence[str]) -> RateJSON:
     """Wilson when every question gives one row, else the question-clustered rate."""
-    from loadbearing.stats import clustered_rate, wilson_rate
-
     if len(set(groups)) == len(groups):
         n = len(hits)
         return wilson_rate(int(sum(bool(h) for h in hits)), n, n_questions=n).to_dict()
@@ -193,8 +193,6 @@ def power_summary(out: list[dict[str, Any]], idx: list[int], *, level: float, se
                   parse_margin: float = PARSE_MARGIN) -> dict[str, Any] | None:
     """The sweep's minimum detectable effect and the cases a null would need, by simulation (steering.planning.power),
     at the controls' observed moved-among-parsed rate and parse rate."""
-    from steering.planning import power
-
     if not idx:
         return None
     n = int(np.median([out[i]["parse"]["difference"]["n_cases"] for i in idx]))

@@ -78,7 +78,7 @@ def _in(case: dict[str, Any], keys: set[str]) -> bool:
     return case["question_key"] in keys or str(case["question_id"]) in keys
 
 
-def _stratified(pool: list[dict[str, Any]], n: int | None, per_question: int, rng: np.random.Generator) -> list[dict]:
+def _stratified(pool: list[dict[str, Any]], n: int | None, per_question: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     by_q: dict[str, list[dict]] = defaultdict(list)
     for c in sorted(pool, key=lambda c: c["id"]):
         by_q[c["question_key"]].append(c)

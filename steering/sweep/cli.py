@@ -56,13 +56,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadbearing.cli import OneLineParser, add_option, add_output, add_quiet, check_device, check_fraction, run_cli
+from loadbearing.cli import (
+    OneLineParser,
+    add_option,
+    add_output,
+    add_quiet,
+    check_device,
+    check_fraction,
+    explicit_options,
+    run_cli,
+)
 from loadbearing.commands import prog
+from loadbearing.engine.vllm_engine import add_backend_arguments, backend_options, check_ready
 from loadbearing.files import check_jsonl_tail
 from loadbearing.options import parse_layers, parse_list
 from loadbearing.runs import CONTINUATIONS
+from steering.paper.design import check_fixed, run_paper_design
 from steering.planning.planner import format_plan, pilot_design, plan, stated_design
 from steering.sweep.analysis import format_summary, format_table
 from steering.sweep.config import (
@@ -79,6 +90,9 @@ from steering.sweep.config import (
 )
 from steering.sweep.runner import run_sweep, score
 from steering.sweep.summary import is_complete, summarize
+
+if TYPE_CHECKING:
+    from steering.vllm.engine import VLLMSteering
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,7 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
     m.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
     m.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
-    from loadbearing.engine.vllm_engine import add_backend_arguments
 
     add_backend_arguments(p, "hooks in vLLM's workers add the vectors / project out the bases per request "
                              "(steering.vllm.engine)")
@@ -224,19 +237,18 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace) -> tuple[dict, Any]:
+def _backend(args: argparse.Namespace) -> tuple[dict[str, Any], VLLMSteering | None]:
     """``--backend vllm``: the generate functions of one :class:`steering.vllm.engine.VLLMSteering` (checked
     before any model is loaded: vLLM importable, a supported version, no layer 0)."""
     if args.backend != "vllm":
         return {}, None
-    from loadbearing.engine.vllm_engine import backend_options, check_ready
 
     opts = backend_options(args)
     if 0 in (parse_layers(args.layers, allow_all=False, error=SweepError) or []):
         raise SweepError("--backend vllm does not steer layer 0 (the embedding output; vLLM's decoder blocks are "
                          "hooked): choose --layers >= 1, or --backend hf for layer 0")
     check_ready(hooks=True)
-    from steering.vllm.engine import VLLMSteering
+    from steering.vllm.engine import VLLMSteering  # deferred: tests monkeypatch steering.vllm.engine.VLLMSteering
 
     vs = VLLMSteering(**opts)
     return {"generate_fn": vs.add, "ablate_fn": vs.ablate}, vs
@@ -251,7 +263,6 @@ def _main(args: argparse.Namespace) -> int:
         check_jsonl_tail(Path(args.run_dir) / CONTINUATIONS, args.run_dir)
         try:
             if args.design:  # the paper's design (steering.paper.design): it fixes the grid, writes table7.csv
-                from steering.paper.design import check_fixed, run_paper_design
 
                 check_fixed(getattr(args, "given", set()))
                 summary = run_paper_design(config_from_args(args), generate_fn=fns.get("generate_fn"))
@@ -269,8 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.design:
-        from loadbearing.cli import explicit_options
-
         args.given = explicit_options(parser, sys.argv[1:] if argv is None else argv)
     return run_cli(lambda: _main(args))
 

@@ -138,6 +138,7 @@ class SweepConfig:
             raise SweepError(f"--steer-positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
         if self.dose not in DOSES:
             raise SweepError(f"--dose must be one of {', '.join(DOSES)}, got {self.dose!r}")
+        # deferred: keeps probes (and 3 more modules) out of `python -m steering.patching`'s start-up
         from probes.directions import BASES
 
         if not self.bases or len(set(self.bases)) != len(self.bases) or set(self.bases) - set(BASES):

@@ -88,7 +88,7 @@ def covariance_rows(dirs: Directions, layers: list[int], max_k: int) -> tuple[di
     if path is None:
         return None, "directions.h5 names no readable activation store"
     try:
-        from probes.data import load_probe_data
+        from probes.data import load_probe_data  # deferred: tests monkeypatch probes.data.load_probe_data
 
         position = str(dirs.attrs.get("position") or "prefix_last")
         with dirs.provenance.open() as st:

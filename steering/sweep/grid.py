@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from probes.directions import Directions, read_directions
+from steering.ablation import orthonormal_rows
 from steering.sweep.config import SweepError
 from steering.vectors import combine_directions
 
@@ -113,8 +114,6 @@ def setting_vector(s: Setting, dirs: Directions, dose: str, d: int) -> np.ndarra
 def setting_basis(s: Setting, dirs: Directions) -> np.ndarray:
     """The orthonormal basis [k, d_model] an ablate probe setting projects out (the span of the directions'
     first k rows); a random setting's basis depends on the case (:func:`steering.sweep.controls.control_basis`)."""
-    from steering.ablation import orthonormal_rows
-
     if s.operator != "ablate" or s.basis != "probe" or s.layer is None:
         raise SweepError(f"setting {s.key}: only an ablate probe setting has a fixed basis")
     return orthonormal_rows(dirs.named_basis(s.directions, s.layer, s.k))

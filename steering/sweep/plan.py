@@ -19,6 +19,7 @@ from typing import Any
 
 from loadbearing.runs import DIRECTIONS, Run
 from probes.directions import Directions
+from steering.norms import mean_resid_norm
 from steering.sweep.cases import CaseSample, read_question_list
 from steering.sweep.config import DEFAULT_KS, SCHEMA_VERSION, SweepConfig, SweepError
 from steering.sweep.grid import Setting
@@ -137,8 +138,6 @@ def residual_norms(lm: Any, dirs: Directions, layers: list[int], cases: list[dic
                    batch_size: int) -> tuple[dict[int, float], dict[int, str]]:
     """Per layer, the residual norm the relative alphas multiply and where it came from: the ``resid_norm``
     the probes wrote, else measured at the last token of up to 32 case inputs (NaN when there is none)."""
-    from steering.norms import mean_resid_norm
-
     resid_norm: dict[int, float] = {}
     norm_source: dict[int, str] = {}
     for L in layers:

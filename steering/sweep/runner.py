@@ -19,9 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing import answers
+from loadbearing.engine.oom import for_generate_fn
 from loadbearing.files import JsonlWriter, read_json, read_jsonl, write_json
+from loadbearing.locks import output_lock
 from loadbearing.runs import Run
 from probes.directions import Directions
+from steering.ablation import generate_ablated
+from steering.generate import generate_steered
+from steering.hooks import d_model, n_layers
 from steering.sweep.analysis import format_summary
 from steering.sweep.cases import case_dict, select_cases
 from steering.sweep.config import CONFIG_FILE, GENERATIONS, SCHEMA_VERSION, SUMMARY, SweepConfig, SweepError
@@ -44,8 +50,6 @@ from steering.sweep.summary import insufficient_data_summary, summarize
 
 def score(text: str, case: dict[str, Any], questions: dict[str, str] | None = None) -> tuple[str | None, bool | None]:
     """(parsed answer, correct) of a steered generation, through the one scorer in loadbearing.answers."""
-    from loadbearing import answers
-
     q = SimpleNamespace(dataset=case["dataset"], task=case.get("task"), answer=case["gold"],
                         question=(questions or {}).get(case["question_id"], ""), choices=None)
     s = answers.score(text, q)
@@ -97,15 +101,9 @@ def generate_all(config: SweepConfig, lm: Any, grid: list[Setting], cases: list[
     :func:`steering.ablation.generate_ablated`), a random one's basis drawn per case. A chunk out of
     accelerator memory is generated again at half the batch size; returns the batch sizes used
     (:meth:`loadbearing.engine.oom.BatchSize.record`)."""
-    from loadbearing.engine.oom import for_generate_fn
-
     if generate_fn is None:
-        from steering.generate import generate_steered
-
         generate_fn = generate_steered
     if ablate_fn is None:
-        from steering.ablation import generate_ablated
-
         ablate_fn = generate_ablated
     sizer = for_generate_fn(generate_fn, config.batch_size, what="steered generation")
     by_layer: dict[tuple[int, bool], list] = defaultdict(list)  # (layer, ablate?) -> jobs
@@ -196,8 +194,6 @@ def _check_model_name(config: SweepConfig, run: Run) -> None:
 @contextlib.contextmanager
 def _locked_output(out_dir: Path) -> Iterator[None]:
     """Create ``out_dir`` (removed again when its lock cannot be taken) and hold its writer's lock."""
-    from loadbearing.locks import output_lock
-
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -262,7 +258,6 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
         lm = run.load_model(config.model if config.allow_other_model else None, device=config.device)
     elif not config.allow_other_model:
         run.check_model(lm)
-    from steering.hooks import d_model, n_layers
 
     width = d_model(lm.model)
     check_width(dirs, layers, width, n_layers(lm.model))

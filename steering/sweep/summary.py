@@ -18,12 +18,11 @@ from steering.sweep.analysis import summarize_records
 from steering.sweep.cases import CaseSample
 from steering.sweep.config import CONFIG_FILE, DEFAULT_SESOI, GENERATIONS, PLOT, SCHEMA_VERSION, SUMMARY
 from steering.sweep.grid import Setting
+from steering.sweep.plot import plot_sweep
 
 
 def summarize(out_dir: str | Path, *, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Compute ``summary.json`` (and ``sweep.png``) from ``config.json`` and ``generations.jsonl``."""
-    from steering.sweep.plot import plot_sweep
-
     out_dir = Path(out_dir)
     config = config or read_json(out_dir / CONFIG_FILE)
     grid = [Setting(**d) for d in config["settings"]]

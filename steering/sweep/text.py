@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from loadbearing.report.blocks import Block, Bullets, Paragraph, Table, block_markdown, blocks_markdown, table
+from loadbearing.stats import format_rate
 
 
 def fmt_rate(r: dict[str, Any] | None, style: str = "text") -> str:
     """A rate through the one formatter, :func:`loadbearing.stats.format_rate`."""
-    from loadbearing.stats import format_rate
-
     return format_rate(r, style=style) if r else "n/a"
 
 

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.generation import encode
+from steering.ablation import patch_ablation
+from steering.hooks import patch_vectors
+
 
 def first_difference(lm: Any, text: str, hf_text: str, vllm_ids: Sequence[int], *, op: str, data: Any,
                      layer: int, positions: str = "continuation") -> dict[str, Any]:
     """Where vLLM's steered generation of ``text`` (its token ids) leaves HF's (its text), and HF's top-2 logit
     margin there (``index`` None when vLLM's tokens spell a prefix of HF's text or all of it)."""
     import torch  # deferred: torch is heavy to import
-
-    from loadbearing.engine.generation import encode
-    from steering.ablation import patch_ablation
-    from steering.hooks import patch_vectors
 
     tok = lm.tokenizer
     ids = list(vllm_ids)

@@ -29,8 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from loadbearing.engine.generation import Generation
 from loadbearing.engine.vllm_engine import LazyVLLM
+from loadbearing.engine.vllm_hooks import HookSpec, VLLMHookError, installed, new_call_id
+from loadbearing.engine.vllm_rows import generate_rows
+from steering.ablation import row_bases
 from steering.errors import SteeringError
+from steering.generate import row_deltas
+from steering.hooks import d_model, n_layers
 from steering.positions import check_positions, prompt_steering
 
 
@@ -48,7 +54,7 @@ class _Op:
     def __init__(self, owner: VLLMSteering, op: str) -> None:
         self.owner, self.op = owner, op
 
-    def __call__(self, lm: Any, texts: Sequence[str], data: Any, alphas: Any = None, **kw: Any) -> list[Any]:
+    def __call__(self, lm: Any, texts: Sequence[str], data: Any, alphas: Any = None, **kw: Any) -> list[Generation]:
         if self.op == "add":
             return self.owner.steer(lm, texts, data, 1.0 if alphas is None else alphas, **kw)
         return self.owner.project_out(lm, texts, data, **kw)
@@ -73,8 +79,6 @@ class VLLMSteering:
     # ------------------------------------------------------------------------------------------ checks
     @staticmethod
     def _layers(lm: Any, layers: Sequence[int] | int) -> list[int]:
-        from steering.hooks import n_layers
-
         got = [int(x) for x in ([layers] if isinstance(layers, (int, np.integer)) else layers)]
         if not got:
             raise SteeringError("no layers to steer; pass layers=[L, ...]")
@@ -99,12 +103,9 @@ class VLLMSteering:
     # ------------------------------------------------------------------------------------------ the two ops
     def steer(self, lm: Any, texts: Sequence[str], vectors: Any, alphas: Any, *, layers: Sequence[int] | int,
               positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-              stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Any]:
+              stop_at_answer: bool = True, progress: bool = True, desc: str = "steer") -> list[Generation]:
         """Greedy continuations with ``alphas[i] * vectors[i]`` added at ``layers`` for row ``i``
         (:func:`steering.generate.generate_steered`'s contract)."""
-        from steering.generate import row_deltas
-        from steering.hooks import d_model
-
         n = len(texts)
         mode = self._check(texts, positions, max_new_tokens)
         if n == 0:
@@ -116,12 +117,9 @@ class VLLMSteering:
 
     def project_out(self, lm: Any, texts: Sequence[str], bases: Any, *, layers: Sequence[int] | int,
                     positions: str = "continuation", max_new_tokens: int = 128, batch_size: int = 32,
-                    stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Any]:
+                    stop_at_answer: bool = True, progress: bool = True, desc: str = "ablate") -> list[Generation]:
         """Greedy continuations with row ``i``'s basis projected out at ``layers``
         (:func:`steering.ablation.generate_ablated`'s contract)."""
-        from steering.ablation import row_bases
-        from steering.hooks import d_model
-
         n = len(texts)
         mode = self._check(texts, positions, max_new_tokens)
         if n == 0:
@@ -132,10 +130,7 @@ class VLLMSteering:
         return self._run(lm, texts, "ablate", layer_list, mode, b, salts, max_new_tokens, stop_at_answer, progress)
 
     def _run(self, lm: Any, texts: Sequence[str], op: str, layers: list[int], mode: str, rows: np.ndarray,
-             salts: list[str | None], max_new_tokens: int, stop_at_answer: bool, progress: bool) -> list[Any]:
-        from loadbearing.engine.vllm_hooks import HookSpec, VLLMHookError, installed, new_call_id
-        from loadbearing.engine.vllm_rows import generate_rows
-
+             salts: list[str | None], max_new_tokens: int, stop_at_answer: bool, progress: bool) -> list[Generation]:
         vg = self.lazy.engine(lm)
         table = np.concatenate([np.zeros((1, *rows.shape[1:]), dtype=np.float32), rows.astype(np.float32)])
         call = new_call_id()

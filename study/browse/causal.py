@@ -38,6 +38,7 @@ from typing import Any
 
 from loadbearing.files import read_jsonl
 from loadbearing.runs import RECORDS, Run
+from study.browse.stages import filler_rows, run_summaries, step_measures
 
 #: rollouts shown per step (the rest are in resample/records.jsonl)
 ROLLOUTS_SHOWN = 3
@@ -52,8 +53,8 @@ def _cut(text: Any) -> str | None:
     return t if len(t) <= TEXT_CHARS else t[:TEXT_CHARS] + f"\u2026 [{len(t) - TEXT_CHARS} more characters in the records]"
 
 
-def _summary(run: Run, name: str) -> dict | None:
-    from study.report.causal import stage_summary
+def _summary(run: Run, name: str) -> dict[str, Any] | None:
+    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
 
     return stage_summary(run.path, name)
 
@@ -81,7 +82,6 @@ class CausalData:
         self._resample(run, qindex)
         self._paraphrase(run, qindex)
         self._patching(run, rows)
-        from study.browse.stages import filler_rows, run_summaries, step_measures
 
         self.fl.update(filler_rows(run, qindex))
         self.st.update(step_measures(run, qindex))

@@ -58,7 +58,7 @@ def _model_name(run: Run) -> str:
     return str(run.model_spec.get("name") or "?")
 
 
-def _label_records(run: Run, name: str | None) -> tuple[str | None, dict[str, dict]]:
+def _label_records(run: Run, name: str | None) -> tuple[str | None, dict[str, dict[str, Any]]]:
     d = run.labelling_dir(name)
     if d is None:
         return None, {}
@@ -88,7 +88,7 @@ def _evidence(lrec: dict | None) -> tuple[list | None, list | None]:
     return spans or None, judge or None
 
 
-def _steering(run: Run, path: str | os.PathLike[str] | None = None) -> list[dict]:
+def _steering(run: Run, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     p = Path(path) if path is not None else run.path / "steering" / GENERATIONS
     if path is not None and not p.is_file():
         raise BrowseError(f"--steering {str(p)!r} not found; pass the generations.jsonl written by python -m steering.sweep")

@@ -24,13 +24,14 @@ from loadbearing.runs import RECORDS, SUMMARY, Run
 HEADS_SHOWN = 8
 
 
-def _summary(run: Run, name: str) -> dict | None:
+def _summary(run: Run, name: str) -> dict[str, Any] | None:
     """A finished stage's ``summary.json`` (the white-box stages live in one module, ``attention``)."""
-    from study.report.causal import stage_summary
+    from study.report.causal import stage_summary  # deferred: study.report.causal loads numpy
 
     if name not in ("receiver_heads", "suppression"):
         return stage_summary(run.path, name)
 
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.common import is_stage_complete
 
     try:
@@ -44,21 +45,21 @@ def _r(x: Any, digits: int = 4) -> Any:
     return round(float(x), digits) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
 
 
-def _rate(r: dict | None) -> dict | None:
+def _rate(r: dict | None) -> dict[str, Any] | None:
     """A rate (``loadbearing.stats`` ``to_dict``) as the page shows it: k, n, value, interval."""
     if not r:
         return None
     return {"k": r.get("k"), "n": r.get("n"), "v": _r(r.get("rate")), "lo": _r(r.get("lo")), "hi": _r(r.get("hi"))}
 
 
-def _ci(d: dict | None, est: str) -> dict | None:
+def _ci(d: dict | None, est: str) -> dict[str, Any] | None:
     if not d:
         return None
     ci = d.get("ci") or [None, None]
     return {"v": _r(d.get(est)), "lo": _r(ci[0]), "hi": _r(ci[1]), "nq": d.get("n_questions", d.get("n_clusters"))}
 
 
-def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
+def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]]:
     """Each question's filler conditions in sweep order: no chain, each filler by fraction, the full chain."""
     s = _summary(run, "filler")
     if s is None:
@@ -77,8 +78,9 @@ def filler_rows(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
     return {k: {"c": sorted(v, key=lambda x: order.get(x[0], len(order)))} for k, v in out.items()}
 
 
-def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
+def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict[str, Any]]:
     """Per question (row), the step-level measures of :func:`behavioural.causal.agreement.step_values`."""
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.agreement import MEASURES, step_values, top_step
 
     ids: dict[str, str] = {}  # question key -> question id, from the stages' summaries
@@ -101,7 +103,7 @@ def step_measures(run: Run, qindex: Mapping[str, int]) -> dict[str, dict]:
     return out
 
 
-def _early_answer(s: dict) -> dict:
+def _early_answer(s: dict) -> dict[str, Any]:
     d = s.get("decision_point") or {}
     aoc = s.get("aoc") or {}
     return {"aoc": _ci(aoc, "aoc"), "nldd": _ci(d.get("overall"), "mean_nldd_share"),
@@ -109,7 +111,7 @@ def _early_answer(s: dict) -> dict:
             "by_level": {v: _ci(x, "mean_nldd_share") for v, x in (d.get("by_level") or {}).items()}}
 
 
-def _filler(s: dict) -> dict:
+def _filler(s: dict) -> dict[str, Any]:
     return {"fillers": s.get("fillers") or {},
             "sweep": {f: [{"x": p.get("fraction"), "cond": p.get("condition"), "acc": _rate(p.get("accuracy")),
                            "same": _rate(p.get("same_as_full_chain")), "tok": _r(p.get("mean_filler_tokens"), 1)}
@@ -117,7 +119,7 @@ def _filler(s: dict) -> dict:
             "full": _rate(s.get("full_accuracy"))}
 
 
-def _paraphrase(s: dict) -> dict:
+def _paraphrase(s: dict) -> dict[str, Any]:
     mg = s.get("mean_gap") or {}
     return {"by": s.get("paraphraser"), "same_model": bool(s.get("same_as_run_model")),
             "curve": [{"x": p.get("fraction"), "ret": _rate(p.get("retention")), "acc": _rate(p.get("paraphrased_accuracy")),
@@ -125,14 +127,15 @@ def _paraphrase(s: dict) -> dict:
             "mean_gap": _ci(mg, "estimate")}
 
 
-def _receiver(s: dict) -> dict:
+def _receiver(s: dict) -> dict[str, Any]:
     return {"n": s.get("n_sampled_questions"), "pi": s.get("proximity_ignore"), "top_k": s.get("top_k"),
             "heads": [[h["layer"], h["head"], _r(h.get("mean_kurtosis"))] for h in (s.get("top_heads") or [])[:HEADS_SHOWN]]}
 
 
-def _agreement(run: Run) -> list[dict] | None:
+def _agreement(run: Run) -> list[dict[str, Any]] | None:
+    # deferred: keeps behavioural (and 2 more modules) out of `python -m study.browse`'s start-up
     from behavioural.causal.agreement import step_agreement
-    from study.report.causal import N_BOOT, SEED
+    from study.report.causal import N_BOOT, SEED  # deferred: study.report.causal loads numpy
 
     ag = step_agreement(run.path, n_boot=N_BOOT, seed=SEED)
     if not ag:

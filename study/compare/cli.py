@@ -37,7 +37,10 @@ from typing import Any
 
 from loadbearing.cli import OneLineParser, UsageError, add_output, run_cli
 from loadbearing.commands import prog
+from loadbearing.files import read_jsonl
 from loadbearing.runs import MANIFEST, RECORDS, Run, question_key_of
+from loadbearing.stats import clustered_rate, wilson_rate
+from study.compare.render import render, write
 from study.compare.stats import holm, paired_binary, paired_continuous, unpaired_rates
 
 MEASURES = ("propagation", "control error", "baseline accuracy", "AOC", "probe accuracy")
@@ -96,7 +99,7 @@ def run_dirs(spec: str) -> list[Path]:
 
 
 def _from_toml(path: Path) -> list[Path]:
-    from study.files import _toml
+    from study.files import _toml  # deferred: keeps steering (and 11 more modules) out of `python -m study.compare`'s start-up
 
     try:
         data = _toml().loads(path.read_text(encoding="utf-8"))
@@ -146,8 +149,8 @@ def read_run(path: Path, name: str) -> RunData:
 
 
 def _aoc_units(path: Path) -> list[Unit]:
+    # deferred: keeps behavioural (and 5 more modules) out of `python -m study.compare`'s start-up
     from behavioural.causal.early_answer import question_curves
-    from loadbearing.files import read_jsonl
 
     f = path / "early_answer" / RECORDS
     if not f.is_file():
@@ -159,7 +162,7 @@ def _aoc_units(path: Path) -> list[Unit]:
 def _probe(path: Path) -> dict[str, Any] | None:
     if not (path / "probes" / "results.json").is_file():
         return None
-    from probes.results import read_results
+    from probes.results import read_results  # deferred: probes.results loads sklearn
 
     df = read_results(path / "probes")
     row = df.query("scope == 'nested' and metric == 'accuracy' and probe == 'logistic'")
@@ -249,8 +252,6 @@ def _per_question(units: Any) -> dict[str, float]:
 def run_summary(r: RunData) -> dict[str, Any]:
     """One run's own rates (the models x datasets table): propagation and control error over distinct
     generations with the question-clustered interval, baseline accuracy with Wilson (one row per question)."""
-    from loadbearing.stats import clustered_rate, wilson_rate
-
     out: dict[str, Any] = {"name": r.name, "path": str(r.path), "model": r.model, "dataset": r.dataset,
                            "n_questions": len(r.questions)}
     for m in ("propagation", "control error"):
@@ -298,8 +299,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        from study.compare.render import render, write
-
         res = compare(load(args.runs), args.by, seed=args.seed)
         print(render(res, full=False))
         if args.output_dir:

@@ -21,6 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from behavioural.causal.common import Chain, Engine
+from loadbearing.engine.generation import encode, generate
+from loadbearing.engine.hookpoints import block_hidden, layer_hooks
+from loadbearing.engine.layers import d_model, n_layers, unwrap_model
+from loadbearing.questions.prompts import split_trace
+from loadbearing.records import Baseline
 from study.conformance.matrix import NotApplicable, first_difference, records
 
 #: tolerance of a hidden state against the reference, relative to the largest absolute value of that row/layer
@@ -37,8 +43,6 @@ def spread_layers(n: int, first: int = 0) -> list[int]:
 
 
 def _final_norm(model):
-    from loadbearing.engine.layers import unwrap_model
-
     mods = dict(unwrap_model(model).named_modules())
     for name in FINAL_NORMS:
         if name in mods:
@@ -47,8 +51,7 @@ def _final_norm(model):
 
 
 def _items(lm, texts: Sequence[str]):
-    from activations.inputs import Item
-    from loadbearing.engine.generation import encode
+    from activations.inputs import Item  # deferred: activations.inputs loads numpy
 
     items = []
     for t in texts[:4]:
@@ -62,8 +65,7 @@ def _items(lm, texts: Sequence[str]):
 def capture_check(lm, texts: Sequence[str], engine: str) -> str:
     import torch  # deferred: torch is heavy to import
 
-    from activations.engines import make_engine, run_batch
-    from loadbearing.engine.layers import n_layers
+    from activations.engines import make_engine, run_batch  # deferred: activations.engines loads numpy
 
     n = n_layers(lm.model)
     layers = list(range(n + 1))
@@ -100,8 +102,6 @@ def capture_check(lm, texts: Sequence[str], engine: str) -> str:
 def _vectors(lm, n: int, seed: int = 0):
     import numpy as np  # deferred: numpy is heavy to import
 
-    from loadbearing.engine.layers import d_model
-
     rng = np.random.default_rng(seed)
     v = rng.standard_normal((n, d_model(lm.model))).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -110,9 +110,7 @@ def _vectors(lm, n: int, seed: int = 0):
 def steer_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callable[[], str]]:
     import numpy as np  # deferred: numpy is heavy to import
 
-    from loadbearing.engine.generation import generate
-    from loadbearing.engine.layers import n_layers
-    from steering.generate import generate_steered
+    from steering.generate import generate_steered  # deferred: steering.generate loads numpy
 
     layer = max(1, n_layers(lm.model) // 2)
     kw: dict[str, Any] = dict(layers=[layer], max_new_tokens=8, progress=False)
@@ -138,8 +136,8 @@ def _hook_count(model) -> int:
 
 
 def hooks_check(lm, texts: Sequence[str]) -> str:
-    from steering.ablation import ablate
-    from steering.hooks import steer
+    from steering.ablation import ablate  # deferred: steering.ablation loads numpy
+    from steering.hooks import steer  # deferred: steering.hooks loads numpy
 
     model = lm.model
     before = _hook_count(model)
@@ -161,10 +159,7 @@ def hooks_check(lm, texts: Sequence[str]) -> str:
 def ablation_check(lm, texts: Sequence[str]) -> str:
     import torch  # deferred: torch is heavy to import
 
-    from loadbearing.engine.generation import encode
-    from loadbearing.engine.hookpoints import block_hidden, layer_hooks
-    from loadbearing.engine.layers import n_layers
-    from steering.ablation import ablate, orthonormal_rows
+    from steering.ablation import ablate, orthonormal_rows  # deferred: steering.ablation loads numpy
 
     model = lm.model
     basis = torch.as_tensor(orthonormal_rows(_vectors(lm, 3)))
@@ -187,8 +182,7 @@ def ablation_check(lm, texts: Sequence[str]) -> str:
 def patching_check(lm, texts: Sequence[str]) -> str:
     import torch  # deferred: torch is heavy to import
 
-    from loadbearing.engine.generation import encode
-    from loadbearing.engine.layers import n_layers
+    # deferred: steering.patching.engine loads numpy, torch
     from steering.patching.engine import Patch, forward_logits, patched, record
 
     model = lm.model
@@ -214,10 +208,7 @@ def patching_check(lm, texts: Sequence[str]) -> str:
 
 
 def forced_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callable[[], str]]:
-    from behavioural.causal import early_answer, filler
-    from behavioural.causal.common import Chain, Engine
-    from loadbearing.questions.prompts import split_trace
-    from loadbearing.records import Baseline
+    from behavioural.causal import early_answer, filler  # deferred: behavioural.causal loads numpy
 
     traces = ["Start = 4\n4 + 3 = 7\n7 - 2 = 5\nAnswer: 5", "We start with 7.\n7 + 5 = 12\nAnswer: 12"]
     chains = []
@@ -257,7 +248,7 @@ def model_checks(lm, texts: Sequence[str], batch_size: int) -> dict[str, Callabl
 
 
 def _capture(lm: Any, texts: Sequence[str], engine: str) -> str:
-    from activations.inputs import CacheError
+    from activations.inputs import CacheError  # deferred: activations.inputs loads numpy
 
     try:
         return capture_check(lm, texts, engine)

@@ -30,6 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loadbearing.engine.decoding import decode_continuous
+from loadbearing.engine.generation import encode, finish, generate, generate_plain, generate_simple, pad_token_id, stop_token_ids
+from loadbearing.engine.sampling import Sampling
+
 #: the questions the checks' chat inputs are built from (every check needs inputs, not answers)
 QUESTIONS = (
     "Start with 4. Add 3. Subtract 2. What is the result?",
@@ -99,8 +103,6 @@ def reference_tokens(lm, texts: Sequence[str], max_new_tokens: int) -> list[list
     """transformers' greedy ``generate``, one input at a time: each row's new token ids (up to its first stop)."""
     import torch  # deferred: torch is heavy to import
 
-    from loadbearing.engine.generation import encode, stop_token_ids
-
     model, tok = lm.model, lm.tokenizer
     stop = stop_token_ids(tok, model)
     device = next(model.parameters()).device
@@ -116,8 +118,6 @@ def reference_tokens(lm, texts: Sequence[str], max_new_tokens: int) -> list[list
 
 
 def reference_records(lm, ref: Sequence[Sequence[int]], stop_at_answer: bool) -> list[tuple[str, int, str]]:
-    from loadbearing.engine.generation import finish, stop_token_ids
-
     stop = set(stop_token_ids(lm.tokenizer, lm.model))
     return records([finish(lm.tokenizer, list(r), stop, stop_at_answer) for r in ref])
 
@@ -126,9 +126,6 @@ def staggered(lm, texts: Sequence[str], ref: Sequence[Sequence[int]], max_new_to
     """The fast path's engine with rows that stop at different lengths (row r after ``max_new_tokens - 3r``
     tokens), so freed slots are refilled mid-batch (merged caches, cropped columns) and the last rows verify
     prompt-lookup drafts: each row's tokens must be the reference's first ones."""
-    from loadbearing.engine.decoding import decode_continuous
-    from loadbearing.engine.generation import encode, pad_token_id, stop_token_ids
-
     stop = frozenset(stop_token_ids(lm.tokenizer, lm.model))
     rows = [encode(lm.tokenizer, t) for t in texts]
     limit = [max(2, max_new_tokens - 3 * r) for r in range(len(rows))]
@@ -152,9 +149,6 @@ def staggered(lm, texts: Sequence[str], ref: Sequence[Sequence[int]], max_new_to
 
 def generation_checks(lm, texts: Sequence[str], max_new_tokens: int, batch_size: int) -> dict[str, Callable[[], str]]:
     """The generation paths as ``{path: check}``; a check returns '' (pass) or the first difference."""
-    from loadbearing.engine.generation import generate, generate_plain, generate_simple
-    from loadbearing.engine.sampling import Sampling
-
     state: dict[str, Any] = {}
     kw: dict[str, Any] = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, progress=False)
 
@@ -188,6 +182,7 @@ def generation_checks(lm, texts: Sequence[str], max_new_tokens: int, batch_size:
 def run_checks(lm, texts: Sequence[str] | None = None, *, max_new_tokens: int = 16, batch_size: int = 3,
                only: Sequence[str] | None = None) -> list[Result]:
     """Every conformance check on ``lm`` (``only``: the named paths), one :class:`Result` each, in order."""
+    # deferred: import cycle study.conformance.checks -> study.conformance.matrix
     from study.conformance.checks import model_checks
 
     texts = list(texts) if texts is not None else chat_inputs(lm.tokenizer, 4)

@@ -21,6 +21,7 @@ import time
 
 from loadbearing.cli import OneLineParser, UsageError, check_device, check_model_file, check_number, run_cli
 from loadbearing.engine.models import DTYPES, EMBEDDED, QUANTIZE_CHOICES
+from study.conformance.matrix import PATHS, chat_inputs, run_checks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def selfcheck(args: argparse.Namespace, echo=print) -> int:
-    from loadbearing.engine.models import load_model
-    from study.conformance.matrix import PATHS, chat_inputs, run_checks
+    from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
 
     check_device(args.device)
     check_model_file(args.model)

@@ -14,8 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.cli import OneLineParser, UsageError, run_cli
+from loadbearing.engine.families import FAMILIES, INIT_RANGE, WINDOW, save_family
 from loadbearing.files import atomic_write_text
+from study.conformance.matrix import PATHS, chat_inputs, run_checks
 
 DEFAULT_OUTPUT = "docs/support-matrix.md"
 MARK = {"pass": "✓", "fail": "✗", "n.a.": "n.a."}
@@ -35,9 +37,6 @@ def _cell(r) -> str:
 
 
 def render(rows: dict[str, list], seconds: float, command: str) -> str:
-    from loadbearing.engine.families import FAMILIES, INIT_RANGE, WINDOW
-    from study.conformance.matrix import PATHS
-
     lines = ["# Support matrix: architecture families x toolkit paths", "",
              f"Written by `{command}` (`make support-matrix`) in {seconds:.0f} s; do not edit by hand. Each family is "
              f"a tiny random model (2 blocks, d_model 32, initializer range {INIT_RANGE}, the embedded model's "
@@ -63,9 +62,8 @@ def render(rows: dict[str, list], seconds: float, command: str) -> str:
 def run(families: list[str], output: Path, echo=print) -> int:
     from transformers import AutoTokenizer  # deferred: transformers is heavy to import
 
-    from loadbearing.engine.families import save_family
+    # deferred: tests monkeypatch loadbearing.engine.models.load_model
     from loadbearing.engine.models import dequantised_gguf_dir, embedded_gguf_path, load_model
-    from study.conformance.matrix import chat_inputs, run_checks
 
     d, _ = dequantised_gguf_dir(embedded_gguf_path())
     tok = AutoTokenizer.from_pretrained(str(d))
@@ -86,9 +84,6 @@ def run(families: list[str], output: Path, echo=print) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadbearing.cli import UsageError
-    from loadbearing.engine.families import FAMILIES
-
     args = build_parser().parse_args(argv)
 
     def body() -> int:

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from loadbearing.cli import OneLineParser, run_cli
 from loadbearing.files import atomic_write_text
@@ -50,7 +51,7 @@ def with_block(readme: str, block: str) -> str:
     return "".join(lines[:starts[0] + 1]) + block + "".join(lines[ends[0]:])
 
 
-def load_numbers(p: Path) -> dict:
+def load_numbers(p: Path) -> dict[str, Any]:
     if not p.is_file():
         raise DocsError(f"{p} is missing: write it with make docs RUN=DIR (python -m study.docs DIR)")
     try:

@@ -74,7 +74,7 @@ def _clean(v: Any, run: str = "\0") -> Any:
     return v
 
 
-def _transfer(t: dict) -> dict:
+def _transfer(t: dict) -> dict[str, Any]:
     """Leave-one-strategy-out accuracies per probe (the page's transfer row), not the per-fold detail (a value
     already reduced is kept: every reduction here is idempotent)."""
     return {probe: v if isinstance(v, list) else
@@ -84,14 +84,14 @@ def _transfer(t: dict) -> dict:
             for probe, v in t.items() if isinstance(v, (dict, list))}
 
 
-def _settings(settings: list) -> list[dict]:
+def _settings(settings: list) -> list[dict[str, Any]]:
     """Each steering setting's name and dose (its counts and tests are in the verdict line)."""
     keep = ("key", "operator", "layer", "k", "alpha_rel", "setting_verdict", "strongest", "uninformative")
     return [{k: d.get(k) for k in keep} for d in settings if isinstance(d, dict)]
 
 
 #: source -> key -> a reduction of that key's value to what the page shows
-def _label_counts(p: dict) -> dict:
+def _label_counts(p: dict) -> dict[str, Any]:
     """The perturbed continuations' A / B / C counts and B among correct (not the per-group breakdown)."""
     return {k: p.get(k) for k in ("n", "counts", "n_labelled", "B_among_correct_labelled")}
 

@@ -28,7 +28,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from loadbearing.engine.models import ALIASES
+from loadbearing.files import RunDirError
+from loadbearing.options import parse_float_list, parse_layers
 from study.config import StudyConfig, StudyError
+from study.dryrun.plan import _sizes, _steer_per_case, generation_bound, select_stages
+from study.settings import is_embedded
 
 #: (decoder layers, hidden size) of the models the toolkit names, from their published config.json files
 #: (num_hidden_layers, hidden_size); other models: their local config.json, or transformers' offline cache
@@ -94,8 +99,6 @@ def _lock_holder(d: Path) -> str | None:
 def check_output_dir(c: StudyConfig, *, resume: bool, several: bool) -> str:
     """The output directory's state as the real run judges it (one note), or :class:`StudyError` with the
     real run's refusal. In a several-run file an existing run directory is resumed, as the real run does."""
-    from loadbearing.files import RunDirError
-
     out = Path(c.output_dir)
     if out.exists() and not out.is_dir():
         raise StudyError(f"--output-dir {str(out)!r} is a file; choose a new --output-dir")
@@ -107,7 +110,7 @@ def check_output_dir(c: StudyConfig, *, resume: bool, several: bool) -> str:
         if not resume and not several:
             raise RunDirError(f"study directory {str(out)!r} already exists; choose a new --output-dir or continue it "
                               f"with --resume {out} (dry run: a real run would stop here)")
-        from study.driver import is_complete
+        from study.driver import is_complete  # deferred: import cycle study.driver -> study.dryrun.checks
 
         if is_complete(out, c):
             return f"output {out}: the study is complete; a real run has nothing to do"
@@ -123,6 +126,7 @@ def check_backend(c: StudyConfig) -> list[str]:
     """Warnings: vllm that cannot be imported here for ``--backend vllm``."""
     if c.backend != "vllm":
         return []
+    # deferred: tests monkeypatch loadbearing.engine.vllm_backend.import_vllm
     from loadbearing.engine.vllm_backend import VLLMUnavailableError, import_vllm
 
     try:
@@ -170,8 +174,6 @@ def check_device(c: StudyConfig, count: int | None = None) -> tuple[list[str], s
 # ------------------------------------------------------------------------------------------ ranges
 def check_ranges(c: StudyConfig, n_perturbed: int) -> list[str]:
     """Warnings for values that parse but defeat the study."""
-    from loadbearing.options import parse_float_list
-
     out = []
     big = [a for a in parse_float_list(c.alphas, "--alphas") if abs(a) >= ALPHA_NOISE]
     if big:
@@ -187,8 +189,6 @@ def check_ranges(c: StudyConfig, n_perturbed: int) -> list[str]:
 # ------------------------------------------------------------------------------------------ estimate
 def model_dims(model: str) -> tuple[int, int] | None:
     """(decoder layers, hidden size) offline: the known models, a local config.json, or transformers' cache."""
-    from loadbearing.engine.models import ALIASES
-
     name = ALIASES.get(model, model)
     if name in MODEL_DIMS or model in MODEL_DIMS:
         return MODEL_DIMS.get(name) or MODEL_DIMS[model]
@@ -217,9 +217,6 @@ def _duration(s: float) -> str:
 
 def estimate(c: StudyConfig) -> dict[str, float | int | str | None]:
     """Upper bounds: generations, new tokens, activation-store bytes; the time at :data:`THROUGHPUT`."""
-    from loadbearing.options import parse_layers
-    from study.dryrun.plan import _sizes, _steer_per_case, generation_bound, select_stages
-
     n, s, p = _sizes(c)
     sel = select_stages(c.stages)
     gens = generation_bound(c)
@@ -234,7 +231,6 @@ def estimate(c: StudyConfig) -> dict[str, float | int | str | None]:
     else:
         layers = 0
     store = rows * layers * dims[1] * 4 if dims else None
-    from study.settings import is_embedded
 
     on_gpu = (c.device or "").startswith("cuda") or c.backend == "vllm" or not is_embedded(c.model)
     where = "cuda" if on_gpu and c.device != "cpu" else "cpu"
@@ -269,8 +265,6 @@ def run_line(i: int, total: int, c: StudyConfig) -> str:
 
 def dry_run_checks(c: StudyConfig, *, resume: bool, several: bool) -> tuple[list[str], list[str]]:
     """(warnings, notes) of one run's dry run; a refusal the real run would make raises its error."""
-    from study.dryrun.plan import _sizes
-
     notes = [check_output_dir(c, resume=resume, several=several)]
     warnings = check_backend(c)
     dev_warnings, dev_note = check_device(c)

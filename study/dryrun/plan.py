@@ -17,7 +17,13 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from loadbearing.cli import check_model_file
+from loadbearing.engine.models import ALIASES, DTYPES, QUANTIZE_CHOICES, ModelError, embedded_gguf_path, resolve_name
+from loadbearing.options import LINE_POSITIONS, parse_float_list, parse_layers, parse_line_positions, split_list
+from loadbearing.questions.data import DATASETS, DataError, load_questions
+from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
 from study.config import StudyConfig, StudyError
+from study.stages.paper import per_case
 
 BACKENDS = ("hf", "hf-plain", "vllm")
 EXECUTORS = ("mp", "ray", "uni", "external_launcher")
@@ -27,6 +33,7 @@ _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 
 def select_stages(spec: str | None) -> list[str]:
     """The stage names a ``--stages`` value selects, in run order (None: the default stages; "all": every one)."""
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     if spec is None:
@@ -36,7 +43,7 @@ def select_stages(spec: str | None) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [n for n in names if n not in REGISTRY]
     if bad or not names:
-        from study.dryrun.checks import did_you_mean
+        from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
 
         raise StudyError(f"--stages {spec!r}: unknown stage(s) {', '.join(bad) or '(none given)'}"
                          f"{did_you_mean(bad, [*REGISTRY, 'all'])}; choose from {', '.join(REGISTRY)} (a comma list) or all")
@@ -45,9 +52,6 @@ def select_stages(spec: str | None) -> list[str]:
 
 def check_model(name: str, option: str = "--model") -> str:
     """What is known offline about a model name (one phrase); a name that cannot be a model is refused."""
-    from loadbearing.cli import check_model_file
-    from loadbearing.engine.models import ALIASES, ModelError, embedded_gguf_path, resolve_name
-
     try:
         kind, target = resolve_name(name)
     except ModelError as e:
@@ -73,8 +77,7 @@ def check_model(name: str, option: str = "--model") -> str:
 
 
 def _check_options(c: StudyConfig) -> None:
-    from loadbearing.engine.models import DTYPES, QUANTIZE_CHOICES
-    from study.dryrun.checks import did_you_mean
+    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
 
     if c.dtype is not None and c.dtype not in DTYPES:
         raise StudyError(f"--dtype {c.dtype!r}{did_you_mean(c.dtype, DTYPES)}: choose one of {', '.join(DTYPES)}")
@@ -98,6 +101,7 @@ def _check_options(c: StudyConfig) -> None:
 
 
 def _check_labellers(c: StudyConfig) -> list[str]:
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import labellers
 
     specs = list(labellers(c))
@@ -143,9 +147,7 @@ def count_questions(c: StudyConfig) -> tuple[int, str]:
 
 
 def _count_questions(c: StudyConfig) -> tuple[int, str]:
-    from loadbearing.questions.data import DATASETS, DataError, load_questions
-    from loadbearing.questions.loaders import BBH_TASKS, MMLU_SUBJECTS, check_task
-    from study.dryrun.checks import did_you_mean
+    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
 
     if c.dataset not in DATASETS:
         raise StudyError(f"--dataset {c.dataset!r}{did_you_mean(c.dataset, DATASETS)}: choose one of {', '.join(DATASETS)}")
@@ -170,16 +172,17 @@ def _count_questions(c: StudyConfig) -> tuple[int, str]:
 
 def check(c: StudyConfig) -> list[str]:
     """Validate everything offline (loads no model); returns what was checked and what could not be."""
+    # deferred: keeps behavioural (and 5 more modules) out of `python -m study`'s start-up
     from behavioural.strategies import StrategyError, parse_strategies
-    from loadbearing.options import LINE_POSITIONS, parse_line_positions, split_list
 
     c.validate()
     _check_options(c)
     notes = [f"model: {check_model(c.model)}"]
     n, where = count_questions(c)
     notes.append(f"questions: <= {n} ({where})")
+    # deferred: keeps behavioural (and 5 more modules) out of `python -m study`'s start-up
     from behavioural.strategies import STRATEGIES
-    from study.dryrun.checks import did_you_mean
+    from study.dryrun.checks import did_you_mean  # deferred: import cycle study.dryrun.checks -> study.dryrun.plan
 
     try:
         parse_strategies(c.strategy, c.dataset)
@@ -191,6 +194,7 @@ def check(c: StudyConfig) -> list[str]:
                          error=StudyError)
     notes += _check_labellers(c)
     selected = select_stages(c.stages)
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     for name in selected:
@@ -202,8 +206,8 @@ def check(c: StudyConfig) -> list[str]:
 
 
 def _sizes(c: StudyConfig) -> tuple[int, int, int]:
+    # deferred: keeps behavioural (and 5 more modules) out of `python -m study`'s start-up
     from behavioural.strategies import parse_strategies
-    from loadbearing.options import parse_line_positions
 
     n, _ = count_questions(c)
     return n, len(parse_strategies(c.strategy, c.dataset)), len(parse_line_positions(c.positions, error=StudyError))
@@ -219,8 +223,6 @@ def behaviour_bound(c: StudyConfig) -> str:
 def generation_bound(c: StudyConfig) -> int:
     """Upper bound on the model generations of the behaviour and steering stages together (with the
     paper-design sweep, ``paper_steering``, when selected: its C cases and as many non-C ones)."""
-    from study.stages.paper import per_case
-
     n, s, p = _sizes(c)
     per = _steer_per_case(c)[0]
     sel = select_stages(c.stages)
@@ -233,8 +235,6 @@ def _steer_per_case(c: StudyConfig) -> tuple[int, int, int, int, int, list[str]]
     then per setting the probe's generation and ``random_seeds`` isotropic random ones, plus as many
     covariance-matched random ones for every k > 1 (the sweep adds those when it can read the store); the
     ``add`` settings once per alpha, the ``ablate`` ones once (no alpha)."""
-    from loadbearing.options import parse_float_list, parse_layers, split_list
-
     ks = parse_float_list(c.k, "--k")
     n_k, n_a, n_cov = len(ks), len(parse_float_list(c.alphas, "--alphas")), sum(1 for k in ks if k > 1)
     n_l = len(parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError) or [0])
@@ -256,6 +256,7 @@ def steering_bound(c: StudyConfig) -> str:
 
 def plan_text(c: StudyConfig) -> str:
     """The selected stages in run order, each with its upper bound on model generations."""
+    # deferred: keeps behavioural (and 13 more modules) out of `python -m study`'s start-up
     from study.stages.core import REGISTRY
 
     selected = select_stages(c.stages)

@@ -23,11 +23,15 @@ The results hold the question-clustered rate of ``correct`` and of ``moved``, po
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadbearing.files import read_json, read_jsonl
+from loadbearing.files import file_sha256, read_json, read_jsonl
+from loadbearing.provenance import now
 from loadbearing.runs import MANIFEST, RECORDS, SUMMARY, Run, question_key_of
 from study.export_inspect.groups import CELL, cell_score, grouped_score, moved, viewer_config
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
 
 STAGES = ("early_answer", "filler", "paraphrase", "resample")
 #: long texts that go to the sample's input/output, not its metadata
@@ -74,7 +78,7 @@ def _references(stage: str, rows: list[dict[str, Any]], run: Run) -> list[str | 
     return [getattr(bases.get(r["question_id"]), "parsed_answer", None) for r in rows]
 
 
-def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: Any, model: str) -> Any:
+def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: Any, model: str) -> EvalSample:
     """One record as a sample; ``b`` its question's baseline (or None)."""
     from inspect_ai.log import EvalSample  # deferred: inspect_ai is heavy
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput  # deferred: inspect_ai is heavy
@@ -98,12 +102,9 @@ def to_sample(stage: str, i: int, r: dict[str, Any], reference: str | None, b: A
                       description=f"{cell['strategy']} ({cell['position']}): {question[:80]}")
 
 
-def build_stage_log(run: Run, stage: str) -> Any:
+def build_stage_log(run: Run, stage: str) -> EvalLog:
     """One finished stage as an ``EvalLog`` (nothing written)."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalResults, EvalSpec, EvalStats  # deferred: inspect_ai is heavy
-
-    from loadbearing.files import file_sha256
-    from loadbearing.provenance import now
 
     f = run.path / stage / RECORDS
     rows = read_jsonl(f)
@@ -130,7 +131,7 @@ def build_stage_log(run: Run, stage: str) -> Any:
                    stats=EvalStats(started_at=created, completed_at=created))
 
 
-def build_stage_logs(run: Run) -> Iterator[tuple[str, Any]]:
+def build_stage_logs(run: Run) -> Iterator[tuple[str, EvalLog]]:
     """``(stage, EvalLog)`` for every finished causal stage of ``run``, in :data:`STAGES` order."""
     for stage in STAGES:
         if _finished(run, stage):

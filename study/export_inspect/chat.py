@@ -16,6 +16,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from loadbearing.questions.prompts import build_messages
 from loadbearing.records import Baseline, Continuation
 from loadbearing.stats.design import merged_position
 
@@ -23,8 +24,6 @@ from loadbearing.stats.design import merged_position
 def chat_turns(c: Continuation, baseline: Baseline | None, settings: dict[str, Any]) -> list[dict[str, str]] | None:
     """The input as chat turns ending with the assistant prefix, or None where they cannot be checked against
     ``input_text`` (no baseline, another prompt builder, a template that rewrites the text)."""
-    from loadbearing.questions.prompts import build_messages
-
     if baseline is None or not c.prefix_text:
         return None
     q = SimpleNamespace(dataset=baseline.dataset, task=baseline.task, question=baseline.question)

@@ -42,15 +42,20 @@ import argparse
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadbearing.cli import OneLineParser, UsageError, add_labelling, add_output, run_cli
 from loadbearing.files import atomic_write_bytes, file_sha256
 from loadbearing.frames import NEWEST
+from loadbearing.provenance import now, package_versions
 from loadbearing.records import Continuation
 from loadbearing.runs import CONTINUATIONS, Run, question_key_of
+from study.export_inspect.causal import build_stage_logs
 from study.export_inspect.chat import chat_turns, edit_description, sample_position
 from study.export_inspect.groups import CELL, cell_score, grouped_score, moved, viewer_config
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalResults, EvalSample
 
 DEFAULT_OUTPUT = Path("inspect") / "continuations.eval"
 FORMATS = {".eval": "eval", ".json": "json"}
@@ -107,7 +112,7 @@ def sample_scores(c: Continuation, abc: str | None, labelling: str | None, refer
 
 
 def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: str,
-              turns: list[dict[str, str]] | None = None, reference: str | None = None) -> Any:
+              turns: list[dict[str, str]] | None = None, reference: str | None = None) -> EvalSample:
     """One sample. ``turns`` (:func:`study.export_inspect.chat.chat_turns`): the input as chat messages ending
     with the assistant prefix; None: the templated text as one user message."""
     # deferred (both): inspect_ai is heavy and used only to export
@@ -129,7 +134,7 @@ def to_sample(c: Continuation, abc: str | None, labelling: str | None, model: st
                       output=output, scores=sample_scores(c, abc, labelling, reference), metadata=md)
 
 
-def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
+def _results(recs: list[Continuation], labels: dict[str, str | None]) -> EvalResults:
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore  # deferred: inspect_ai is heavy and used only to export
 
     def share(flags: list[bool]) -> dict[str, Any]:
@@ -162,13 +167,11 @@ def _results(recs: list[Continuation], labels: dict[str, str | None]) -> Any:
     return EvalResults(total_samples=len(recs), completed_samples=len(recs), scores=scores)
 
 
-def build_log(run: Run, *, labelling: str | None = NEWEST) -> Any:
+def build_log(run: Run, *, labelling: str | None = NEWEST) -> EvalLog:
     """The run as an ``inspect_ai.log.EvalLog`` (samples, results, spec); nothing is written."""
     # deferred: inspect_ai is heavy and used only to export
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, EvalStats
     from inspect_ai.model import GenerateConfig  # deferred: inspect_ai is heavy and used only to export
-
-    from loadbearing.provenance import now, package_versions
 
     recs = run.continuations(required=True)
     baselines = {b.question_id: b for b in run.baselines()}
@@ -221,8 +224,6 @@ def write_log(log: Any, out: Path) -> Path:
 def export_causal(run_dir: str | Path, out_dir: str | Path, suffix: str = ".eval") -> list[Path]:
     """Write each finished causal test of the run (early answering, filler, paraphrase, resampling) as its own
     log ``out_dir/<stage><suffix>`` (:mod:`study.export_inspect.causal`); the paths written."""
-    from study.export_inspect.causal import build_stage_logs
-
     return [write_log(log, Path(out_dir) / f"{stage}{suffix}") for stage, log in build_stage_logs(Run(run_dir))]
 
 

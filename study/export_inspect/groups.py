@@ -22,14 +22,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalScore
+    from inspect_ai.scorer import Score
+    from inspect_ai.viewer import ViewerConfig
 
 #: the grouping fields, in column order
 CELL_FIELDS = ("strategy", "position", "level", "label", "moved")
 CELL = "cell"
 
 
-def cell_score(**fields: Any) -> Any:
+def cell_score(**fields: Any) -> Score:
     """The sample's ``cell`` score: a dictionary of :data:`CELL_FIELDS` (None where a field does not apply)."""
     from inspect_ai.scorer import Score  # deferred: inspect_ai is heavy
 
@@ -43,7 +48,7 @@ def moved(answer: str | None, reference: str | None) -> bool | None:
     return None if answer is None or reference is None else answer != reference
 
 
-def viewer_config(scores: Sequence[str], *, name: str = "by cell") -> Any:
+def viewer_config(scores: Sequence[str], *, name: str = "by cell") -> ViewerConfig:
     """The viewer's sample list: the id, the ``cell`` columns, then ``scores`` (scalar scorers), input and
     target; sorted by level, strategy, position."""
     # deferred: inspect_ai is heavy
@@ -58,12 +63,12 @@ def viewer_config(scores: Sequence[str], *, name: str = "by cell") -> Any:
 
 
 def grouped_score(scorer: str, rows: Sequence[tuple[bool | None, Hashable, dict[str, Any]]], *,
-                  name: str | None = None, unit: str = "generation") -> Any:
+                  name: str | None = None, unit: str = "generation") -> EvalScore:
     """An ``EvalScore`` holding the pooled rate of ``rows`` (``(flag, question, groups)``; a None flag is
     unscored) and one metric per group value, each question-clustered."""
     from inspect_ai.log import EvalMetric, EvalScore  # deferred: inspect_ai is heavy
 
-    from loadbearing.stats import clustered_rate
+    from loadbearing.stats import clustered_rate  # deferred: loadbearing.stats loads numpy
 
     scored = [r for r in rows if r[0] is not None]
 

@@ -46,6 +46,7 @@ from loadbearing.stats import (
     format_rate,
     paired_difference_ci,
 )
+from study.report.figures import agreement_figure, early_answer_figure
 
 #: the causal stages the table reads (directory names under the study directory)
 CAUSAL_STAGES = ("early_answer", "filler", "paraphrase", "resample")
@@ -62,7 +63,7 @@ Cell = dict[str, Any]
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def stage_summary(out: str | Path, name: str) -> dict | None:
+def stage_summary(out: str | Path, name: str) -> dict[str, Any] | None:
     """A finished causal stage's ``summary.json``, or None (not run, not finished, unreadable)."""
     if not importlib.import_module(f"behavioural.causal.{name}").is_complete(out):
         return None
@@ -73,7 +74,8 @@ def stage_summary(out: str | Path, name: str) -> dict | None:
     return s if isinstance(s, dict) else None
 
 
-def _behaviour_summary(out: Path) -> dict | None:
+def _behaviour_summary(out: Path) -> dict[str, Any] | None:
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.docs`'s start-up
     from behavioural.run import is_complete
 
     try:
@@ -82,7 +84,7 @@ def _behaviour_summary(out: Path) -> dict | None:
         return None
 
 
-def _records(out: Path, name: str) -> list[dict]:
+def _records(out: Path, name: str) -> list[dict[str, Any]]:
     return [r for r in read_jsonl(out / name / RECORDS) if isinstance(r, dict)]
 
 
@@ -129,6 +131,7 @@ def _aoc(summary: dict, key: str | None, values: list[str]) -> dict[str, Cell | 
     for v in values:
         got = by.get(v)
         if got is None:  # the stage did not split this group out: the same pooled AOC on its questions
+            # deferred: keeps behavioural.causal.aoc out of `python -m study.docs`'s start-up
             from behavioural.causal.aoc import aoc_with_ci
 
             keys, pts = [], []
@@ -304,6 +307,7 @@ def _notes(t: dict[str, Any], out: Path) -> list[str]:
 def causal_blocks(out: str | Path) -> tuple[Block, ...] | None:
     """The report section: the table, its notes, the early-answering figure, the step-level agreement table and its
     figure; None when no causal stage ran."""
+    # deferred: keeps behavioural.causal.agreement out of `python -m study.docs`'s start-up
     from behavioural.causal.agreement import step_agreement
 
     out = Path(out)
@@ -317,8 +321,6 @@ def causal_blocks(out: str | Path) -> tuple[Block, ...] | None:
         blocks.append(Paragraph(FEW_CLUSTERS_NOTE))
     ea = stage_summary(out, "early_answer")
     if ea:
-        from study.report.figures import early_answer_figure
-
         fig = early_answer_figure(out, early_answer_curves(ea, t["group"]), t["group_name"])
         if fig:
             blocks.append(Figure(fig, "early-answering curves"))
@@ -335,8 +337,8 @@ def causal_section(out: str | Path) -> str | None:
 
 def _agreement(out: Path, ag: dict[str, Any]) -> tuple[Block, ...]:
     """The step-level agreement table and its figure (drawn from the same pairs)."""
+    # deferred: keeps behavioural.causal.agreement out of `python -m study.docs`'s start-up
     from behavioural.causal.agreement import agreement_blocks
-    from study.report.figures import agreement_figure
 
     fig = agreement_figure(out, ag)
     return agreement_blocks(ag) + ((Figure(fig, "step-level agreement"),) if fig else ())

@@ -45,7 +45,7 @@ def steering_figure(out: str | Path) -> str | None:
     if not isinstance(summary, dict) or not summary.get("settings"):
         return None
     try:
-        from steering.sweep.plot import plot_sweep
+        from steering.sweep.plot import plot_sweep  # deferred: steering.sweep.plot loads numpy
 
         with tempfile.TemporaryDirectory() as td:
             tmp = Path(td) / "sweep.png"

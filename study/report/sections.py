@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadbearing.files import read_json
 from loadbearing.report.blocks import Block
 
 
@@ -41,8 +42,7 @@ class ReportSection:
 
 def _patching(out: Path) -> tuple[Block, ...] | None:
     """The patching stage's section from ``patching/patching.json`` (its heat map beside it)."""
-    from loadbearing.files import read_json
-    from steering.patching.summary import section_blocks
+    from steering.patching.summary import section_blocks  # deferred: steering.patching.summary loads numpy
 
     p = Path(out) / "patching" / "patching.json"
     if not p.is_file():
@@ -52,13 +52,13 @@ def _patching(out: Path) -> tuple[Block, ...] | None:
 
 
 def _counting(out: Path) -> tuple[Block, ...] | None:
-    from study.report.counting import counting_blocks
+    from study.report.counting import counting_blocks  # deferred: study.report.counting loads numpy
 
     return counting_blocks(out)
 
 
 def _causal(out: Path) -> tuple[Block, ...] | None:
-    from study.report.causal import causal_blocks
+    from study.report.causal import causal_blocks  # deferred: study.report.causal loads numpy
 
     return causal_blocks(out)
 

@@ -53,10 +53,13 @@ from loadbearing.report.blocks import (
 )
 from loadbearing.runs import ACTIVATIONS, SKIPPED_STAGE, SUMMARY, Run
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
+from study.report.behaviour import behaviour_blocks
 from study.report.counting import CONVENTION
+from study.report.figures import steering_figure
 from study.report.html import write_report_html
 from study.report.sections import SECTIONS
 from study.report.verdicts import read_verdicts
+from study.stages.checks import read_skipped
 from study.stages.core import STAGES, Stage
 
 #: the files :func:`write_report` writes into the study directory (it may add ``report_figures/``)
@@ -80,15 +83,18 @@ Blocks = tuple[Block, ...]
 # ------------------------------------------------------------------------------------------ the stages' blocks
 def _behaviour(out: Path) -> Blocks | None:
     """The behaviour section from ``summary.json`` (:mod:`study.report.behaviour`), None until the stage is done."""
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
     from behavioural.run import is_complete
-    from study.report.behaviour import behaviour_blocks
 
     summary = Run(out).summary() if is_complete(out) else None
     return behaviour_blocks(summary) if summary else None
 
 
 def _labels(out: Path) -> Blocks | None:
+    # deferred: keeps behavioural.labels (and 5 more modules) out of `python -m study.report`'s start-up
     from behavioural.labels.label_summary import summary_blocks
+
+    # deferred: keeps behavioural.labels (and 11 more modules) out of `python -m study.report`'s start-up
     from behavioural.labels.stage import is_complete
 
     root = out / "labels"
@@ -100,6 +106,7 @@ def _labels(out: Path) -> Blocks | None:
 
 
 def _activations(out: Path) -> Blocks | None:
+    # deferred: keeps activations (and 12 more modules) out of `python -m study.report`'s start-up
     from activations.cache import is_complete, summarize, summary_blocks
 
     store = out / ACTIVATIONS
@@ -107,15 +114,19 @@ def _activations(out: Path) -> Blocks | None:
 
 
 def _probes(out: Path) -> Blocks | None:
+    # deferred: keeps probes (and 4 more modules) out of `python -m study.report`'s start-up
     from probes.summary import summary_blocks
-    from probes.train import RESULTS, is_complete
+    from probes.train import RESULTS, is_complete  # deferred: probes.train loads sklearn
 
     d = out / "probes"
     return summary_blocks(read_json(d / RESULTS)) if is_complete(d) else None
 
 
 def _steering(out: Path) -> Blocks | None:
+    # deferred: keeps probes (and 22 more modules) out of `python -m study.report`'s start-up
     from steering.sweep.cli import is_complete
+
+    # deferred: keeps steering.sweep.text out of `python -m study.report`'s start-up
     from steering.sweep.text import summary_blocks
 
     d = out / "steering"
@@ -123,7 +134,10 @@ def _steering(out: Path) -> Blocks | None:
 
 
 def _gradient(out: Path) -> Blocks | None:
+    # deferred: keeps behavioural.gradient (and 6 more modules) out of `python -m study.report`'s start-up
     from behavioural.gradient import JSON_NAME, is_complete
+
+    # deferred: keeps behavioural.gradient (and 7 more modules) out of `python -m study.report`'s start-up
     from behavioural.gradient.render import summary_blocks
 
     d = out / "gradient"
@@ -149,8 +163,6 @@ STAGE_BLOCKS: dict[str, Callable[[Path], Blocks | None]] = {
 
 def _stage(out: Path, st: Stage) -> Blocks | None:
     """A stage's blocks; where the study skipped it for too little data, that reason in one line."""
-    from study.stages.checks import read_skipped
-
     fn = STAGE_BLOCKS.get(st.name)
     if fn is None:  # a stage without report objects: its own summary, shown as it is
         md = st.render(out, "md")
@@ -203,8 +215,6 @@ def _edit(out: Path, name: str, blocks: Blocks) -> Blocks:
 
 def _figures(out: Path, name: str, output: Path) -> list[str]:
     if name == "steering":
-        from study.report.figures import steering_figure
-
         fig = steering_figure(out)
         if fig:
             return [fig]

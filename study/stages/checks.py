@@ -9,24 +9,26 @@ with "needs <stage>, which was skipped: <reason>", and the report prints the rea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from loadbearing.files import read_json, write_json
+from loadbearing.runs import Run, question_key_of
+
+if TYPE_CHECKING:
+    from loadbearing.records import Continuation
 
 STAGES_FILE = "stages.json"
 
 
 def behaviour_reason(out: Path) -> str | None:
     """The behavioural stage's own insufficient-data message (no eligible baseline), or None."""
-    from loadbearing.runs import Run
-
     s = Run(out).summary() or {}
     if s.get("status") != "insufficient_data":
         return None
     return str(s.get("message") or "no eligible baselines: no propagation rate can be estimated")
 
 
-def _perturbed(out: Path) -> list[Any]:
-    from loadbearing.runs import Run
-
+def _perturbed(out: Path) -> list[Continuation]:
     return Run(out).continuations("perturbed")
 
 
@@ -40,8 +42,6 @@ def labels_check(out: Path, c) -> str | None:
 def probes_check(out: Path, c) -> str | None:
     """Probes need both outcomes (C and non-C among the scored perturbed continuations), each from at least
     two questions, and at least ``folds`` questions for the grouped cross-validation."""
-    from loadbearing.runs import question_key_of
-
     rows = [r for r in _perturbed(out) if r.correct is not None]
     c_q = {question_key_of(r) for r in rows if r.correct is False}
     n_q = {question_key_of(r) for r in rows if r.correct is True}
@@ -60,15 +60,12 @@ def read_skipped(out: Path) -> dict[str, str]:
     p = Path(out) / STAGES_FILE
     if not p.is_file():
         return {}
-    from loadbearing.files import read_json
 
     d = read_json(p)
     return dict(d.get("skipped") or {}) if isinstance(d, dict) else {}
 
 
 def write_skipped(out: Path, skipped: dict[str, str]) -> None:
-    from loadbearing.files import write_json
-
     exists = (Path(out) / STAGES_FILE).is_file()
     if (skipped or exists) and (not exists or skipped != read_skipped(out)):
         write_json(Path(out) / STAGES_FILE, {"kind": "study.stages", "skipped": skipped})

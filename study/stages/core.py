@@ -16,20 +16,30 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadbearing.runs import ACTIVATIONS, GENERATIONS, SKIPPED_STAGE, SUMMARY
-from study.config import StudyConfig, StudyError
+from loadbearing.files import read_json, write_json
+from loadbearing.options import parse_float_list, parse_layers, parse_line_positions, split_list
+from loadbearing.runs import ACTIVATIONS, GENERATIONS, MANIFEST, SKIPPED_STAGE, SUMMARY, Run
+from study.browse.page import write_browser
+from study.config import StudyConfig, StudyError, read_stored
+from study.dryrun.plan import behaviour_bound, steering_bound
 from study.stage_entry import Stage
 from study.stages import extra as stages_extra
 from study.stages import paper as stages_paper
+from study.stages.checks import labels_check, probes_check, read_skipped
+
+if TYPE_CHECKING:
+    from behavioural.results import BehaviourSummary
 
 
 # ------------------------------------------------------------------------------------------ behaviour
 def _behaviour_settings(c: StudyConfig):
+    # deferred: keeps behavioural.protocol (and 7 more modules) out of `python -m study.report`'s start-up
     from behavioural.protocol import Settings
+
+    # deferred: keeps behavioural.strategies (and 4 more modules) out of `python -m study.report`'s start-up
     from behavioural.strategies import StrategyError, parse_strategies
-    from loadbearing.options import parse_line_positions
 
     assert c.max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     return Settings(model=c.model, dataset=c.dataset, strategies=tuple(parse_strategies(c.strategy, c.dataset)),
@@ -40,9 +50,9 @@ def _behaviour_settings(c: StudyConfig):
                     n_per_level=c.n_per_level if c.dataset == "arith" else None)
 
 
-def _run_behaviour(out: Path, c: StudyConfig) -> Any:
+def _run_behaviour(out: Path, c: StudyConfig) -> BehaviourSummary:
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
     from behavioural.run import RunConfig, run_stage
-    from loadbearing.runs import MANIFEST
 
     resume = (out / MANIFEST).is_file()
     return run_stage(RunConfig(settings=_behaviour_settings(c), output_dir=out, resume=resume, device=c.device,
@@ -55,8 +65,8 @@ def _run_behaviour(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_behaviour(out: Path, style: str) -> str | None:
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
     from behavioural.run import format_summary, is_complete
-    from loadbearing.runs import Run
 
     return format_summary(Run(out).summary() or {}, style=style) if is_complete(out) else None
 
@@ -66,8 +76,6 @@ LABELLING = "rule"  # the labelling's name with the rule labeller alone (the def
 
 
 def labellers(c: StudyConfig | None) -> tuple[str, ...]:
-    from loadbearing.options import split_list
-
     return tuple(split_list(c.labeller if c else "rule"))
 
 
@@ -77,7 +85,6 @@ def labelling_name(c: StudyConfig | None) -> str:
 
 def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
     if c is None:  # the report and the resume check: the study's stored settings say which labelling
-        from study.config import read_stored
 
         stored = read_stored(out) if out.is_dir() else None
         return out / "labels" / (LABELLING if not stored else labelling_name(StudyConfig(
@@ -85,7 +92,8 @@ def _labels_dir(out: Path, c: StudyConfig | None = None) -> Path:
     return out / "labels" / labelling_name(c)
 
 
-def _run_labels(out: Path, c: StudyConfig) -> Any:
+def _run_labels(out: Path, c: StudyConfig) -> Path:
+    # deferred: keeps behavioural.labels (and 11 more modules) out of `python -m study.report`'s start-up
     from behavioural.labels.stage import LabelConfig, label_stage
 
     d = _labels_dir(out, c)
@@ -95,8 +103,8 @@ def _run_labels(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_labels(out: Path, style: str) -> str | None:
+    # deferred: keeps behavioural.labels (and 11 more modules) out of `python -m study.report`'s start-up
     from behavioural.labels.stage import format_summary, is_complete
-    from loadbearing.files import read_json
 
     root = out / "labels"
     parts = []
@@ -111,7 +119,8 @@ def _store(out: Path) -> Path:
     return out / ACTIVATIONS
 
 
-def _run_activations(out: Path, c: StudyConfig) -> Any:
+def _run_activations(out: Path, c: StudyConfig) -> Path:
+    # deferred: tests monkeypatch activations.cache.cache_activations
     from activations.cache import CacheConfig, cache_activations
 
     return cache_activations(CacheConfig(run_dir=out, layers=c.activation_layers, labels=labelling_name(c),
@@ -120,6 +129,7 @@ def _run_activations(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_activations(out: Path, style: str) -> str | None:
+    # deferred: keeps activations (and 12 more modules) out of `python -m study.report`'s start-up
     from activations.cache import format_summary, is_complete, summarize
 
     if not is_complete(_store(out)):
@@ -133,13 +143,13 @@ def _probes_dir(out: Path) -> Path:
 
 
 def _probes_complete(out_dir: Path) -> bool:
-    from probes.train import is_complete
+    from probes.train import is_complete  # deferred: probes.train loads sklearn
 
     return bool(is_complete(out_dir))
 
 
-def _run_probes(out: Path, c: StudyConfig) -> Any:
-    from probes.train import ProbeConfig, train
+def _run_probes(out: Path, c: StudyConfig) -> Path:
+    from probes.train import ProbeConfig, train  # deferred: tests monkeypatch probes.train.train
 
     return train(ProbeConfig(store=str(_store(out)), output=str(_probes_dir(out)), folds=c.folds, quiet=c.quiet,
                              steer_holdout=c.steer_holdout, seed=c.seed, probe=c.probe, paper_table=c.paper_table,
@@ -147,8 +157,7 @@ def _run_probes(out: Path, c: StudyConfig) -> Any:
 
 
 def _render_probes(out: Path, style: str) -> str | None:
-    from loadbearing.files import read_json
-    from probes.train import RESULTS, format_summary
+    from probes.train import RESULTS, format_summary  # deferred: probes.train loads sklearn
 
     d = _probes_dir(out)
     if not _probes_complete(d):
@@ -161,9 +170,8 @@ def _steer_dir(out: Path) -> Path:
     return out / "steering"
 
 
-def _run_steering(out: Path, c: StudyConfig) -> Any:
-    from loadbearing.options import parse_float_list, parse_layers, split_list
-    from steering.sweep.cli import SweepConfig, run_sweep
+def _run_steering(out: Path, c: StudyConfig) -> dict[str, Any]:
+    from steering.sweep.cli import SweepConfig, run_sweep  # deferred: tests monkeypatch steering.sweep.cli.run_sweep
 
     layers = parse_layers(c.steer_layers, "--steer-layers", allow_all=False, error=StudyError)
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
@@ -186,8 +194,9 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
     if c.backend != "vllm":
         yield {}
         return
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
     from behavioural.run import vllm_options
-    from steering.vllm.engine import VLLMSteering
+    from steering.vllm.engine import VLLMSteering  # deferred: tests monkeypatch steering.vllm.engine.VLLMSteering
 
     vs = VLLMSteering(**vllm_options(c))  # type: ignore[arg-type]  # the study config has RunConfig's vLLM fields
     try:
@@ -197,7 +206,7 @@ def steering_backend(c: StudyConfig) -> Iterator[dict[str, Any]]:
 
 
 def _render_steering(out: Path, style: str) -> str | None:
-    from loadbearing.files import read_json
+    # deferred: keeps probes (and 22 more modules) out of `python -m study.report`'s start-up
     from steering.sweep.cli import format_summary
 
     d = _steer_dir(out)
@@ -212,15 +221,13 @@ def _gradient_dir(out: Path) -> Path:
 
 
 def _levels(out: Path) -> list[str]:
-    from loadbearing.runs import Run
-
     return sorted({b.task or "" for b in Run(out).baselines()} - {""})
 
 
-def _run_gradient(out: Path, c: StudyConfig) -> Any:
+def _run_gradient(out: Path, c: StudyConfig) -> dict[str, Any] | None:
     """The difficulty gradient across the study's levels (tasks); a one-level study records why it has none."""
+    # deferred: keeps behavioural.gradient (and 6 more modules) out of `python -m study.report`'s start-up
     from behavioural.gradient import GradientConfig, run_gradient
-    from loadbearing.files import write_json
 
     if len(_levels(out)) < 2:
         _gradient_dir(out).mkdir(exist_ok=True)
@@ -230,14 +237,15 @@ def _run_gradient(out: Path, c: StudyConfig) -> Any:
 
 
 def _gradient_complete(d: Path) -> bool:
+    # deferred: keeps behavioural.gradient (and 6 more modules) out of `python -m study.report`'s start-up
     from behavioural.gradient import is_complete
 
     return (d / SKIPPED_STAGE).is_file() or bool(is_complete(d))
 
 
 def _render_gradient(out: Path, style: str) -> str | None:
+    # deferred: keeps behavioural.gradient (and 6 more modules) out of `python -m study.report`'s start-up
     from behavioural.gradient import JSON_NAME, format_summary
-    from loadbearing.files import read_json
 
     d = _gradient_dir(out)
     if (d / SKIPPED_STAGE).is_file():
@@ -252,9 +260,7 @@ def _browse_file(out: Path) -> Path:
     return out / "browse.html"
 
 
-def _run_browser(out: Path, c: StudyConfig) -> Any:
-    from study.browse.page import write_browser
-
+def _run_browser(out: Path, c: StudyConfig) -> Path:
     gens = _steer_dir(out) / GENERATIONS
     return write_browser(out, _browse_file(out), steering=gens if gens.is_file() else None)
 
@@ -269,38 +275,38 @@ def _render_browser(out: Path, style: str) -> str | None:
 # The stages' modules are imported when a stage is asked, not when the study is: they pull in h5py, SciPy and
 # scikit-learn, which `python -m study --help` and the dry run need not load.
 def _behaviour_complete(p: Path) -> bool:
+    # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
     from behavioural.run import is_complete
 
     return bool(is_complete(p))
 
 
 def _labels_complete(p: Path) -> bool:
+    # deferred: keeps behavioural.labels (and 11 more modules) out of `python -m study.report`'s start-up
     from behavioural.labels.stage import is_complete
 
     return bool(is_complete(p))
 
 
 def _activations_complete(p: Path) -> bool:
+    # deferred: keeps activations (and 12 more modules) out of `python -m study.report`'s start-up
     from activations.cache import is_complete
 
     return bool(is_complete(p))
 
 
 def _steering_complete(p: Path) -> bool:
+    # deferred: keeps probes (and 22 more modules) out of `python -m study.report`'s start-up
     from steering.sweep.cli import is_complete
 
     return bool(is_complete(p))
 
 
 def _behaviour_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import behaviour_bound
-
     return behaviour_bound(c)
 
 
 def _steering_bound(c: StudyConfig) -> str:
-    from study.dryrun.plan import steering_bound
-
     return steering_bound(c)
 
 
@@ -310,14 +316,10 @@ def _labels_bound(c: StudyConfig) -> str | None:
 
 
 def _labels_check(out: Path, c: StudyConfig) -> str | None:
-    from study.stages.checks import labels_check
-
     return labels_check(out, c)
 
 
 def _probes_check(out: Path, c: StudyConfig) -> str | None:
-    from study.stages.checks import probes_check
-
     return probes_check(out, c)
 
 
@@ -327,8 +329,6 @@ REGISTRY: dict[str, Stage] = {}
 def _with_skip_reason(name: str, render: Callable[[Path, str], str | None]) -> Callable[[Path, str], str | None]:
     """The stage's own summary, or, where the study skipped it for too little data, that reason in one line."""
     def wrapped(out: Path, style: str) -> str | None:
-        from study.stages.checks import read_skipped
-
         why = read_skipped(out).get(name)
         if why:
             return f"**Skipped:** {why}." if style == "md" else f"Skipped: {why}."

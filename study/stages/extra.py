@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.causal import attention, early_answer, filler, paraphrase, resample
+from loadbearing.engine.vllm_engine import LazyVLLM
 from loadbearing.runs import SUMMARY
 from loadbearing.stage import Stage as StageType
 from study.config import StudyConfig
@@ -30,7 +31,7 @@ VLLM_CAUSAL = ("early_answer", "filler", "paraphrase", "resample")
 
 
 def _causal_run(st: StageType):
-    def run(out: Path, c: StudyConfig) -> Any:
+    def run(out: Path, c: StudyConfig) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"run_dir": str(out), "resume": True, "batch_size": c.batch_size,
                                   "device": c.device, "seed": c.seed, "quiet": c.quiet}
         if st.name == "paraphrase":  # a study holds one model: its own chains are rewritten by it (the summary says so)
@@ -38,8 +39,8 @@ def _causal_run(st: StageType):
         config = st.config(**kwargs)
         if c.backend != "vllm" or st.name not in VLLM_CAUSAL:  # the white-box tests are forward passes (HF)
             return st.run(config)
+        # deferred: keeps behavioural.protocol (and 9 more modules) out of `python -m study.report`'s start-up
         from behavioural.run import vllm_options
-        from loadbearing.engine.vllm_engine import LazyVLLM
 
         gen = LazyVLLM(**vllm_options(c))  # type: ignore[arg-type]  # forced answers / rollouts, prefix cache on
         try:
@@ -65,7 +66,8 @@ def _patch_dir(out: Path) -> Path:
     return out / "patching"
 
 
-def _run_patch(out: Path, c: StudyConfig) -> Any:
+def _run_patch(out: Path, c: StudyConfig) -> dict[str, Any]:
+    # deferred: keeps steering.patching (and 4 more modules) out of `python -m study.report`'s start-up
     from steering.patching.cli import PatchConfig, run_patching
 
     return run_patching(PatchConfig(run_dir=str(out), layers=c.patch_layers, max_cases=c.patch_cases, seed=c.seed,

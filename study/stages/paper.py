@@ -25,28 +25,32 @@ def _dir(out: Path) -> Path:
 
 
 def _complete(d: Path) -> bool:
-    from steering.sweep.cli import is_complete
+    from steering.sweep.cli import is_complete  # deferred: keeps probes (and 22 more modules) out of `python -m study`'s start-up
 
     return bool(is_complete(d)) and (d / "table7.csv").is_file()
 
 
-def _run(out: Path, c: StudyConfig) -> Any:
+def _run(out: Path, c: StudyConfig) -> dict[str, Any]:
+    # deferred: keeps probes (and 20 more modules) out of `python -m study`'s start-up
     from steering.paper.design import run_paper_design
-    from steering.sweep.cli import SweepConfig
+    from steering.sweep.cli import SweepConfig  # deferred: keeps probes (and 22 more modules) out of `python -m study`'s start-up
 
     assert c.steer_max_new_tokens is not None, "resolve the config first (study.settings.resolve)"
     cfg = SweepConfig(run_dir=str(out), directions=str(out / "probes"), output=str(_dir(out)),
                       max_cases=c.paper_steer_cases, per_question=c.per_question, random_seeds=RANDOM_SEEDS,
                       max_new_tokens=c.steer_max_new_tokens, sesoi=c.sesoi, seed=c.seed, batch_size=c.batch_size,
                       device=c.device, progress=not c.quiet, resume=_dir(out).exists())
-    from study.stages.core import steering_backend
+    from study.stages.core import steering_backend  # deferred: import cycle study.stages.core -> study.stages.paper
 
     with steering_backend(c) as fns:  # --backend vllm: hooks inside vLLM (steering.vllm.engine)
         return run_paper_design(cfg, echo=(lambda *_: None) if c.quiet else print, generate_fn=fns.get("generate_fn"))
 
 
 def _render(out: Path, style: str) -> str | None:
+    # deferred: keeps probes (and 20 more modules) out of `python -m study`'s start-up
     from steering.paper.design import load_design
+
+    # deferred: keeps steering.paper (and 1 more modules) out of `python -m study`'s start-up
     from steering.paper.table7 import render
 
     if not _complete(_dir(out)):
@@ -57,6 +61,7 @@ def _render(out: Path, style: str) -> str | None:
 def per_case(design: Any = None) -> int:
     """Generations per steered case: the unsteered rerun, each basis x k x nonzero alpha, and the random
     controls (``RANDOM_SEEDS`` per k x alpha)."""
+    # deferred: keeps probes (and 20 more modules) out of `python -m study`'s start-up
     from steering.paper.design import load_design
 
     d = design or load_design()
