@@ -204,3 +204,24 @@ def test_the_shared_prefix_cache_gives_the_full_sequences_loss():
             total += float(torch.nn.functional.cross_entropy(logits[:-1], labels[1:], ignore_index=-100, reduction="sum"))
             count += int((labels[1:] != -100).sum())
     assert cached == pytest.approx(total / count, rel=1e-5)
+
+
+def test_the_patching_reading_names_no_position_when_none_restores_the_answer(tmp_path):
+    """A group "carries" the error only when restoring it undoes at least LOCATES of it: the reading of an
+    organism whose patches above the embeddings restore nothing says so instead of naming the arg-max group."""
+    import json
+
+    from study.validate.table import LOCATES, _patching
+
+    def write(d, means):
+        cells = [{"layer": 0, "group": "edit", "mean": 1.0}]
+        cells += [{"layer": L, "group": g, "mean": m} for L in (1, 2) for g, m in means.items()]
+        (d / "patching").mkdir(parents=True)
+        (d / "patching" / "patching.json").write_text(json.dumps({"summary": {"cells": cells, "n_cases": 8,
+                                                                               "n_questions": 8}}))
+        return _patching(d)
+
+    none = write(tmp_path / "a", {"edit": -5e-7, "before": 0.0, "last": 1.9e-7})
+    assert none["carried_at"] is None and none["best_layer_by_group"]["edit"][1] < LOCATES
+    edit = write(tmp_path / "b", {"edit": 0.95, "before": 0.0, "last": 0.02})
+    assert edit["carried_at"] == "edit"

@@ -71,6 +71,9 @@ def _slope(g: dict) -> dict[str, Any]:
             "cells": {c.get("cell"): (c.get("propagation") or {}).get("rate") for c in g.get("cells", [])}}
 
 
+LOCATES = 0.10  # the smallest mean restored fraction that names a position group as carrying the error
+
+
 def _patching(d: Path) -> dict[str, Any]:
     """Where restoring the clean run's activations undoes the error: the mean restored fraction per position
     group at the last layer and at the best layer above the embeddings (layer 0 patches the edit's own tokens)."""
@@ -87,9 +90,11 @@ def _patching(d: Path) -> dict[str, Any]:
     for c in cells:
         if c["group"] not in best or c["mean"] > best[c["group"]][1]:
             best[c["group"]] = (c["layer"], round(c["mean"], 2))
+    top = max(best, key=lambda g: best[g][1])
+    # a group "carries" the error only if restoring it undoes a real part of it: below LOCATES no group does
     return {"n_cases": s.get("n_cases"), "n_questions": s.get("n_questions"), "last_layer": last,
             "restored_at_last_layer": at_last, "best_layer_by_group": best,
-            "carried_at": max(best, key=lambda g: best[g][1])}
+            "carried_at": top if best[top][1] >= LOCATES else None}
 
 
 def _stage_text(d: Path, stage: str) -> str:
@@ -149,7 +154,9 @@ def render(t: dict[str, Any], *, command: str) -> str:
         lines.append(f"- {k} ({p['n_cases']} C cases, {p['n_questions']} q): largest restored fraction per position "
                      "group over layers >= 1: " + ", ".join(f"{g} {v:.2f} (L{lv})" for g, (lv, v) in
                                                             p["best_layer_by_group"].items())
-                     + f"; the error is carried at **{p['carried_at']}**")
+                     + (f"; the error is carried at **{p['carried_at']}**" if p.get("carried_at") else
+                        f"; **no position group** restores {LOCATES:.0%} or more above the embeddings: patching "
+                        "does not locate the error"))
     for kind, why in (t.get("refused") or {}).items():
         lines += ["", f"Steering refused on the {kind} organism: {why}"]
     for key, title in (("probes_graded", "Probes on the graded organism"),
