@@ -112,8 +112,10 @@ def test_module_size(path):
 CONCEPTS = {
     # an atomic replace of a file or a directory
     "atomic writes": (re.compile(r"\bos\.(replace|rename)\(|\.rename\(|\.replace\(tmp"), {"loadbearing/files.py"}),
-    # drawing bootstrap resamples
-    "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats/bootstrap.py"}),
+    # drawing bootstrap resamples (and the gradient's parametric bootstrap of its Knapp-Hartung t under no slope,
+    # which resamples nothing: it draws normal outcomes from the fitted null and refits the gradient's own t)
+    "bootstrap": (re.compile(r"def \w*bootstrap\w*\("), {"loadbearing/stats/bootstrap.py",
+                                                           "behavioural/gradient/cells.py"}),
     # the rank check of a design matrix before a fit (duplicate / dependent columns merged with a note)
     "design rank check": (re.compile(r"matrix_rank\("), {"loadbearing/stats/design.py"}),
     # reading directions.h5
