@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.gradient.rows import GradientError, load_runs, position_merges
+from loadbearing.cli import OneLineParser, add_labelling, add_output, run_cli
 from loadbearing.files import RunDirError, atomic_write_text, publish_dir, write_json
 
 SCHEMA = "behavioural.gradient/1"
@@ -63,8 +64,8 @@ class GradientConfig:
 
 def analyse(cfg: GradientConfig) -> dict[str, Any]:
     """Load the runs and compute every section (no files written)."""
-    from behavioural.gradient import analysis as A
-    from behavioural.gradient.cells import cell_slope
+    from behavioural.gradient import analysis as A  # deferred: import cycle behavioural.gradient
+    from behavioural.gradient.cells import cell_slope  # deferred: import cycle behavioural.gradient
 
     data = load_runs(cfg.runs, allow_mixed=cfg.allow_mixed, allow_incomplete=cfg.allow_incomplete,
                      labelling=cfg.labelling)
@@ -119,7 +120,7 @@ def run_gradient(cfg: GradientConfig) -> dict[str, Any]:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             if cfg.plot:
-                from behavioural.gradient.render import plot
+                from behavioural.gradient.render import plot  # deferred: import cycle behavioural.gradient
 
                 summary["figure"] = plot(summary, tmp / PNG_NAME)
             atomic_write_text(tmp / MD_NAME, format_summary(summary, style="md") + "\n", fsync=False)
@@ -149,14 +150,12 @@ def is_complete(out_path: str | os.PathLike[str]) -> bool:
 
 
 def format_summary(summary: dict[str, Any], style: str = "text") -> str:
-    from behavioural.gradient.render import format_summary as _fmt
+    from behavioural.gradient.render import format_summary as _fmt  # deferred: import cycle behavioural.gradient
 
     return _fmt(summary, style)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from loadbearing.cli import OneLineParser, add_labelling, add_output
-
     p = OneLineParser(prog="python -m behavioural.gradient", description=(__doc__ or "").split("\n\n")[0])
     inp = p.add_argument_group("inputs")
     inp.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by python -m behavioural.run "
@@ -177,8 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from loadbearing.cli import run_cli
-
     args = build_parser().parse_args(argv)
     cfg = GradientConfig(runs=tuple(args.runs), output=args.output, allow_mixed=args.allow_mixed,
                          allow_incomplete=args.allow_incomplete, difficulty=args.difficulty,

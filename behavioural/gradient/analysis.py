@@ -26,6 +26,7 @@ from behavioural.gradient.regression import (
     within_dataset,
 )
 from behavioural.gradient.rows import DATASET_ORDER, GradientError, Loaded, by_key, level_order
+from behavioural.gradient.uptake import uptake
 from loadbearing.results.check import RateJSON
 from loadbearing.stats.design import position_sort_key
 
@@ -154,8 +155,6 @@ def type_by_difficulty(rows: Sequence[dict], cells: list[dict], *, seed: int = 0
 
 def uptake_table(rows: Sequence[dict], *, seed: int = 0) -> dict:
     """Propagation conditional on uptake (per family and overall), one generation counted once."""
-    from behavioural.gradient.uptake import uptake
-
     first = [r for r in scored(rows) if r["first"]]
     for r in first:
         r["uptake"], r["uptake_evidence"] = uptake(r["original_line"], r["edited_line"], r["continuation"])

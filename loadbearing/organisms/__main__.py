@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from loadbearing.cli import OneLineParser, add_quiet, run_cli
+from loadbearing.organisms.build import OrganismError, default_spec, ensure_checked, organism_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +26,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> None:
-        from loadbearing.organisms.build import OrganismError, default_spec, ensure_checked, organism_dir
-
         kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
         specs = [default_spec(k) for k in kinds]  # an unknown kind is refused before anything trains
         if not specs:

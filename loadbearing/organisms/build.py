@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from loadbearing.engine.models import cache_dir, wrap_model
 from loadbearing.errors import LoadBearingError
 from loadbearing.files import RunDirError, atomic_write_bytes, publish_dir, read_json, write_json
 from loadbearing.organisms.data import KINDS, LEVELS, DataSpec
@@ -67,8 +68,6 @@ def micro_spec(kind: str) -> TrainSpec:
 
 
 def organism_path(spec: TrainSpec, root: Path | None = None) -> Path:
-    from loadbearing.engine.models import cache_dir
-
     return (root or cache_dir()) / f"organism-{spec.data.kind}-{spec.key()[:16]}"
 
 
@@ -108,7 +107,7 @@ def organism_dir(kind: str | None = None, *, spec: TrainSpec | None = None, root
     model, tok, out = train(spec, progress=progress, init=init)
     check = None
     if check_levels:
-        from loadbearing.engine.models import wrap_model
+        # deferred: import cycle loadbearing.organisms -> loadbearing.organisms.build
         from loadbearing.organisms.check import baseline_check
 
         check = baseline_check(wrap_model(model, tok, name=f"organism-{spec.data.kind}"), check_levels)
@@ -119,7 +118,9 @@ def ensure_checked(path: Path, levels: tuple[str, ...]) -> dict:
     """The organism's record with its held-out self-check (run now and stored when it is missing)."""
     rec = read_record(path)
     if not rec.get("self_check"):
-        from loadbearing.engine.models import load_model
+        from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
+
+        # deferred: import cycle loadbearing.organisms -> loadbearing.organisms.build
         from loadbearing.organisms.check import baseline_check
 
         rec["self_check"] = baseline_check(load_model(str(path)), levels)

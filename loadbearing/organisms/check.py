@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadbearing.answers import extract_answer
+from loadbearing.engine.generation import generate
 from loadbearing.organisms.data import HELD_OUT_SEED
 from loadbearing.questions.arith import arith_questions
 from loadbearing.questions.prompts import build_prompt, split_trace
@@ -22,8 +23,6 @@ MIN_ELIGIBLE = 0.90
 
 def baseline_check(lm: Any, levels: tuple[str, ...], n_per_level: int = 32, *, min_lines: int = 3,
                    seed: int = HELD_OUT_SEED, max_new_tokens: int = 64) -> dict[str, dict[str, Any]]:
-    from loadbearing.engine.generation import generate
-
     out = {}
     for level in levels:
         qs = arith_questions(level, n_per_level, seed)

@@ -17,6 +17,9 @@ from __future__ import annotations
 import re
 import string
 
+from loadbearing.questions.arith import ARITH_ENTITIES, ARITH_WORDINGS
+from loadbearing.questions.prompts import FORMAT_INSTRUCTIONS
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -28,9 +31,6 @@ _PIECE_RE = re.compile(PIECE)
 
 
 def _words() -> list[str]:
-    from loadbearing.questions.arith import ARITH_ENTITIES, ARITH_WORDINGS
-    from loadbearing.questions.prompts import FORMAT_INSTRUCTIONS
-
     texts = [FORMAT_INSTRUCTIONS["arith"], "system user assistant", "We start with Answer Add Subtract",
              "How many are there now"]
     texts += [a + " " + b for a, b in ARITH_WORDINGS] + [a + " " + b for a, b in ARITH_ENTITIES]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.controls import permutation_correct_sklearn
+from probes.fit.cv import cross_val_predict_grouped, pipeline_for
 from probes.fit.estimators import DEFAULT_CS
 from probes.validity import FitPredict
 
@@ -28,7 +30,7 @@ class Backend:
                  Cs: tuple[float, ...] = DEFAULT_CS, seed: int = 0):
         self.solver, self.pca, self.inner_folds, self.Cs, self.seed = solver, pca, inner_folds, tuple(Cs), seed
         if solver == "torch":
-            from probes.fit.solver import resolve_device
+            from probes.fit.solver import resolve_device  # deferred: probes.fit.solver loads torch
 
             self.device = str(resolve_device(device))
         else:
@@ -37,11 +39,10 @@ class Backend:
     def cv(self, kind: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray, fold_ids: np.ndarray) -> dict:
         """Held-out predictions of ``kind`` over the outer folds (:func:`probes.fit.cv.cross_val_predict_grouped`)."""
         if self.solver == "torch" and not (kind == "logistic" and len(np.unique(y)) > 2 and lacks_class(y, fold_ids)):
-            from probes.fit.fast import cv_predict
+            from probes.fit.fast import cv_predict  # deferred: probes.fit.fast loads torch
 
             return cv_predict(kind, X, y, groups, fold_ids, Cs=self.Cs, inner_folds=self.inner_folds, seed=self.seed,
                               device=self.device)
-        from probes.fit.cv import cross_val_predict_grouped
 
         return cross_val_predict_grouped(kind, X, y, groups, fold_ids, seed=self.seed, pca=self.pca,
                                          inner_folds=self.inner_folds, Cs=self.Cs)
@@ -50,13 +51,12 @@ class Backend:
                      C_per_fold: list[float | None]) -> np.ndarray:
         """Correct held-out counts ``[P, F]`` of the shuffled-label refits (-1 where skipped)."""
         if self.solver == "torch":
-            from probes.fit.fast import permutation_correct
+            from probes.fit.fast import permutation_correct  # deferred: probes.fit.fast loads torch
 
             try:
                 return permutation_correct(kind, X, Yp, fold_ids, C_per_fold, device=self.device)
             except ValueError:
                 pass
-        from probes.controls import permutation_correct_sklearn
 
         return permutation_correct_sklearn(kind, X, Yp, fold_ids, C_per_fold, pca=self.pca, seed=self.seed)
 
@@ -81,7 +81,7 @@ class Backend:
                            trains: list[np.ndarray], tests: list[np.ndarray], live: list[int],
                            out: list[np.ndarray | None]) -> None:
         if kind == "logistic":
-            from probes.fit.fast import logistic_fits, predict_logits
+            from probes.fit.fast import logistic_fits, predict_logits  # deferred: probes.fit.fast loads torch
 
             fits = logistic_fits(X, y, groups, [trains[i] for i in live], Cs=self.Cs, inner_folds=self.inner_folds,
                                  seed=self.seed, device=self.device)
@@ -89,7 +89,7 @@ class Backend:
                 if fit is not None:
                     out[i] = predict_logits(X[tests[i]] @ fit["coef"].T + fit["intercept"])
             return
-        from probes.fit.fast import mass_mean_fits, mass_mean_predict
+        from probes.fit.fast import mass_mean_fits, mass_mean_predict  # deferred: probes.fit.fast loads torch
 
         res = mass_mean_fits(X, np.broadcast_to(y, (len(live), len(y))), np.stack([trains[i] for i in live]))
         for i, r in zip(live, res):
@@ -99,8 +99,6 @@ class Backend:
     def _sklearn_fit_predict(self, kind: str, X: np.ndarray, y: np.ndarray, groups: np.ndarray,
                              trains: list[np.ndarray], tests: list[np.ndarray], live: list[int],
                              out: list[np.ndarray | None]) -> None:
-        from probes.fit.cv import pipeline_for
-
         for i in live:
             tr = trains[i]
             pipe = pipeline_for(kind, int(tr.sum()), X.shape[1], pca=self.pca, seed=self.seed,

@@ -138,8 +138,8 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     "basis_probe_pc", "names_probe_pc"}`` (the last four: the paper's two bases, :func:`m2_basis` and
     :func:`probe_pc_basis`, each of up to ``n_directions`` rows).
     """
-    from probes.fit.cv import pipeline_for
-    from probes.fit.estimators import raw_direction
+    from probes.fit.cv import pipeline_for  # deferred: probes.fit.cv loads sklearn
+    from probes.fit.estimators import raw_direction  # deferred: probes.fit.estimators loads sklearn
 
     X_in = X
     X = np.asarray(X, dtype=np.float64)
@@ -147,8 +147,8 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     if len(np.unique(y_c)) < 2:
         raise ProbeError("directions need both C and non-C rows")
     if solver == "torch" and not pca:
-        from probes.fit.estimators import DEFAULT_CS
-        from probes.fit.fast import logistic_fits
+        from probes.fit.estimators import DEFAULT_CS  # deferred: probes.fit.estimators loads sklearn
+        from probes.fit.fast import logistic_fits  # deferred: probes.fit.fast loads sklearn, torch
 
         g = np.arange(len(y_c)) if groups is None else np.asarray(groups)
         fit = logistic_fits(X_in, y_c, g, [np.ones(len(y_c), bool)], Cs=DEFAULT_CS if Cs is None else Cs,

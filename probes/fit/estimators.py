@@ -40,6 +40,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from probes.fit.splits import stratified_group_kfold
+
 DEFAULT_CS = tuple(float(c) for c in np.logspace(-4, 2, 7))
 SMALL_PROBLEM = 4_000_000  # X.size below which BLAS runs single-threaded (threads only add contention)
 
@@ -68,7 +70,6 @@ def inner_splits(y, groups, n_splits: int, seed: int = 0) -> list[tuple[np.ndarr
     k = min(int(n_splits), max_group_folds(y, groups))
     if k < 2:
         return []
-    from probes.fit.splits import stratified_group_kfold  # StratifiedGroupKFold's own splits, vectorised
 
     y = np.asarray(y)
     return [(tr, te) for tr, te in stratified_group_kfold(y, groups, k, seed) if len(np.unique(y[tr])) > 1]
@@ -279,7 +280,7 @@ def make_probe_pipeline(kind: str, *, pca: int | None = None, seed: int = 0, inn
     elif kind == "mass_mean":
         probe = MassMeanProbe(inner_folds=inner_folds, random_state=seed)
     elif kind == "mlp":
-        from probes.fit.mlp import MLPProbe
+        from probes.fit.mlp import MLPProbe  # deferred: import cycle probes.fit.mlp -> probes.fit.estimators
 
         probe = MLPProbe(inner_folds=inner_folds, random_state=seed)
     else:

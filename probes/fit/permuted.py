@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.fit.fast import _compute_masks
+from probes.fit.fast import _compute_masks, mass_mean_fits, predict_logits
+from probes.fit.solver import Design, solve, state_at, thread_limit
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per batched solve
@@ -54,8 +55,6 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
             device: str = "cpu", tol: float = 1e-4, max_iter: int = 500) -> dict[str, Any]:
     """Held-out predictions ``pred`` [P, n] (-1 unscored), inner scores ``inner`` [P, F] (NaN where none) and
     chosen ``C`` [P, F] (NaN for mass-mean or skipped folds) of probe ``kind`` for every label vector ``Y[p]``."""
-    from probes.fit.solver import thread_limit
-
     X = np.asarray(X)
     Y = np.atleast_2d(np.asarray(Y))
     if kind == "mass_mean":
@@ -68,9 +67,6 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
 
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
                    device: str, tol: float, max_iter: int) -> dict[str, Any]:
-    from probes.fit.fast import predict_logits
-    from probes.fit.solver import Design, solve, state_at
-
     P, n = Y.shape
     F = int(fold_ids.max()) + 1
     Cs = sorted(float(c) for c in np.atleast_1d(Cs))
@@ -167,8 +163,6 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
 
 
 def _mass_mean_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list) -> dict[str, Any]:
-    from probes.fit.fast import mass_mean_fits
-
     P, n = Y.shape
     F = int(fold_ids.max()) + 1
     live = _live(Y, fold_ids)

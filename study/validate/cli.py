@@ -16,7 +16,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from loadbearing.cli import OneLineParser, add_quiet, run_cli
+from loadbearing.cli import OneLineParser, UsageError, add_quiet, check_number, one_line, run_cli
+from loadbearing.errors import LoadBearingError
+from loadbearing.files import atomic_write_text, write_json
+from loadbearing.organisms import default_spec, organism_dir
 
 KINDS = ("load-bearing", "graded", "decorative")
 STAGES = ("behaviour,labels,gradient,early_answer,filler,paraphrase,resample,patch,activations,probes,browser")
@@ -36,8 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def study_config(kind: str, model_dir: Path, out: Path, args: argparse.Namespace):
-    from loadbearing.organisms import default_spec
-    from study.config import StudyConfig
+    from study.config import StudyConfig  # deferred: study.config loads numpy
 
     levels = default_spec(kind).data.levels
     return StudyConfig(output_dir=str(out / kind), model=str(model_dir), dataset="arith", task=",".join(levels),
@@ -51,12 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> None:
-        from loadbearing.cli import UsageError, check_number, one_line
-        from loadbearing.errors import LoadBearingError
-        from loadbearing.files import atomic_write_text, write_json
-        from loadbearing.organisms import organism_dir
-        from study.driver import run_study
-        from study.validate.table import diagnosticity, render
+        from study.driver import run_study  # deferred: study.driver loads numpy
+        from study.validate.table import diagnosticity, render  # deferred: study.validate.table loads numpy
 
         check_number(args.n_per_level, "--n-per-level", minimum=2, maximum=64)
         kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from behavioural.gradient import GradientConfig, run_gradient
 from loadbearing.files import read_json
 from loadbearing.runs import SUMMARY
+from study.stages.core import REGISTRY
 from study.validate.measures import MEASURES, auroc
 
 SEPARATES = 0.8
@@ -50,8 +52,6 @@ def _baseline(d: Path) -> dict[str, Any]:
 
 
 def _gradient(d: Path) -> dict[str, Any]:
-    from behavioural.gradient import GradientConfig, run_gradient
-
     out: dict[str, Any] = {}
     g = _json(d / "gradient" / "gradient.json")
     out["study"] = _slope(g) if g else {"status": "skipped", "message": "no gradient.json (the stage was skipped)"}
@@ -98,8 +98,6 @@ def _patching(d: Path) -> dict[str, Any]:
 
 
 def _stage_text(d: Path, stage: str) -> str:
-    from study.stages.core import REGISTRY
-
     st = REGISTRY[stage]
     text = st.render(d, "text") if d.is_dir() else None
     return (text or "not run").strip()
