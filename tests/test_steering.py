@@ -593,6 +593,42 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]
 
 
+def test_a_layer_whose_activations_do_not_vary_gets_isotropic_controls_not_a_zero_vector(tokenizer, tmp_path):
+    """A tiny model's embeddings at a token every row shares do not vary: the within-class covariance there is
+    zero, and a covariance-matched draw from it is the zero vector (the study refused the whole steering stage
+    on the graded and decorative organisms: "the directions sum to the zero vector"). Such a layer gets isotropic
+    controls only, the note says why, and the sweep runs."""
+    from activations.store import StoreWriter
+    from steering.sweep.cli import run_sweep
+    from steering.sweep.config import SweepError
+    from steering.sweep.controls import covariance_basis, within_class_rank
+
+    with pytest.raises(SweepError, match="rank < k = 2"):
+        covariance_basis(2, np.zeros((40, 64)), seed=1)
+    flat = np.zeros((40, 64))
+    flat[:, 3] = np.random.default_rng(0).standard_normal(40)
+    assert within_class_rank(flat, 4, scale=1.0) == 1 and within_class_rank(flat * 1e-9, 4, scale=1.0) == 0
+    lm = planted_lm(tokenizer)
+    run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
+    store = tmp_path / "activations.h5"
+    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
+    n = 40
+    X = np.tile(np.linspace(-1, 1, 64), (n, 1, 1)) + 0.1 * (np.arange(n) % 2)[:, None, None]  # constant per class
+    meta = [{"continuation_id": f"f{i}", "question_id": f"fit{i // 2}", "label": "C" if i % 2 else "non-C",
+             "condition": "perturbed", "input_tokens": 5} for i in range(n)]
+    w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((n, 2), np.int32)})
+    w.finish()
+    dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])},
+                      attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
+    s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
+    by = {d["key"]: d for d in s["settings"]}
+    assert by["L2|k2|a1|probe"]["control"]["kind"] == "random"
+    assert "isotropic only" in s["controls_note"] and "layer 2: within-class rank 0 < k = 2" in s["controls_note"]
+    recs = [json.loads(x) for x in (run / "steering" / "generations.jsonl").read_text().splitlines()]
+    assert {r["setting"] for r in recs} == {"none|alpha0"} | {f"L2|k{k}|a1|{b}" for k in (1, 2)
+                                                             for b in ("probe", "random0", "random1")}
+
+
 def test_random_scope_sweep_applies_each_random_direction_to_every_case(tokenizer, tmp_path):
     from steering.sweep.cli import run_sweep
 

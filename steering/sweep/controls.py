@@ -10,7 +10,10 @@ directions per setting instead of reusing m of them for every case and alpha. Tw
   fitted on, within class (the fitting rows minus their class mean: the variation the probe basis's
   within-class principal components come from), orthonormalised. Drawn as ``Xc^T g`` with ``g ~ N(0, I)``
   over the rows, so no d x d matrix is formed. Needs the activation store the directions name
-  (:func:`covariance_rows`); when it cannot be read the sweep says so and keeps isotropic controls only.
+  (:func:`covariance_rows`); when it cannot be read the sweep says so and keeps isotropic controls only. A
+  layer whose within-class activations span fewer than k dimensions (a position whose activations do not vary,
+  as a tiny model's embeddings at a token every row shares) has no k-dimensional covariance-matched basis:
+  it gets isotropic controls only, and the sweep's controls note names it and its rank.
 
 Either kind is norm-matched to the probe basis row by row and combined with the same dose
 (:mod:`steering.vectors`), exactly as before. An ``ablate`` control projects the random basis itself out
@@ -25,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from probes.directions import Directions
+from steering.sweep.config import SweepError
 from steering.sweep.grid import Setting, random_basis
 from steering.vectors import combine_directions
 
@@ -55,6 +59,9 @@ def covariance_basis(k: int, rows: np.ndarray, seed: int) -> np.ndarray:
     g = rng.standard_normal((rows.shape[0], k))  # [n, k]
     v = rows.T.astype(np.float64) @ g  # [d, k], each column ~ N(0, rows^T rows)
     q, r = np.linalg.qr(v)
+    if np.any(np.diag(r) == 0):  # a zero row would enter the dose as nothing (all zero: no direction at all)
+        raise SweepError(f"the within-class covariance has rank < k = {k}, so no covariance-matched basis of k rows "
+                         "exists; covariance_rows leaves such layers out")
     q = q * np.sign(np.diag(r))[None, :]
     return q.T.astype(np.float32)
 
@@ -81,9 +88,22 @@ def control_vector(s: Setting, case_id: str, dirs: Directions, dose: str, d: int
     return combine_directions(basis, dose).numpy()
 
 
+def within_class_rank(rows: np.ndarray, k: int, scale: float, rel_tol: float = 1e-5) -> int:
+    """The rank, up to ``k``, of the within-class rows ``[n, d]``: the rank of ``rows^T g`` for a seeded Gaussian
+    ``g`` [n, k] (almost surely ``min(rank, k)``; no SVD of the rows), counting singular values above ``rel_tol``
+    times ``scale`` (the raw activations' mean row norm) per row, so rounding noise left by centring counts as none."""
+    if rows.size == 0:
+        return 0
+    g = np.random.default_rng(0).standard_normal((rows.shape[0], k))
+    sv = np.linalg.svd(rows.T.astype(np.float64) @ g / np.sqrt(rows.shape[0]), compute_uv=False)
+    return int(np.sum(sv > rel_tol * max(scale, np.finfo(np.float32).tiny)))
+
+
 def covariance_rows(dirs: Directions, layers: list[int], max_k: int) -> tuple[dict[int, np.ndarray] | None, str]:
     """Per layer, the fitting rows' activations centred within class ([n, d], at most ``MAX_COV_ROWS`` rows,
-    a seeded subsample), from the activation store ``directions.h5`` names; ``(None, why)`` when unavailable."""
+    a seeded subsample), from the activation store ``directions.h5`` names; ``(None, why)`` when unavailable.
+    A layer whose centred rows have rank below ``max_k`` (:func:`within_class_rank`) is left out and named in
+    the note (no covariance-matched basis of k rows exists there); ``(None, why)`` when that leaves none."""
     path = dirs.provenance.path
     if path is None:
         return None, "directions.h5 names no readable activation store"
@@ -101,16 +121,27 @@ def covariance_rows(dirs: Directions, layers: list[int], max_k: int) -> tuple[di
                 idx = np.sort(np.random.default_rng(0).choice(idx, MAX_COV_ROWS, replace=False))
             y = data.y_c[idx]
             out: dict[int, np.ndarray] = {}
+            low: dict[int, int] = {}
             for L in layers:
                 X = np.asarray(data.X(L)[idx], dtype=np.float64)
                 if X.shape[1] != dirs.bases[L].shape[1]:
                     return None, f"the store's layer {L} width differs from the directions'"
+                scale = float(np.linalg.norm(X, axis=1).mean())
                 for c in np.unique(y):
                     X[y == c] -= X[y == c].mean(axis=0)
+                rank = within_class_rank(X, max_k, scale)
+                if rank < max_k:
+                    low[L] = rank
+                    continue
                 out[L] = X.astype(np.float32)
     except Exception as e:  # a moved, damaged or foreign store: isotropic controls only, said so
         return None, f"the activation store {path} could not be read ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
-    return out, (f"within-class covariance of {idx.size} fitting rows of {path} at position {position!r}")
+    flat = "; ".join(f"layer {L}: within-class rank {r} < k = {max_k}" for L, r in low.items())
+    if not out:
+        return None, (f"the {idx.size} fitting rows' activations at position {position!r} do not vary in {max_k} "
+                      f"dimensions within class ({flat})")
+    return out, (f"within-class covariance of {idx.size} fitting rows of {path} at position {position!r}"
+                 + (f"; none at {flat}: isotropic controls only there" if low else ""))
 
 
 def _fit_rows(dirs: Directions, questions: Any) -> np.ndarray:
@@ -125,4 +156,4 @@ def _fit_rows(dirs: Directions, questions: Any) -> np.ndarray:
 
 
 __all__ = ["MAX_COV_ROWS", "RANDOM_KINDS", "control_basis", "control_vector", "covariance_basis", "covariance_rows",
-           "direction_seed", "scope_id"]
+           "direction_seed", "scope_id", "within_class_rank"]

@@ -14,7 +14,7 @@ direction, positive residual norms; a :class:`~steering.sweep.config.SweepError`
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,12 +63,13 @@ class Setting:
 
 
 def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float], controls: Sequence[str],
-              seeds: int, resid_norm: dict[int, float], *, covariance: bool = False,
+              seeds: int, resid_norm: dict[int, float], *, covariance: bool | Collection[int] = False,
               operators: Sequence[str] = ("add",), bases: Sequence[str] = ("basis",),
               raw: bool = False) -> list[Setting]:
     """Every setting: the alpha-0 rerun (control ``none``), then (operator ``add``) per layer x k x alpha the
     probe basis, ``seeds`` isotropic random settings (control ``random``) and, for k > 1 with ``covariance``
-    (the activations' covariance is available) and control ``random_cov``, ``seeds`` covariance-matched ones;
+    (the activations' covariance is available: True for every layer, or the collection of layers that have it)
+    and control ``random_cov``, ``seeds`` covariance-matched ones;
     then (operator ``ablate``) the same per layer x k, without alpha. One probe setting per stored basis in
     ``bases`` (keyed ``|probe`` for the toolkit's ``basis``, else by the basis name, e.g. ``|m2``), sharing the
     random controls. ``raw``: the alphas are in residual-stream units (keys ``L16|k2|raw10|m2``), not times the
@@ -82,11 +83,15 @@ def make_grid(layers: Sequence[int], ks: Sequence[int], alphas: Sequence[float],
                 norm = float(resid_norm[L])
                 rel, aa = (float(a) / norm, float(a)) if raw else (float(a), float(a) * norm)
                 grid += _family(f"L{L}|k{k}|{'raw' if raw else 'a'}{a:g}", L, k, rel, aa, "add", controls, seeds,
-                                covariance, bases)
+                                _has(covariance, L), bases)
     for L in layers if "ablate" in operators else ():
         for k in ks:
-            grid += _family(f"L{L}|k{k}|ablate", L, k, None, None, "ablate", controls, seeds, covariance, bases)
+            grid += _family(f"L{L}|k{k}|ablate", L, k, None, None, "ablate", controls, seeds, _has(covariance, L), bases)
     return grid
+
+
+def _has(covariance: bool | Collection[int], layer: int) -> bool:
+    return covariance if isinstance(covariance, bool) else layer in covariance
 
 
 def _family(prefix: str, L: int, k: int, a: float | None, aa: float | None, operator: str, controls: Sequence[str],

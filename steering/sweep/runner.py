@@ -262,7 +262,7 @@ def run_sweep(config: SweepConfig, lm: Any = None, *, echo: Callable[[str], None
     width = d_model(lm.model)
     check_width(dirs, layers, width, n_layers(lm.model))
     norms = residual_norms(lm, dirs, layers, sample.all, config.batch_size)
-    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=cov is not None,
+    grid = make_grid(layers, ks, alphas, config.controls, config.random_seeds, norms[0], covariance=set(cov) if cov else False,
                      operators=config.operators, bases=config.bases, raw=config.alpha_units == "raw")
     provenance = getattr(lm, "provenance", None)
     model_info = provenance() if callable(provenance) else {"name": getattr(lm, "name", None)}
