@@ -6,8 +6,8 @@
         seed: int = option(0, help="bootstrap seed", group="analysis")
         plot: bool = option(True, negate="--no-plot", help="skip gradient.png", group="output")
 
-    p = build_parser(GradientConfig, prog="python -m behavioural.gradient", groups=("inputs", "analysis", "output"))
-    cfg = config_from_args(GradientConfig, p.parse_args(argv))
+    p = parser_from_config(GradientConfig, prog="python -m behavioural.gradient", groups=("inputs", "analysis", "output"))
+    cfg = config_from_parsed(GradientConfig, p.parse_args(argv))
 
 Each field made with :func:`option` is a command-line option; everything about it lives in the field's metadata:
 the flag (the field's name with dashes unless ``flag=``), other names (``aliases``, listed; ``deprecated``, working
@@ -75,7 +75,7 @@ def extra(*names: str, group: str | None = None, **kwargs: Any) -> Extra:
 
 
 class ConfigParser(OneLineParser):
-    """A :class:`~loadbearing.cli.OneLineParser` made by :func:`build_parser`: it knows its config type, the
+    """A :class:`~loadbearing.cli.OneLineParser` made by :func:`parser_from_config`: it knows its config type, the
     fields it made an option of, and the dests its extras added."""
 
     config_type: type | None = None
@@ -186,16 +186,18 @@ def _add_field(where: Any, f: dataclasses.Field, say_default: bool, infer_type: 
         where.add_argument(name, dest=f.name, action="store_false", help=text)
 
 
-def build_parser(config: type, *, prog: str, description: str = "", raw_description: bool = False,
+def parser_from_config(config: type, *, prog: str, description: str = "", raw_description: bool = False,
                  groups: Sequence[str] = (), extras: Sequence[Extra] = (),
                  hooks: Sequence[Callable[[argparse.ArgumentParser], None]] = (),
                  fields: Sequence[dataclasses.Field] | None = None, say_default: bool = False,
-                 infer_type: bool = False) -> ConfigParser:
+                 infer_type: bool = False, by_group: bool = True) -> ConfigParser:
     """The command's parser: one option per config field (``fields``: which, in order; default
     :func:`cli_fields`), then each :class:`Extra`, then each hook (options a shared builder adds, such as a retired
     option's pointer). ``groups``: help groups in the order ``--help`` lists them (a group named by a field or an
     extra but not here is made where it first appears). ``say_default``: see :func:`_help`; ``infer_type``: an
-    int or float default with no ``type``/``parse`` converts the typed text to its type."""
+    int or float default with no ``type``/``parse`` converts the typed text to its type. ``by_group``: the options
+    are added group by group (the ungrouped first, then in ``groups``' order), so ``usage:`` lists them as ``--help``
+    does; else in the order of ``fields``, then the extras."""
     fc = argparse.RawDescriptionHelpFormatter if raw_description else argparse.HelpFormatter
     p = ConfigParser(prog=prog, description=description, formatter_class=fc)
     made: dict[str, Any] = {g: p.add_argument_group(g) for g in groups}
@@ -208,16 +210,25 @@ def build_parser(config: type, *, prog: str, description: str = "", raw_descript
         return made[group]
 
     fs = list(cli_fields(config) if fields is None else fields)
-    for f in fs:
-        _add_field(where(meta_of(f).get("group")), f, say_default, infer_type)
+    rank = {g: i for i, g in enumerate(groups)}
+    items: list[tuple[str | None, dataclasses.Field | Extra]] = [(meta_of(f).get("group"), f) for f in fs]
+    items += [(e.group, e) for e in extras]
+    order = {g: i for i, g in enumerate(dict.fromkeys(g for g, _ in items))}
+    if by_group:
+        items.sort(key=lambda gi: (gi[0] is not None, rank.get(gi[0], len(rank) + order[gi[0]]) if gi[0] else 0))
+    added: list[str] = []
+    for group, item in items:
+        if isinstance(item, Extra):
+            added.append(where(group).add_argument(*item.names, **item.kwargs).dest)
+        else:
+            _add_field(where(group), item, say_default, infer_type)
     before = {a.dest for a in p._actions}
-    for e in extras:
-        where(e.group).add_argument(*e.names, **e.kwargs)
     for hook in hooks:
         hook(p)
+    added += [a.dest for a in p._actions if a.dest not in before]
     p.config_type = config
     p.config_fields = tuple(f.name for f in fs)
-    p.extra_dests = tuple(a.dest for a in p._actions if a.dest not in before)
+    p.extra_dests = tuple(added)
     return p
 
 
@@ -238,11 +249,11 @@ def config_kwargs(config: type, args: argparse.Namespace,
     return out
 
 
-def config_from_args(config: type, args: argparse.Namespace, **overrides: Any) -> Any:
+def config_from_parsed(config: type, args: argparse.Namespace, **overrides: Any) -> Any:
     """``config(**config_kwargs(config, args), **overrides)``: the config of parsed options (``overrides``: the
     fields the command fills itself, such as the command line it records)."""
     return config(**(config_kwargs(config, args) | overrides))
 
 
-__all__ = ["ConfigParser", "Extra", "build_parser", "cli_fields", "config_from_args", "config_kwargs", "extra",
-           "flag_of", "flags_of", "meta_of", "option"]
+__all__ = ["ConfigParser", "Extra", "cli_fields", "config_from_parsed", "config_kwargs", "extra",
+           "flag_of", "flags_of", "meta_of", "option", "parser_from_config"]

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from loadbearing.cli import run_cli
 from loadbearing.commands import prog
-from loadbearing.config_parser import build_parser, config_kwargs, option
+from loadbearing.config_parser import config_kwargs, option, parser_from_config
 
 #: the options every stage shares (fields of :class:`Options`), in the order ``--help`` lists them
 SHARED = ("output_dir", "resume", "quiet", "shard", "device", "dtype", "batch_size", "seed")
@@ -146,9 +146,9 @@ class Stage(Generic[C, R]):
     def build_parser(self) -> argparse.ArgumentParser:
         """The command's parser, one option per config field (:func:`option`); defaults are the config's."""
         hooks = [h for h in (self.engine_options, self.extend) if h is not None]
-        return build_parser(self.config, prog=prog(self.command or self.name), description=self.description,
+        return parser_from_config(self.config, prog=prog(self.command or self.name), description=self.description,
                             raw_description=True, fields=self.options(), hooks=hooks, say_default=True,
-                            infer_type=True)
+                            infer_type=True, by_group=False)
 
     def config_from_args(self, args: argparse.Namespace) -> C:
         """The config of parsed options (``parse`` applied to typed text; an option left out has the config's default,
