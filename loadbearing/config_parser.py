@@ -171,7 +171,10 @@ def _add_field(where: Any, f: dataclasses.Field, say_default: bool, infer_type: 
     if f.type in _BOOL_TYPES:
         kw["action"] = "store_true"
     else:
-        kw.update(metavar=meta.get("metavar"), choices=meta.get("choices"))
+        metavar = meta.get("metavar")
+        if metavar is None and meta.get("choices") is None and flag_of(f) != "--" + f.name.replace("_", "-"):
+            metavar = flag_of(f).lstrip("-").replace("-", "_").upper()  # argparse's, were the dest the flag's
+        kw.update(metavar=metavar, choices=meta.get("choices"))
         for key in ("nargs", "action"):
             if meta.get(key):
                 kw[key] = meta[key]
