@@ -30,6 +30,7 @@ from behavioural.protocol import check_manifest, check_resume, run_protocol
 from behavioural.results import BehaviourSummary
 from behavioural.run_options import (
     DEFAULT_MODEL,
+    RunOptions,
     build_parser,
     describe,
     settings_for_resume,
@@ -37,6 +38,7 @@ from behavioural.run_options import (
 )
 from behavioural.summary import format_summary
 from loadbearing.cli import UsageError, check_device, check_model_file, check_number, explicit_options, run_cli
+from loadbearing.config_parser import config_from_parsed
 from loadbearing.engine.generation import generate_plain
 from loadbearing.engine.vllm_backend import make_vllm_generate
 from loadbearing.files import RunDirError
@@ -203,7 +205,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
 # ------------------------------------------------------------------------------------------ CLI
 def config_from_argv(argv: list[str] | None) -> RunConfig:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = config_from_parsed(RunOptions, parser.parse_args(argv))
     if args.resume and not (Path(args.resume) / MANIFEST).is_file():
         what = "no manifest.json there" if Path(args.resume).is_dir() else "no such directory, so no manifest.json"
         raise RunDirError(f"--resume {args.resume}: {what}; pass a run directory written by python -m behavioural.run")
