@@ -315,6 +315,7 @@ def _progress(total: int, initial: int, enabled: bool, out: Path):
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser, built from :class:`CacheConfig`."""
     return parser_from_config(CacheConfig, prog="python -m activations.cache", groups=("inputs", _WHAT, _MODEL, "output"),
+                              help_order=("layers", "positions", "allow_outcome_tokens", "engine", "model", "device"),
                               description="Cache the hidden states of a run's continuations (before the outcome) into "
                                           "an HDF5 store.")
 

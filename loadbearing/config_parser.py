@@ -189,18 +189,30 @@ def _add_field(where: Any, f: dataclasses.Field, say_default: bool, infer_type: 
         where.add_argument(name, dest=f.name, action="store_false", help=text)
 
 
+def _name(item: dataclasses.Field | Extra) -> str:
+    """A field's name, or the dest an extra's ``add_argument`` makes."""
+    if not isinstance(item, Extra):
+        return item.name
+    if "dest" in item.kwargs:
+        return str(item.kwargs["dest"])
+    long = next((n for n in item.names if n.startswith("--")), item.names[0])
+    return long.lstrip("-").replace("-", "_")
+
+
 def parser_from_config(config: type, *, prog: str, description: str = "", raw_description: bool = False,
                  groups: Sequence[str] = (), extras: Sequence[Extra] = (),
                  hooks: Sequence[Callable[[argparse.ArgumentParser], None]] = (),
                  fields: Sequence[dataclasses.Field] | None = None, say_default: bool = False,
-                 infer_type: bool = False, by_group: bool = True) -> ConfigParser:
+                 infer_type: bool = False, by_group: bool = True, help_order: Sequence[str] = ()) -> ConfigParser:
     """The command's parser: one option per config field (``fields``: which, in order; default
     :func:`cli_fields`), then each :class:`Extra`, then each hook (options a shared builder adds, such as a retired
     option's pointer). ``groups``: help groups in the order ``--help`` lists them (a group named by a field or an
     extra but not here is made where it first appears). ``say_default``: see :func:`_help`; ``infer_type``: an
     int or float default with no ``type``/``parse`` converts the typed text to its type. ``by_group``: the options
     are added group by group (the ungrouped first, then in ``groups``' order), so ``usage:`` lists them as ``--help``
-    does; else in the order of ``fields``, then the extras."""
+    does; else in the order of ``fields``, then the extras. Inside a group they keep the fields' order, then the
+    extras'; ``help_order`` (field names and extras' dests) puts the options it names first, in its order (the
+    layout ``--help`` had before the command was a config, where the config's field order is another one)."""
     fc = argparse.RawDescriptionHelpFormatter if raw_description else argparse.HelpFormatter
     p = ConfigParser(prog=prog, description=description, formatter_class=fc)
     made: dict[str, Any] = {g: p.add_argument_group(g) for g in groups}
@@ -217,8 +229,14 @@ def parser_from_config(config: type, *, prog: str, description: str = "", raw_de
     items: list[tuple[str | None, dataclasses.Field | Extra]] = [(meta_of(f).get("group"), f) for f in fs]
     items += [(e.group, e) for e in extras]
     order = {g: i for i, g in enumerate(dict.fromkeys(g for g, _ in items))}
+    first = {name: i for i, name in enumerate(help_order)}
+    unknown = set(first) - {_name(it) for _, it in items}
+    if unknown:
+        raise ValueError(f"help_order names no option of {config.__name__}: {sorted(unknown)}")
     if by_group:
-        items.sort(key=lambda gi: (gi[0] is not None, rank.get(gi[0], len(rank) + order[gi[0]]) if gi[0] else 0))
+        at = {id(it): i for i, (_, it) in enumerate(items)}
+        items.sort(key=lambda gi: (gi[0] is not None, rank.get(gi[0], len(rank) + order[gi[0]]) if gi[0] else 0,
+                                   first.get(_name(gi[1]), len(first) + at[id(gi[1])])))
     added: list[str] = []
     for group, item in items:
         if isinstance(item, Extra):

@@ -55,7 +55,7 @@ __all__ = ["ProbeConfig", "train", "train_stage", "train_probes", "is_complete",
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser, built from :class:`probes.config.ProbeConfig`'s fields."""
     return parser_from_config(ProbeConfig, prog="python -m probes.train", description=(__doc__ or "").split("\n\n")[0],
-                              groups=GROUPS)
+                              groups=GROUPS, help_order=("mlp_hidden", "mlp_weight_decay", "solver", "device"))
 
 
 def config_from_args(argv: list[str] | None = None) -> ProbeConfig:

@@ -168,7 +168,8 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser, built from :class:`GradientConfig`."""
     return parser_from_config(GradientConfig, prog="python -m behavioural.gradient",
-                               description=(__doc__ or "").split("\n\n")[0], groups=("inputs", "analysis", "output"))
+                               description=(__doc__ or "").split("\n\n")[0], groups=("inputs", "analysis", "output"),
+                              help_order=("runs", "labelling"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

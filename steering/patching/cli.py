@@ -79,7 +79,7 @@ class PatchConfig:
 def build_parser() -> argparse.ArgumentParser:
     """The command's parser, built from :class:`PatchConfig`."""
     return parser_from_config(PatchConfig, prog="python -m steering.patching", description=__doc__.split("\n\n")[1],
-                               raw_description=True, groups=("inputs", "patching", _MODEL, "output"))
+                               raw_description=True, groups=("inputs", "patching", _MODEL, "output"), help_order=("device",))
 
 
 def output_dir(config: PatchConfig) -> Path:

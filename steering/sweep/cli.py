@@ -113,7 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser_from_config(SweepConfig, prog=prog("steering.sweep"), description=__doc__.split("\n\n")[1],
                               raw_description=True, extras=EXTRAS,
                               groups=("inputs", _PLANNING, "grid", "cases", "model and generation", BACKEND_GROUP,
-                                      "output"))
+                                      "output"),
+                              help_order=("layers", "ks", "alphas", "controls", "random_seeds", "random_scope", "positions",
+                                          "operators", "design", "max_new_tokens", "batch_size", "model", "device",
+                                          "allow_other_model"))
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
