@@ -10,8 +10,9 @@
     cfg = config_from_parsed(GradientConfig, p.parse_args(argv))
 
 Each field made with :func:`option` is a command-line option; everything about it lives in the field's metadata:
-the flag (the field's name with dashes unless ``flag=``), other names (``aliases``, listed; ``deprecated``, working
-with one warning and not listed: :func:`loadbearing.cli.add_option`), help, metavar, choices, the argparse
+the flag (the field's name with dashes unless ``flag=``; ``required`` for one the command cannot run without),
+other names (``aliases``, listed; ``deprecated``, working with one warning and not listed:
+:func:`loadbearing.cli.add_option`), help, metavar, choices, the argparse
 ``type``, ``nargs`` / ``action="append"``, the help group, and the value's grammar (``parse``, one of
 :mod:`loadbearing.options`, applied to the typed text when the config is built). A bool field is an on/off switch:
 ``--name`` turns a False default on, ``negate="--no-x"`` turns a True default off (``--quiet`` for a field named
@@ -42,7 +43,8 @@ def option(default: Any = _MISSING, *, help: str, flag: str | None = None, alias
            deprecated: Sequence[str] = (), metavar: str | None = None, choices: Sequence[str] | None = None,
            type: Callable[[str], Any] | None = None, parse: Callable[[Any], Any] | None = None,
            negate: str | None = None, off: tuple[str, str] | None = None, nargs: str | None = None,
-           action: str | None = None, positional: bool = False, group: str | None = None, cli: bool = True,
+           action: str | None = None, positional: bool = False, required: bool = False, group: str | None = None,
+           cli: bool = True,
            compare: bool = True, default_text: str | None = None, cli_default: Any = _MISSING,
            factory: Callable[[], Any] | None = None) -> Any:
     """A config field that is also a command-line option (keyword-only in the config's constructor, unless
@@ -51,7 +53,8 @@ def option(default: Any = _MISSING, *, help: str, flag: str | None = None, alias
     ``--help`` shows the default; ``factory`` is the field's ``default_factory``."""
     meta = {"cli": cli, "help": help, "flag": flag, "aliases": tuple(aliases), "deprecated": tuple(deprecated),
             "metavar": metavar, "choices": choices, "type": type, "parse": parse, "negate": negate, "off": off,
-            "nargs": nargs, "action": action, "positional": positional, "group": group, "default_text": default_text,
+            "nargs": nargs, "action": action, "positional": positional, "required": required, "group": group,
+            "default_text": default_text,
             "cli_default": cli_default}
     kw: dict[str, Any] = {"compare": compare, "kw_only": not positional, "metadata": {"option": meta}}
     if factory is not None:
@@ -175,7 +178,7 @@ def _add_field(where: Any, f: dataclasses.Field, say_default: bool, infer_type: 
         if metavar is None and meta.get("choices") is None and flag_of(f) != "--" + f.name.replace("_", "-"):
             metavar = flag_of(f).lstrip("-").replace("-", "_").upper()  # argparse's, were the dest the flag's
         kw.update(metavar=metavar, choices=meta.get("choices"))
-        for key in ("nargs", "action"):
+        for key in ("nargs", "action", "required"):
             if meta.get(key):
                 kw[key] = meta[key]
         d = _field_default(f)

@@ -14,7 +14,7 @@ from loadbearing.commands import COMMAND_TABLE
 from loadbearing.config_parser import ConfigParser, cli_fields, config_kwargs, flags_of, meta_of
 
 #: console scripts whose parser is still hand-written argparse (not yet a config)
-HAND_WRITTEN = {"cot-paper-import", "cot-merge", "cot-cache-merge", "cot-study", "cot-report", "cot-browse",
+HAND_WRITTEN = {"cot-study", "cot-report", "cot-browse",
                 "cot-selfcheck", "cot-compare"}
 
 #: the causal tests' commands (not console scripts) are stages, built from their configs the same way
