@@ -62,8 +62,9 @@ def non_default_flags(parser: argparse.ArgumentParser, positionals: list[str], r
 
     ``rename`` maps an option's dest to its recorded name; ``negated`` maps a ``--no-X`` switch's dest to the
     recorded boolean it turns off (a parser built from its config needs neither: its dests are the recorded
-    field names, and its ``--no-X`` stores False into the field it turns off). A value is compared after the parser's own conversion, so ``0.50`` and
-    ``0.5`` are one value and a list is compared with the default string it parses from.
+    field names, and its ``--no-X`` stores False into the field it turns off). A value is compared after the
+    parser's own conversion, so ``0.50`` and ``0.5`` are one value and a list is compared with the default string
+    it parses from.
     """
     negated, rename, never = dict(negated or {}), dict(rename or {}), _NEVER | set(skip)
     defaults = _parse(parser, positionals)
