@@ -56,7 +56,6 @@ from activations.store import is_complete as _store_complete
 from activations.summary import format_summary, summarize, summary_blocks  # noqa: F401  (the stage's summary, re-exported)
 from loadbearing.cli import check_device as _check_device
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.engine.layers import d_model as model_width
 from loadbearing.engine.layers import decoder_layers, n_layers
 from loadbearing.engine.models import ModelError
@@ -67,6 +66,7 @@ from loadbearing.options import check_layers, parse_layers, parse_token_position
 from loadbearing.provenance import package_versions
 from loadbearing.runs import ACTIVATIONS, CONTINUATIONS, MANIFEST, Run, question_key_of
 from loadbearing.shards import Shard, parse_shard
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 DEFAULT_OUTPUT = ACTIVATIONS
 CONDITIONS = ("perturbed", "control", "all")

@@ -26,10 +26,10 @@ from activations.assemble import Block, publish_h5
 from activations.reader import open_store
 from activations.schema import CHUNK_ROWS, parts_dir
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.files import RunDirError
 from loadbearing.locks import output_lock
 from loadbearing.shards import MergeError, ShardError, parse_shard
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
                "source_continuations_sha256", "label_source", "decoder_layers_path", "dtype", "d_model", "leaky")

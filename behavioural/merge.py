@@ -27,9 +27,9 @@ from typing import Any
 from loadbearing import files as rundir
 from loadbearing import provenance as provenance_mod
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
 from loadbearing.shards import MergeError, Shard, check_complementary
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 #: settings that may differ between parts (they do not change results)
 NON_RESULT = {"shard", "batch_size", "backend"}

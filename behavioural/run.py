@@ -38,7 +38,6 @@ from behavioural.run_options import (
 )
 from behavioural.summary import format_summary
 from loadbearing.cli import UsageError, check_device, check_model_file, check_number, explicit_options, run_cli
-from loadbearing.config_parser import config_from_parsed
 from loadbearing.engine.generation import generate_plain
 from loadbearing.engine.vllm_backend import make_vllm_generate
 from loadbearing.files import RunDirError
@@ -46,6 +45,7 @@ from loadbearing.locks import output_lock
 from loadbearing.questions.data import load_questions, sample
 from loadbearing.runs import MANIFEST, SUMMARY, Run, is_fresh_dir
 from loadbearing.shards import parse_shard
+from loadbearing.stage.parser import config_from_parsed
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
            "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",

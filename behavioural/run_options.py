@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from behavioural.strategies import StrategyError, parse_strategies
-from loadbearing.config_parser import option, parser_from_config
 from loadbearing.options import parse_line_positions
 from loadbearing.questions.data import DATASETS
 from loadbearing.runs import MANIFEST, Run
+from loadbearing.stage.parser import option, parser_from_config
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DESCRIPTION = "Edit-and-continue protocol command."

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadbearing.config_parser import option
+from loadbearing.stage.parser import option
 from probes.data import TARGETS, ProbeError, store_dir
 from probes.fit.estimators import DEFAULT_CS
 from probes.fit.mlp_train import HIDDEN_SIZES, WEIGHT_DECAYS

@@ -41,7 +41,7 @@ import argparse
 import sys
 
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, parser_from_config
+from loadbearing.stage.parser import config_from_parsed, parser_from_config
 from probes.config import GROUPS, RESULTS, ProbeConfig, parse_cs
 from probes.data import ProbeError
 from probes.experiment import steer_split, train_probes

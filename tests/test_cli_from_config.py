@@ -1,4 +1,4 @@
-"""Every console command's parser is built from its config dataclass (``loadbearing.config_parser``): its options
+"""Every console command's parser is built from its config dataclass (``loadbearing.stage.parser``): its options
 are the config's fields plus the extras it declares, and its defaults are the config's own.
 
 A command still written by hand is listed in ``HAND_WRITTEN`` (a ratchet: the list only shrinks, and a command
@@ -11,7 +11,7 @@ import importlib
 import pytest
 
 from loadbearing.commands import COMMAND_TABLE
-from loadbearing.config_parser import ConfigParser, cli_fields, config_kwargs, flags_of, meta_of
+from loadbearing.stage.parser import ConfigParser, cli_fields, config_kwargs, flags_of, meta_of
 
 #: console scripts whose parser is still hand-written argparse (not yet a config). cot-study: its parser's defaults
 #: are StudyConfig's, but an option left unset follows the model and dataset (study.settings resolves them from
@@ -87,10 +87,12 @@ def test_defaults_are_the_configs(make):
     p = make()
     positionals = [a for a in p._actions if not a.option_strings and a.dest != "help"]
     argv = ["x"] * sum(a.nargs not in ("?", "*") for a in positionals)
+    required = {a.dest for a in p._actions if a.required and a.option_strings}
+    argv += [s for a in p._actions if a.dest in required for s in (a.option_strings[0], "x")]
     kwargs = config_kwargs(p.config_type, p.parse_args(argv),
                            [f for f in dataclasses.fields(p.config_type) if f.name in p.config_fields])
     for f in dataclasses.fields(p.config_type):
-        if f.name not in p.config_fields or meta_of(f).get("positional"):
+        if f.name not in p.config_fields or meta_of(f).get("positional") or f.name in required:
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]

@@ -42,8 +42,8 @@ from typing import Any
 
 from behavioural.gradient.rows import GradientError, load_runs, position_merges
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.files import RunDirError, atomic_write_text, publish_dir, write_json
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 SCHEMA = "behavioural.gradient/1"
 JSON_NAME, MD_NAME, PNG_NAME = "gradient.json", "gradient.md", "gradient.png"

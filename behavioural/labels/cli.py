@@ -11,8 +11,8 @@ from behavioural.labels.labelling import JUDGE_GROUP, RUN_GROUP, LabelConfig, la
 from behavioural.labels.records import SUMMARY_FILE, LabelError
 from behavioural.labels.sheets import SheetError, compare_sheets, export_sheet, format_agreement, unique_path
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, extra, parser_from_config
 from loadbearing.files import RunDirError, read_json, write_json
+from loadbearing.stage.parser import config_from_parsed, extra, parser_from_config
 
 __all__ = ["build_parser", "main"]
 

@@ -16,11 +16,11 @@ from behavioural.labels.labellers import make_labeller
 from behavioural.labels.records import FINAL_RULE, SCHEMA_VERSION, SUMMARY_FILE, LabelError, make_record
 from behavioural.labels.rule import RuleLabeller
 from loadbearing.cli import check_device, check_model_file, check_number
-from loadbearing.config_parser import option
 from loadbearing.files import JsonlWriter, RunDirError, check_jsonl_tail, file_sha256, read_json, read_jsonl, write_json
 from loadbearing.locks import output_lock
 from loadbearing.provenance import git_info, now
 from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
+from loadbearing.stage.parser import option
 
 __all__ = ["LabelConfig", "build_labellers", "check_tail", "is_complete",
            "label_run", "label_stage", "load_labels", "load_run", "read_run"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from behavioural.paper_import.rows import HUB_ID, PaperImportError
 from behavioural.paper_import.write import import_rows, table4
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 DESCRIPTION = "Import the paper's released labelled continuations into a run directory of this toolkit."
 

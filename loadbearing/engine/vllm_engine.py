@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loadbearing.cli import UsageError
-from loadbearing.config_parser import Extra, extra
 from loadbearing.engine.generation import generate
 from loadbearing.engine.models import ModelError
+from loadbearing.stage.parser import Extra, extra
 
 if TYPE_CHECKING:
     from loadbearing.engine.vllm_backend import VLLMGenerate
@@ -87,7 +87,7 @@ BACKEND_GROUP = "backend (does not change records beyond floating-point order)"
 
 def backend_extras(what: str) -> tuple[Extra, ...]:
     """``--backend hf|vllm`` and the vLLM engine's own options (the names ``behavioural.run`` uses), as a command's
-    extra options (:mod:`loadbearing.config_parser`): they choose the engine, not what a stage computes."""
+    extra options (:mod:`loadbearing.stage.parser`): they choose the engine, not what a stage computes."""
     return (
         extra("--backend", choices=("hf", "vllm"), default="hf", group=BACKEND_GROUP,
               help=f"hf (the batched fast path) or vllm: {what} inside vLLM (make vllm; docs/vllm-interventions.md)"),

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.cli import check_device, check_number, run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.engine.layers import decoder_layers, n_layers
 from loadbearing.files import atomic_write_text, publish_dir, write_json
 from loadbearing.options import parse_layers
 from loadbearing.provenance import git_info, now, package_versions
 from loadbearing.runs import Run
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from steering.errors import PatchingError
 from steering.patching.align import ANSWER_PREFIX, GROUPS
 from steering.patching.cases import select_cases

@@ -60,11 +60,11 @@ from typing import TYPE_CHECKING, Any
 
 from loadbearing.cli import check_device, check_fraction, explicit_options, run_cli
 from loadbearing.commands import prog
-from loadbearing.config_parser import cli_fields, config_from_parsed, extra, flag_of, parser_from_config
 from loadbearing.engine.vllm_engine import BACKEND_GROUP, backend_extras, backend_options, check_ready
 from loadbearing.files import check_jsonl_tail
 from loadbearing.options import parse_layers, parse_list
 from loadbearing.runs import CONTINUATIONS
+from loadbearing.stage.parser import cli_fields, config_from_parsed, extra, flag_of, parser_from_config
 from steering.paper.design import check_fixed, run_paper_design
 from steering.planning.planner import format_plan, pilot_design, plan, stated_design
 from steering.sweep.analysis import format_summary, format_table

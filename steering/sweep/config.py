@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from loadbearing.cli import check_fraction
-from loadbearing.config_parser import option
 from loadbearing.errors import LoadBearingError
 from loadbearing.options import parse_layers, parse_list
 from loadbearing.runs import CONFIG, GENERATIONS, SUMMARY
+from loadbearing.stage.parser import option
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 

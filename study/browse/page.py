@@ -59,9 +59,9 @@ from typing import Any
 from urllib.parse import quote
 
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.files import atomic_write_text
 from loadbearing.report.blocks import FACETS
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from study.browse.data import SCHEMA_VERSION, BrowseError, collect
 
 DEFAULT_NAME = "browse.html"

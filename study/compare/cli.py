@@ -37,9 +37,9 @@ from typing import Any
 
 from loadbearing.cli import UsageError, run_cli
 from loadbearing.commands import prog
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.files import read_jsonl
 from loadbearing.runs import MANIFEST, RECORDS, Run, question_key_of
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from loadbearing.stats import clustered_rate, wilson_rate
 from study.compare.render import render, write
 from study.compare.stats import holm, paired_binary, paired_continuous, unpaired_rates

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 
 from loadbearing.cli import UsageError, check_device, check_model_file, check_number, run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.engine.models import DTYPES, EMBEDDED, QUANTIZE_CHOICES
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from study.conformance.matrix import PATHS, chat_inputs, run_checks
 
 

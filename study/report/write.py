@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from loadbearing.cli import run_cli
-from loadbearing.config_parser import config_from_parsed, option, parser_from_config
 from loadbearing.files import RunDirError, atomic_write_text, read_json
 from loadbearing.report.blocks import (
     Block,
@@ -54,6 +53,7 @@ from loadbearing.report.blocks import (
     render_text,
 )
 from loadbearing.runs import ACTIVATIONS, SKIPPED_STAGE, SUMMARY, Run
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
 from study.report.behaviour import behaviour_blocks
 from study.report.counting import CONVENTION

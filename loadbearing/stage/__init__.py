@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from loadbearing.cli import run_cli
 from loadbearing.commands import prog
-from loadbearing.config_parser import config_kwargs, option, parser_from_config
+from loadbearing.stage.parser import config_kwargs, option, parser_from_config
 
 #: the options every stage shares (fields of :class:`Options`), in the order ``--help`` lists them
 SHARED = ("output_dir", "resume", "quiet", "shard", "device", "dtype", "batch_size", "seed")

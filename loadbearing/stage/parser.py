@@ -31,11 +31,12 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from loadbearing.cli import SAYS_DEFAULT, OneLineParser, add_option
 
 _MISSING: Any = dataclasses.MISSING
+T = TypeVar("T")
 _BOOL_TYPES = (bool, "bool", "bool | None")
 
 
@@ -118,7 +119,7 @@ def flags_of(f: dataclasses.Field) -> list[str]:
     return out
 
 
-def _field_default(f: dataclasses.Field) -> Any:
+def _field_default(f: dataclasses.Field) -> object:
     if f.default is not _MISSING:
         return f.default
     factory: Any = f.default_factory
@@ -127,7 +128,7 @@ def _field_default(f: dataclasses.Field) -> Any:
     return None
 
 
-def _argparse_default(f: dataclasses.Field) -> Any:
+def _argparse_default(f: dataclasses.Field) -> object:
     meta = meta_of(f)
     return _field_default(f) if meta.get("cli_default", _MISSING) is _MISSING else meta["cli_default"]
 
@@ -218,9 +219,9 @@ def parser_from_config(config: type, *, prog: str, description: str = "", raw_de
     layout ``--help`` had before the command was a config, where the config's field order is another one)."""
     fc = argparse.RawDescriptionHelpFormatter if raw_description else argparse.HelpFormatter
     p = ConfigParser(prog=prog, description=description, formatter_class=fc)
-    made: dict[str, Any] = {g: p.add_argument_group(g) for g in groups}
+    made: dict[str, argparse._ActionsContainer] = {g: p.add_argument_group(g) for g in groups}
 
-    def where(group: str | None) -> Any:
+    def where(group: str | None) -> argparse._ActionsContainer:
         if not group:
             return p
         if group not in made:
@@ -273,7 +274,7 @@ def config_kwargs(config: type, args: argparse.Namespace,
     return out
 
 
-def config_from_parsed(config: type, args: argparse.Namespace, **overrides: Any) -> Any:
+def config_from_parsed(config: type[T], args: argparse.Namespace, **overrides: Any) -> T:
     """``config(**config_kwargs(config, args), **overrides)``: the config of parsed options (``overrides``: the
     fields the command fills itself, such as the command line it records)."""
     return config(**(config_kwargs(config, args) | overrides))
