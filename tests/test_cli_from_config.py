@@ -13,10 +13,8 @@ import pytest
 from loadbearing.commands import COMMAND_TABLE
 from loadbearing.stage.parser import ConfigParser, cli_fields, config_kwargs, flags_of, meta_of
 
-#: console scripts whose parser is still hand-written argparse (not yet a config). cot-study: its parser's defaults
-#: are StudyConfig's, but an option left unset follows the model and dataset (study.settings resolves them from
-#: which options were given), so its options are not yet one field each
-HAND_WRITTEN = {"cot-study"}
+#: console scripts whose parser is still hand-written argparse (not yet a config)
+HAND_WRITTEN: set[str] = set()
 
 #: the causal tests' commands (not console scripts) are stages, built from their configs the same way
 STAGE_COMMANDS = ["behavioural.causal.early_answer", "behavioural.causal.filler", "behavioural.causal.paraphrase",

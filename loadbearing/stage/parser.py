@@ -203,11 +203,11 @@ def _name(item: dataclasses.Field | Extra) -> str:
     return long.lstrip("-").replace("-", "_")
 
 
-def parser_from_config(config: type, *, prog: str, description: str = "", raw_description: bool = False,
-                 groups: Sequence[str] = (), extras: Sequence[Extra] = (),
-                 hooks: Sequence[Callable[[argparse.ArgumentParser], None]] = (),
-                 fields: Sequence[dataclasses.Field] | None = None, say_default: bool = False,
-                 infer_type: bool = False, by_group: bool = True, help_order: Sequence[str] = ()) -> ConfigParser:
+def parser_from_config(config: type, *, prog: str, description: str = "", epilog: str | None = None,
+                       raw_description: bool = False, groups: Sequence[str] = (), extras: Sequence[Extra] = (),
+                       hooks: Sequence[Callable[[argparse.ArgumentParser], None]] = (),
+                       fields: Sequence[dataclasses.Field] | None = None, say_default: bool = False,
+                             infer_type: bool = False, by_group: bool = True, help_order: Sequence[str] = ()) -> ConfigParser:
     """The command's parser: one option per config field (``fields``: which, in order; default
     :func:`cli_fields`), then each :class:`Extra`, then each hook (options a shared builder adds, such as a retired
     option's pointer). ``groups``: help groups in the order ``--help`` lists them (a group named by a field or an
@@ -216,9 +216,10 @@ def parser_from_config(config: type, *, prog: str, description: str = "", raw_de
     are added group by group (the ungrouped first, then in ``groups``' order), so ``usage:`` lists them as ``--help``
     does; else in the order of ``fields``, then the extras. Inside a group they keep the fields' order, then the
     extras'; ``help_order`` (field names and extras' dests) puts the options it names first, in its order (the
-    layout ``--help`` had before the command was a config, where the config's field order is another one)."""
+    layout ``--help`` had before the command was a config, where the config's field order is another one); naming
+    every option, it is the order they are added in (``usage:``'s order; ``--help`` still lists them by group)."""
     fc = argparse.RawDescriptionHelpFormatter if raw_description else argparse.HelpFormatter
-    p = ConfigParser(prog=prog, description=description, formatter_class=fc)
+    p = ConfigParser(prog=prog, description=description, epilog=epilog, formatter_class=fc)
     made: dict[str, argparse._ActionsContainer] = {g: p.add_argument_group(g) for g in groups}
 
     def where(group: str | None) -> argparse._ActionsContainer:
@@ -237,7 +238,9 @@ def parser_from_config(config: type, *, prog: str, description: str = "", raw_de
     unknown = set(first) - {_name(it) for _, it in items}
     if unknown:
         raise ValueError(f"help_order names no option of {config.__name__}: {sorted(unknown)}")
-    if by_group:
+    if set(first) == {_name(it) for _, it in items}:  # every option named: added in exactly that order
+        items.sort(key=lambda gi: first[_name(gi[1])])
+    elif by_group:
         at = {id(it): i for i, (_, it) in enumerate(items)}
         items.sort(key=lambda gi: (gi[0] is not None, rank.get(gi[0], len(rank) + order[gi[0]]) if gi[0] else 0,
                                    first.get(_name(gi[1]), len(first) + at[id(gi[1])])))
