@@ -8,8 +8,10 @@ only the run-specific fields taken out, and the output says which it was:
 * ``identical``: the same bytes;
 * ``same after run-specific fields``: identical once timestamps, wall times, the git commit and the two trees'
   own paths are removed (JSON keys in :data:`RUN_SPECIFIC_KEYS` dropped at any depth; in any text the two root
-  paths replaced by ``<ROOT>`` and ISO timestamps by ``<TIME>``; in HDF5 files, datasets compared by value and
-  attributes with the same rules);
+  paths replaced by ``<ROOT>``, the two folder names (where they differ: a report's title names its folder) by
+  ``<NAME>``, ``git <hex>`` by ``git <COMMIT>``, a report's ``Wall time N min`` by ``<WALL>`` and ISO timestamps
+  by ``<TIME>``; in HDF5 files, datasets
+  compared by value and attributes with the same rules);
 * ``DIFFERS`` / ``only in A`` / ``only in B``: a real difference (exit status 1).
 
 The keys excluded are printed with the result, so a reader sees exactly what was not compared.
@@ -23,21 +25,34 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: JSON keys whose values are run-specific: when and how long (timestamps, wall times), which commit and
-#: machine produced it, and the command line (it names the output path)
+#: JSON keys (and HDF5 attributes) whose values are run-specific: when and how long (timestamps, a file's mtime,
+#: wall times), which commit and machine produced it, the command line (it names the output path), and the
+#: sha256 of a file that itself holds timestamps (the run's manifest, the activation store, directions.h5: those
+#: files are compared here themselves, field by field and dataset by dataset)
 RUN_SPECIFIC_KEYS = frozenset({
-    "created", "updated", "finished", "started", "timestamp", "time", "date",
-    "wall_s", "seconds", "elapsed", "elapsed_s", "duration_s", "wall_seconds", "stage_seconds", "timings",
+    "created", "updated", "finished", "started", "timestamp", "time", "date", "mtime",
+    "wall_s", "seconds", "elapsed", "elapsed_s", "duration_s", "wall_seconds", "stage_seconds", "timings", "timing",
+    "cache_seconds_last_session",
     "git", "commit", "dirty", "command", "hostname",
+    "sha256", "source_manifest_sha256", "directions_sha256",
 })
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)?")
 TEXT_SUFFIXES = {".json", ".jsonl", ".md", ".txt", ".html", ".toml", ".csv"}
 
 
+_COMMIT = re.compile(r"\bgit [0-9a-f]{7,40}\b")
+_WALL = re.compile(r"\bWall time [0-9.]+ (min|s)\b")
+#: the two trees' own folder names, where they differ (a report's title names its study folder); set by compare()
+_NAMES: list[str] = []
+
+
 def _text(s: str, roots: tuple[str, ...]) -> str:
     for r in roots:
         s = s.replace(r, "<ROOT>")
-    return _TIME.sub("<TIME>", s)
+    for name in _NAMES:
+        s = re.sub(rf"\b{re.escape(name)}\b", "<NAME>", s)
+    s = _WALL.sub("Wall time <WALL>", s)
+    return _COMMIT.sub("git <COMMIT>", _TIME.sub("<TIME>", s))
 
 
 def _strip(obj: Any, roots: tuple[str, ...]) -> Any:
@@ -101,8 +116,9 @@ def _h5(path: Path, roots: tuple[str, ...]) -> Any:
 
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset):
-                data = obj[()]
-                out[name] = (str(obj.dtype), obj.shape, np.asarray(data).tobytes(), attrs(obj))
+                data = np.asarray(obj[()])
+                value = data.tolist() if data.dtype.kind in "OSU" else data.tobytes()  # strings by value, not pointer
+                out[name] = (str(obj.dtype), obj.shape, value, attrs(obj))
             else:
                 out[name] = attrs(obj)
 
@@ -113,6 +129,7 @@ def _h5(path: Path, roots: tuple[str, ...]) -> Any:
 def compare(a: Path, b: Path) -> list[tuple[str, str]]:
     """``[(relative path, verdict)]`` for every file under either tree, sorted by path."""
     roots = tuple(sorted({str(a.resolve()), str(b.resolve()), str(a), str(b)}, key=len, reverse=True))
+    _NAMES[:] = [a.resolve().name, b.resolve().name] if a.resolve().name != b.resolve().name else []
     files = sorted({p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file()}
                    | {p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()})
     out = []
@@ -147,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         counts[v] = counts.get(v, 0) + 1
     print("\n" + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     print("excluded (run-specific): JSON keys " + ", ".join(sorted(RUN_SPECIFIC_KEYS))
-          + "; the two trees' root paths; ISO timestamps")
+          + "; the two trees' root paths and folder names; 'git <commit>' and 'Wall time N min' in text; "
+          "ISO timestamps")
     bad = [v for _, v in rows if v in ("DIFFERS", "only in A", "only in B")]
     return 1 if bad else 0
 
