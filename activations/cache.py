@@ -34,7 +34,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,8 @@ from activations.memory import bound_heap, release
 from activations.store import StoreWriter, parts_dir
 from activations.store import is_complete as _store_complete
 from activations.summary import format_summary, summarize, summary_blocks  # noqa: F401  (the stage's summary, re-exported)
-from loadbearing.cli import OneLineParser, add_labelling, add_option, add_output, add_quiet, run_cli
 from loadbearing.cli import check_device as _check_device
+from loadbearing.cli import run_cli
 from loadbearing.engine.layers import d_model as model_width
 from loadbearing.engine.layers import decoder_layers, n_layers
 from loadbearing.engine.models import ModelError
@@ -66,10 +66,13 @@ from loadbearing.options import check_layers, parse_layers, parse_token_position
 from loadbearing.provenance import package_versions
 from loadbearing.runs import ACTIVATIONS, CONTINUATIONS, MANIFEST, Run, question_key_of
 from loadbearing.shards import Shard, parse_shard
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 DEFAULT_OUTPUT = ACTIVATIONS
 CONDITIONS = ("perturbed", "control", "all")
 DTYPES = ("float16", "float32")
+#: the help groups of ``python -m activations.cache`` (its parser is built from :class:`CacheConfig`)
+_WHAT, _MODEL = "what is cached", "model and engine"
 #: what the out-of-memory error at batch size 1 tells the user to change
 OOM_FIX = ("cache fewer --layers (the nnsight engine stops after the last one), or on a device with more memory "
            "(--device)")
@@ -79,23 +82,42 @@ OOM_FIX = ("cache fewer --layers (the nnsight engine stops after the last one), 
 class CacheConfig:
     """Settings of one caching run (the CLI parses into this; the study builds it directly)."""
 
-    run_dir: str | Path
-    layers: str | Sequence[int] | None = "all"
-    positions: str | Sequence[str] | None = "prefix_last"
-    engine: str = "nnsight"
-    dtype: str = "float32"
-    batch_size: int = 8
-    output: str | Path | None = None
-    resume: bool = False
-    labels: str | None = None  # labelling name under RUN_DIR/labels/; None = newest; "none" = no label3
-    allow_outcome_tokens: bool = False
-    conditions: str = "all"
-    model: str | None = None  # load this model instead of the manifest's (its weights must still match)
-    device: str | None = None
-    shard: str | None = None  # "I/N"
-    allow_incomplete: bool = False  # accept a run whose manifest says it has not finished
-    progress: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)  # recorded in the store's settings
+    run_dir: str | Path = option(positional=True, group="inputs",
+                                 help="run directory written by python -m behavioural.run (reads continuations.jsonl)")
+    layers: str | Sequence[int] | None = option("all", group=_WHAT, help="HF hidden_states indices: 'all' (default), a "
+                                                "list '0,6,12,-1' or a range '10-20' (0 = embeddings, L = after block L-1)")
+    positions: str | Sequence[str] | None = option(
+        "prefix_last", flag="--token-positions", deprecated=("--positions",), metavar="LIST", group=_WHAT,
+        help=f"comma-separated token positions: {', '.join(SAFE_POSITIONS)} (default prefix_last); "
+             f"{', '.join(OUTCOME_POSITIONS)} and continuation[:N] (the first N tokens generated after the edit, one "
+             f"position each) need --allow-outcome-tokens")
+    engine: str = option("nnsight", choices=ENGINES, group=_MODEL,
+                         help="nnsight (default), transformer-lens (TransformerBridge) or hf (output_hidden_states)")
+    dtype: str = option("float32", choices=DTYPES, group=_WHAT, help="stored dtype (default float32)")
+    batch_size: int = option(8, type=int, group=_MODEL, help="rows per forward pass (default 8); memory scales with it")
+    output: str | Path | None = option(None, flag="--output-file", deprecated=("--output",), metavar="FILE",
+                                       group="output", help=f"store path (default RUN_DIR/{DEFAULT_OUTPUT}; "
+                                                            "RUN_DIR/activations.shard-I-of-N.h5 for a shard)")
+    resume: bool = option(False, group="output", help="continue an interrupted store (stored rows are skipped)")
+    #: labelling name under RUN_DIR/labels/; None = newest; "none" = no label3
+    labels: str | None = option(None, flag="--labelling", deprecated=("--labels",), metavar="NAME", group="inputs",
+                                help="labelling under RUN_DIR/labels/ for the A/B/C label3 column (default: the most "
+                                     "recent; 'none' for no label3)")
+    allow_outcome_tokens: bool = option(False, group=_WHAT, help="allow continuation_mean / continuation[:N] (tokens "
+                                        "written after the edit: the outcome; post-outcome reads, not for prediction); "
+                                        "marks the store leaky")
+    conditions: str = option("all", choices=CONDITIONS, group="inputs",
+                             help="which continuations to cache (default all: perturbed and control)")
+    #: load this model instead of the manifest's (its weights must still match)
+    model: str | None = option(None, group=_MODEL, help="model to load instead of the manifest's (its weights hash "
+                               "must still match the run's)")
+    device: str | None = option(None, group=_MODEL, help="cpu, cuda, cuda:N or auto (default: the model loader's "
+                                "choice)")
+    shard: str | None = option(None, group="inputs", help="I/N: cache only shard I of N (a deterministic partition by "
+                               "question key); merge the shards with python -m activations.merge")
+    allow_incomplete: bool = option(False, group="inputs", help="cache a run whose manifest says it has not finished")
+    progress: bool = option(True, negate="--quiet", group="output", help="no progress bar")
+    extra: dict[str, Any] = option(cli=False, factory=dict, help="recorded in the store's settings")
 
 
 def default_output(run_dir: str | Path, shard: str | None = None) -> Path:
@@ -291,56 +313,16 @@ def _progress(total: int, initial: int, enabled: bool, out: Path):
 # CLI
 # ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    ap = OneLineParser(
-        prog="python -m activations.cache",
-        description="Cache the hidden states of a run's continuations (before the outcome) into an HDF5 store.",
-    )
-    inp = ap.add_argument_group("inputs")
-    inp.add_argument("run_dir", help="run directory written by python -m behavioural.run (reads continuations.jsonl)")
-    add_labelling(inp, "labelling under RUN_DIR/labels/ for the A/B/C label3 column (default: the most recent; "
-                       "'none' for no label3)", dest="labels", deprecated=("--labels",))
-    inp.add_argument("--conditions", default="all", choices=CONDITIONS,
-                     help="which continuations to cache (default all: perturbed and control)")
-    inp.add_argument("--shard", default=None,
-                     help="I/N: cache only shard I of N (a deterministic partition by question key); merge the "
-                          "shards with python -m activations.merge")
-    inp.add_argument("--allow-incomplete", action="store_true",
-                     help="cache a run whose manifest says it has not finished")
-    what = ap.add_argument_group("what is cached")
-    what.add_argument("--layers", default="all",
-                      help="HF hidden_states indices: 'all' (default), a list '0,6,12,-1' or a range '10-20' "
-                           "(0 = embeddings, L = after block L-1)")
-    add_option(what, "--token-positions", dest="positions", default="prefix_last", metavar="LIST",
-               deprecated=("--positions",),
-               help=f"comma-separated token positions: {', '.join(SAFE_POSITIONS)} (default prefix_last); "
-                    f"{', '.join(OUTCOME_POSITIONS)} and continuation[:N] (the first N tokens generated after "
-                    f"the edit, one position each) need --allow-outcome-tokens")
-    what.add_argument("--allow-outcome-tokens", action="store_true",
-                      help="allow continuation_mean / continuation[:N] (tokens written after the edit: the "
-                           "outcome; post-outcome reads, not for prediction); marks the store leaky")
-    what.add_argument("--dtype", default="float32", choices=DTYPES, help="stored dtype (default float32)")
-    model = ap.add_argument_group("model and engine")
-    model.add_argument("--engine", default="nnsight", choices=ENGINES,
-                       help="nnsight (default), transformer-lens (TransformerBridge) or hf (output_hidden_states)")
-    model.add_argument("--model", default=None,
-                       help="model to load instead of the manifest's (its weights hash must still match the run's)")
-    model.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: the model loader's choice)")
-    model.add_argument("--batch-size", type=int, default=8,
-                       help="rows per forward pass (default 8); memory scales with it")
-    out = ap.add_argument_group("output")
-    add_output(out, "file", f"store path (default RUN_DIR/{DEFAULT_OUTPUT}; RUN_DIR/activations.shard-I-of-N.h5 for "
-                            "a shard)", dest="output")
-    out.add_argument("--resume", action="store_true", help="continue an interrupted store (stored rows are skipped)")
-    add_quiet(out, "no progress bar")
-    return ap
+    """The command's parser, built from :class:`CacheConfig`."""
+    return parser_from_config(CacheConfig, prog="python -m activations.cache", groups=("inputs", _WHAT, _MODEL, "output"),
+                              help_order=("layers", "positions", "allow_outcome_tokens", "engine", "model", "device"),
+                              description="Cache the hidden states of a run's continuations (before the outcome) into "
+                                          "an HDF5 store.")
 
 
 def config_from_args(args: argparse.Namespace) -> CacheConfig:
-    return CacheConfig(
-        run_dir=args.run_dir, layers=args.layers, positions=args.positions, engine=args.engine, dtype=args.dtype,
-        batch_size=args.batch_size, output=args.output, resume=args.resume, labels=args.labels,
-        allow_outcome_tokens=args.allow_outcome_tokens, conditions=args.conditions, model=args.model,
-        device=args.device, shard=args.shard, allow_incomplete=args.allow_incomplete, progress=not args.quiet)
+    config: CacheConfig = config_from_parsed(CacheConfig, args)
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:

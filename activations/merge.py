@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ import numpy as np
 from activations.assemble import Block, publish_h5
 from activations.reader import open_store
 from activations.schema import CHUNK_ROWS, parts_dir
-from loadbearing.cli import OneLineParser, add_output, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.files import RunDirError
 from loadbearing.locks import output_lock
 from loadbearing.shards import MergeError, ShardError, parse_shard
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 MATCH_ATTRS = ("model_id", "weights_hash", "engine", "source_run", "source_manifest_sha256",
                "source_continuations_sha256", "label_source", "decoder_layers_path", "dtype", "d_model", "leaky")
@@ -140,23 +142,30 @@ def merge_stores(parts: Sequence[str | Path], output: str | Path) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class StoreMergeConfig:
+    """What ``python -m activations.merge`` accepts (its parser is built from these fields)."""
+
+    parts: tuple[str, ...] = option(positional=True, nargs="+", parse=tuple, group="inputs",
+                                    help="the shard stores (.h5), all N of them, in any order")
+    output: str = option(flag="--output-file", deprecated=("--output",), metavar="FILE", required=True,
+                         group="output", help="the merged store to write (must not exist)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = OneLineParser(prog="python -m activations.merge",
-                 description="Merge activation-store shards (--shard I/N) into the store of one unsharded run.")
-    ap.add_argument_group("inputs").add_argument("parts", nargs="+",
-                                                 help="the shard stores (.h5), all N of them, in any order")
-    add_output(ap.add_argument_group("output"), "file", "the merged store to write (must not exist)", dest="output",
-               required=True)
-    return ap
+    """The command's parser, built from :class:`StoreMergeConfig`."""
+    return parser_from_config(StoreMergeConfig, prog="python -m activations.merge", groups=("inputs", "output"),
+                              description="Merge activation-store shards (--shard I/N) into the store of one unsharded "
+                                          "run.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    config: StoreMergeConfig = config_from_parsed(StoreMergeConfig, build_parser().parse_args(argv))
 
     def body() -> None:
-        out = merge_stores(args.parts, args.output)
+        out = merge_stores(config.parts, config.output)
         with open_store(out) as st:
-            print(f"wrote {out}: {st.n_rows} rows from {len(args.parts)} shards")
+            print(f"wrote {out}: {st.n_rows} rows from {len(config.parts)} shards")
 
     return run_cli(body)
 

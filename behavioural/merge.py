@@ -20,14 +20,16 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loadbearing import files as rundir
 from loadbearing import provenance as provenance_mod
-from loadbearing.cli import OneLineParser, add_output, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.runs import BASELINES, CONTINUATIONS, MANIFEST, SKIPPED, SUMMARY, Run
 from loadbearing.shards import MergeError, Shard, check_complementary
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 #: settings that may differ between parts (they do not change results)
 NON_RESULT = {"shard", "batch_size", "backend"}
@@ -132,22 +134,29 @@ def merge_runs(parts: Sequence[str | os.PathLike[str]], output: str | os.PathLik
     return out
 
 
+@dataclass(frozen=True)
+class MergeConfig:
+    """What ``python -m behavioural.merge`` accepts (its parser is built from these fields)."""
+
+    parts: tuple[str, ...] = option(positional=True, nargs="+", parse=tuple, group="inputs",
+                                    help="the shard run directories (written with --shard I/N)")
+    allow_incomplete: bool = option(False, group="inputs", help="merge parts that have not finished (recorded)")
+    output: str = option(flag="--output-dir", deprecated=("--output",), metavar="DIR", required=True, group="output",
+                         help="the merged run directory (must not exist)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0])
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("parts", nargs="+", help="the shard run directories (written with --shard I/N)")
-    inp.add_argument("--allow-incomplete", action="store_true", help="merge parts that have not finished (recorded)")
-    add_output(p.add_argument_group("output"), "dir", "the merged run directory (must not exist)", dest="output",
-               required=True)
-    return p
+    """The command's parser, built from :class:`MergeConfig`."""
+    return parser_from_config(MergeConfig, prog="python -m behavioural.merge", description=__doc__.split("\n\n")[0],
+                              groups=("inputs", "output"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    config: MergeConfig = config_from_parsed(MergeConfig, build_parser().parse_args(argv))
 
     def body() -> int:
-        out = merge_runs(args.parts, args.output, allow_incomplete=args.allow_incomplete)
-        print(f"merged {len(args.parts)} shards into {out}")
+        out = merge_runs(config.parts, config.output, allow_incomplete=config.allow_incomplete)
+        print(f"merged {len(config.parts)} shards into {out}")
         return 0
 
     return run_cli(body)

@@ -30,6 +30,7 @@ from behavioural.protocol import check_manifest, check_resume, run_protocol
 from behavioural.results import BehaviourSummary
 from behavioural.run_options import (
     DEFAULT_MODEL,
+    RunOptions,
     build_parser,
     describe,
     settings_for_resume,
@@ -44,6 +45,7 @@ from loadbearing.locks import output_lock
 from loadbearing.questions.data import load_questions, sample
 from loadbearing.runs import MANIFEST, SUMMARY, Run, is_fresh_dir
 from loadbearing.shards import parse_shard
+from loadbearing.stage.parser import config_from_parsed
 
 __all__ = ["DEFAULT_MODEL", "RunConfig", "build_parser", "check_writable", "config_from_argv", "describe",
            "format_summary", "is_complete", "main", "run_stage", "settings_for_resume",
@@ -203,7 +205,7 @@ def run_stage(config: RunConfig, *, lm=None, generate_fn=None, echo=print, log=N
 # ------------------------------------------------------------------------------------------ CLI
 def config_from_argv(argv: list[str] | None) -> RunConfig:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = config_from_parsed(RunOptions, parser.parse_args(argv))
     if args.resume and not (Path(args.resume) / MANIFEST).is_file():
         what = "no manifest.json there" if Path(args.resume).is_dir() else "no such directory, so no manifest.json"
         raise RunDirError(f"--resume {args.resume}: {what}; pass a run directory written by python -m behavioural.run")

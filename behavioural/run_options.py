@@ -1,6 +1,6 @@
 """The options of ``python -m behavioural.run`` and the :class:`~behavioural.protocol.Settings` they make.
 
-    from behavioural.run_options import build_parser, settings_from_args
+    from behavioural.run_options import build_parser, settings_from_args   # the parser is RunOptions' fields
     settings = settings_from_args(build_parser().parse_args(["--dataset", "arith", "--max-examples", "24"]))
 
 ``--resume RUN_DIR`` alone continues with the settings stored in the run's manifest
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from behavioural.strategies import StrategyError, parse_strategies
-from loadbearing.cli import OneLineParser, add_line_positions, add_output, add_quiet
 from loadbearing.options import parse_line_positions
 from loadbearing.questions.data import DATASETS
 from loadbearing.runs import MANIFEST, Run
+from loadbearing.stage.parser import option, parser_from_config
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DESCRIPTION = "Edit-and-continue protocol command."
@@ -36,65 +37,79 @@ OPTION_NAMES = {"positions": "--line-positions"}
 FREE_OPTIONS = {"batch_size": "batch_size", "backend": "backend"}
 
 
+_GEN, _VLLM = "generation (does not change results)", "vLLM engine"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``python -m behavioural.run`` accepts, one field per option (its parser is built from these fields);
+    :func:`settings_from_args` makes the run's :class:`~behavioural.protocol.Settings` of it."""
+
+    model: str = option(DEFAULT_MODEL, group="model", help="model name: the embedded default, a paper alias "
+                        "(gemma-2-9b-it, llama-3.1-8b-instruct, deepseek-r1-distill-qwen-7b), a HF id, a local dir or a "
+                        ".gguf")
+    model_revision: str | None = option(None, group="model", help="pin the model's HF revision (commit/tag)")
+    quantize: str | None = option(None, choices=("4bit", "8bit"), group="model",
+                                  help="load the model quantised with bitsandbytes")
+    dtype: str | None = option(None, group="model", help="float32 | float16 | bfloat16 (default: float32 on CPU, "
+                               "bfloat16 on GPU)")
+    device: str | None = option(None, group="model", help="cpu | cuda | cuda:N | auto")
+    dataset: str = option("arith", choices=DATASETS, group="questions", help="question set")
+    task: str | None = option(None, group="questions",
+                              help="MMLU subject, BBH task, or arith level(s) e.g. s2_o5,s3_o5")
+    data_dir: str | None = option(None, group="questions", help="local copy of the benchmarks in their upstream "
+                                  "layout (e.g. ../shared/data); without it, load from the HF hub")
+    input_file: str | None = option(None, group="questions", help="JSONL of {id, question, answer[, choices][, task]} "
+                                    "instead of a benchmark")
+    max_examples: int = option(100, type=int, group="questions", help="questions sampled (seeded) from the dataset")
+    all: bool = option(False, group="questions", help="use every question (overrides --max-examples)")
+    seed: int = option(42, type=int, group="questions", help="sampling and perturbation seed")
+    dataset_revision: str | None = option(None, group="questions",
+                                          help="pin the HF dataset revision (hub loading only)")
+    n_per_level: int | None = option(None, type=int, group="questions",
+                                     help="arith: questions generated per difficulty level (default 50)")
+    shard: str | None = option(None, metavar="I/N", group="questions",
+                               help="run only shard I of N (0-based) of the question sample, partitioned by question "
+                                    "key; merge the parts with python -m behavioural.merge")
+    strategy: str | None = option(None, group="protocol", help="one or several strategies (comma list) or 'all'; "
+                                  "default: arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, negation_flip "
+                                  "for bbh")
+    positions: str = option("early,middle,late", flag="--line-positions", deprecated=("--positions",),
+                            metavar="LIST", group="protocol",
+                            help="edited line positions, a comma list of early, middle, late")
+    max_new_tokens: int = option(4096, type=int, group="protocol", help="generation budget per baseline/continuation")
+    min_lines: int = option(3, type=int, group="protocol",
+                            help="visible reasoning lines a correct baseline needs to be eligible")
+    few_shot: bool | None = option(None, off=("--no-few-shot", "no few-shot turns"), group="protocol",
+                                   help="include few-shot turns (default: on for arith only)")
+    batch_size: int = option(8, type=int, group=_GEN,
+                             help="generation batch size (does not change results beyond float noise)")
+    backend: str = option("hf", choices=("hf", "hf-plain", "vllm"), group=_GEN,
+                          help="generation backend: hf (the fast path), hf-plain (the same batching with transformers' "
+                               "own kernels and no prompt-lookup drafts: the reference for ruling out the fast "
+                               "kernels), vllm")
+    tensor_parallel_size: int = option(1, type=int, group=_VLLM, help="vLLM: GPUs to shard over")
+    gpu_memory_utilization: float = option(0.85, type=float, group=_VLLM, help="vLLM: fraction of GPU memory to use")
+    pipeline_parallel_size: int = option(1, type=int, group=_VLLM, help="vLLM: pipeline stages (GPUs or nodes)")
+    data_parallel_size: int = option(1, type=int, group=_VLLM, help="vLLM: engine replicas")
+    distributed_executor_backend: str | None = option(None, choices=("mp", "ray", "uni", "external_launcher"),
+                                                      group=_VLLM, help="vLLM: how workers are launched (ray for "
+                                                                        "multi-node); default: vLLM's choice")
+    output_dir: str | None = option(None, metavar="DIR", group="output",
+                                    help="new run directory (must not exist); default runs/<dataset>-<time>")
+    resume: str | None = option(None, metavar="RUN_DIR", group="output", help="continue this run directory with the "
+                                "settings in its manifest (options given beside it must match)")
+    quiet: bool = option(False, group="output", help="no progress bars")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m behavioural.run", description=DESCRIPTION)
-    m = p.add_argument_group("model")
-    m.add_argument("--model", default=DEFAULT_MODEL, help="model name: the embedded default, a paper alias "
-                   "(gemma-2-9b-it, llama-3.1-8b-instruct, deepseek-r1-distill-qwen-7b), a HF id, a local dir or a .gguf")
-    m.add_argument("--model-revision", default=None, help="pin the model's HF revision (commit/tag)")
-    m.add_argument("--quantize", choices=("4bit", "8bit"), default=None, help="load the model quantised with bitsandbytes")
-    m.add_argument("--dtype", default=None, help="float32 | float16 | bfloat16 (default: float32 on CPU, bfloat16 on GPU)")
-    m.add_argument("--device", default=None, help="cpu | cuda | cuda:N | auto")
-
-    q = p.add_argument_group("questions")
-    q.add_argument("--dataset", choices=DATASETS, default="arith", help="question set")
-    q.add_argument("--task", default=None, help="MMLU subject, BBH task, or arith level(s) e.g. s2_o5,s3_o5")
-    q.add_argument("--data-dir", default=None, help="local copy of the benchmarks in their upstream layout "
-                   "(e.g. ../shared/data); without it, load from the HF hub")
-    q.add_argument("--input-file", default=None, help="JSONL of {id, question, answer[, choices][, task]} instead of a benchmark")
-    q.add_argument("--max-examples", type=int, default=100, help="questions sampled (seeded) from the dataset")
-    q.add_argument("--all", action="store_true", help="use every question (overrides --max-examples)")
-    q.add_argument("--seed", type=int, default=42, help="sampling and perturbation seed")
-    q.add_argument("--dataset-revision", default=None, help="pin the HF dataset revision (hub loading only)")
-    q.add_argument("--n-per-level", type=int, default=None, help="arith: questions generated per difficulty level (default 50)")
-    q.add_argument("--shard", default=None, metavar="I/N",
-                   help="run only shard I of N (0-based) of the question sample, partitioned by question key; merge the "
-                        "parts with python -m behavioural.merge")
-
-    e = p.add_argument_group("protocol")
-    e.add_argument("--strategy", default=None, help="one or several strategies (comma list) or 'all'; default: "
-                   "arithmetic_change for gsm8k/arith, wrong_elimination for mmlu, negation_flip for bbh")
-    add_line_positions(e, "early,middle,late")
-    e.add_argument("--max-new-tokens", type=int, default=4096, help="generation budget per baseline/continuation")
-    e.add_argument("--min-lines", type=int, default=3, help="visible reasoning lines a correct baseline needs to be eligible")
-    e.add_argument("--few-shot", dest="few_shot", action="store_true", default=None,
-                   help="include few-shot turns (default: on for arith only)")
-    e.add_argument("--no-few-shot", dest="few_shot", action="store_false", help="no few-shot turns")
-
-    g = p.add_argument_group("generation (does not change results)")
-    g.add_argument("--batch-size", type=int, default=8, help="generation batch size (does not change results beyond float noise)")
-    g.add_argument("--backend", choices=("hf", "hf-plain", "vllm"), default="hf",
-                   help="generation backend: hf (the fast path), hf-plain (the same batching with transformers' own "
-                   "kernels and no prompt-lookup drafts: the reference for ruling out the fast kernels), vllm")
-
-    v = p.add_argument_group("vLLM engine")
-    v.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs to shard over")
-    v.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM: fraction of GPU memory to use")
-    v.add_argument("--pipeline-parallel-size", type=int, default=1, help="vLLM: pipeline stages (GPUs or nodes)")
-    v.add_argument("--data-parallel-size", type=int, default=1, help="vLLM: engine replicas")
-    v.add_argument("--distributed-executor-backend", choices=("mp", "ray", "uni", "external_launcher"), default=None,
-                   help="vLLM: how workers are launched (ray for multi-node); default: vLLM's choice")
-
-    o = p.add_argument_group("output")
-    add_output(o, "dir", "new run directory (must not exist); default runs/<dataset>-<time>", deprecated=())
-    o.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue this run directory with the settings in its manifest (options given beside it must match)")
-    add_quiet(o)
-    return p
+    """The command's parser, built from :class:`RunOptions`."""
+    return parser_from_config(RunOptions, prog="python -m behavioural.run", description=DESCRIPTION,
+                              groups=("model", "questions", "protocol", _GEN, _VLLM, "output"))
 
 
-def settings_from_args(args: argparse.Namespace):
-    """The :class:`~behavioural.protocol.Settings` of parsed options."""
+def settings_from_args(args: argparse.Namespace | RunOptions):
+    """The :class:`~behavioural.protocol.Settings` of parsed options (a namespace or :class:`RunOptions`)."""
     from behavioural.protocol import Settings  # deferred: behavioural.protocol loads numpy
 
     dataset_kind = args.dataset if not args.input_file else "custom"
@@ -113,7 +128,7 @@ def _norm(v):
     return tuple(v) if isinstance(v, list) else v
 
 
-def settings_for_resume(run_dir: Path, args: argparse.Namespace, explicit: set[str]):
+def settings_for_resume(run_dir: Path, args: argparse.Namespace | RunOptions, explicit: set[str]):
     """The run's stored settings, with explicit options compared (a result-changing difference is refused)."""
     from behavioural.protocol import ProtocolError, Settings  # deferred: behavioural.protocol loads numpy
 

@@ -7,9 +7,10 @@ names of its choices and files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from loadbearing.stage.parser import option
 from probes.data import TARGETS, ProbeError, store_dir
 from probes.fit.estimators import DEFAULT_CS
 from probes.fit.mlp_train import HIDDEN_SIZES, WEIGHT_DECAYS
@@ -22,43 +23,77 @@ TRANSFER_BY = ("strategy", "edit_position")
 SOLVERS = ("torch", "sklearn")
 RESULTS = "results.json"
 
+#: the help groups of ``python -m probes.train``, in its ``--help`` order (its parser is built from ProbeConfig)
+_IO, _DATA, _CV = "input and output", "data (which rows, labels and features)", "probes and cross-validation"
+_CONTROLS, _MLP, _PAPER = "controls, intervals and transfer", "the mlp probe (--probe mlp)", "the paper's layout"
+_DIRS, _RUN = "steering directions (directions.h5)", "solver and output (do not change results)"
+GROUPS = (_IO, _DATA, _CV, _CONTROLS, _MLP, _PAPER, _DIRS, _RUN)
+
 
 @dataclass
 class ProbeConfig:
     """Everything ``python -m probes.train`` accepts; :meth:`validate` refuses bad values before any work."""
 
-    store: str
-    output: str | None = None
-    target: str = "propagation"
-    layers: str = "all"
-    position: str = "prefix_last"
-    probe: str = "both"
-    folds: int = 5
-    inner_folds: int = 3
-    group: str = "question"
-    seed: int = 0
-    conditions: str = "perturbed"
-    cs: tuple[float, ...] = DEFAULT_CS
-    pca: int | None = None
-    n_directions: int = 8
-    permutations: int = 100
-    bootstrap: int = 1000
-    transfer_layer: int | None = None
-    transfer: bool = True
-    directions: bool = True
+    store: str = option(positional=True, group=_IO, help="activation store (.h5) written by python -m activations.cache")
+    output: str | None = option(None, flag="--output-dir", deprecated=("--output",), metavar="DIR", group=_IO,
+                                help="new output directory (must not exist); default <store dir>/probes")
+    target: str = option("propagation", choices=TARGETS, group=_DATA,
+                         help="propagation: C vs non-C (y=1 for C, from 'label'); three_class: A/B/C (from 'label3'); "
+                              "bypass: A vs B or C (y=1 for A, from 'label3'; the paper's 'Binary bypass')")
+    layers: str = option("all", group=_DATA, help="'all', a comma list '0,4,8' or ranges '4-8' of stored layers")
+    position: str = option("prefix_last", flag="--token-position", deprecated=("--position",), metavar="POSITION",
+                           group=_DATA, help="which stored token position's hidden states to use")
+    probe: str = option("both", group=_CV, help=f"probe type: {', '.join(ALL_PROBES)}, both (= logistic,mass_mean) or "
+                        "a comma set such as logistic,mass_mean,mlp")
+    folds: int = option(5, type=int, group=_CV, help="outer cross-validation folds (grouped by --group)")
+    inner_folds: int = option(3, type=int, group=_CV,
+                              help="grouped inner folds inside each training split (logistic C; layer-selection score)")
+    group: str = option("question", choices=("question", "none"), group=_CV,
+                        help="CV grouping; 'none' (rows split independently) is an optimistic diagnostic only")
+    seed: int = option(0, type=int, group=_CV, help="fold assignment, control permutations, PCA seed")
+    conditions: str = option("perturbed", choices=("perturbed", "all"), group=_DATA,
+                             help="which continuations to probe: perturbed only, or perturbed + unedited controls")
+    cs: tuple[float, ...] = option(DEFAULT_CS, cli_default=",".join(f"{c:g}" for c in DEFAULT_CS),
+                                   parse=lambda s: parse_cs(s), group=_CV,
+                                   help="logistic C grid (comma list of numbers > 0) searched by the inner grouped CV")
+    pca: int | None = option(None, type=int, group=_CV,
+                             help="optional PCA components, fitted inside each fold (needs --solver sklearn)")
+    n_directions: int = option(8, type=int, group=_DIRS, help="rows of the exported steering basis")
+    permutations: int = option(100, type=int, aliases=("--control-repeats",), group=_CONTROLS,
+                               help="question-level label permutations of the shuffled-label control (0 = off)")
+    bootstrap: int = option(1000, type=int, group=_CONTROLS, help="question-cluster bootstrap resamples (0 = off)")
+    transfer_layer: int | None = option(None, type=int, group=_CONTROLS,
+                                        help="layer for the transfer checks (default: the layer nested CV chose most "
+                                             "often)")
+    transfer: bool = option(True, negate="--no-transfer", group=_CONTROLS, help="skip the transfer checks")
+    directions: bool = option(True, negate="--no-directions", group=_DIRS, help="skip directions.h5")
     #: fraction of questions held out of the direction fit, so steering can test on unseen questions
-    steer_holdout: float = 0.0
-    allow_incomplete: bool = False
-    allow_leaky: bool = False
-    quiet: bool = False
-    solver: str = "torch"
-    device: str = "auto"
+    steer_holdout: float = option(0.0, type=float, group=_DIRS,
+                                  help="fraction of questions (seeded) left out of the direction fit and recorded in "
+                                       "directions.h5, so python -m steering.sweep steers only questions the "
+                                       "directions never saw")
+    allow_incomplete: bool = option(False, group=_DATA, help="read a store whose caching did not finish")
+    allow_leaky: bool = option(False, group=_DATA, help="accept a store marked leaky (features from tokens after the "
+                               "edit): results are not valid")
+    quiet: bool = option(False, group=_RUN, help="no per-layer progress lines")
+    solver: str = option("torch", choices=SOLVERS, group=_RUN,
+                         help="torch: batched solver (same optimum as sklearn's lbfgs); sklearn: the reference")
+    device: str = option("auto", group=_RUN, help="torch device: auto, cpu, cuda, cuda:N")
     #: write paper_table.csv (+ .md): the paper's Tables 5-7 layout, per layer, for its three tasks
-    paper_table: bool = False
-    mlp_permutations: int = MLP_PERMUTATIONS
-    mlp_hidden: tuple[int, ...] = HIDDEN_SIZES
-    mlp_weight_decay: tuple[float, ...] = WEIGHT_DECAYS
-    command: str = field(default="", repr=False)
+    paper_table: bool = option(False, group=_PAPER,
+                               help="also write paper_table.csv/.md: per layer and probe, the paper's three tasks in "
+                                    "the layout of its Tables 5-7 (mean +/- std over the outer folds), beside the "
+                                    "nested headline")
+    mlp_permutations: int = option(MLP_PERMUTATIONS, type=int, group=_MLP,
+                                   help="permutations of the mlp's shuffled-label control (each a full refit per fold; "
+                                        "at most --permutations)")
+    mlp_hidden: tuple[int, ...] = option(HIDDEN_SIZES, cli_default=",".join(str(h) for h in HIDDEN_SIZES),
+                                         parse=lambda s: parse_ints(s, "--mlp-hidden"), group=_MLP,
+                                         help="hidden sizes searched by the inner grouped CV")
+    mlp_weight_decay: tuple[float, ...] = option(WEIGHT_DECAYS, cli_default=",".join(f"{w:g}" for w in WEIGHT_DECAYS),
+                                                 parse=lambda s: parse_floats(s, "--mlp-weight-decay"), group=_MLP,
+                                                 help="L2 weight decays searched by the inner grouped CV")
+    command: str = option("", cli=False, help="the command line, recorded in results.json")
 
     def validate(self) -> None:
         """One-line :class:`ProbeError` for any bad value (checks that need the store run in

@@ -20,10 +20,14 @@ from loadbearing.files import read_json, write_json
 from loadbearing.options import check_layers, parse_float_list, parse_layers, parse_token_positions, split_list
 from loadbearing.provenance import now
 from loadbearing.runs import CONFIG, MANIFEST
+from loadbearing.stage.parser import option
 from steering.positions import POSITIONS
 from steering.sweep.config import DEFAULT_ALPHAS, DEFAULT_KS, DEFAULT_PER_QUESTION, DEFAULT_RANDOM_SEEDS, DEFAULT_SESOI, OPERATORS
 
 STUDY_FILE = "study.json"
+#: the help groups of ``python -m study`` (its parser is built from :class:`StudyConfig`; study.options)
+_STUDY, _GEN, _PS = "study", "generation backend (does not change results)", "probes and steering"
+GROUPS = (_STUDY, "model", "questions", "protocol", _GEN, "labels", _PS)
 SCHEMA_VERSION = 1
 
 
@@ -37,74 +41,108 @@ class StudyConfig:
     directly). A None below is filled by :func:`study.settings.resolve` from the model and dataset (the rule
     that applied is printed); the study stores the resolved settings in ``DIR/study.json``."""
 
-    output_dir: str
-    model: str = "smollm2-135m-instruct"
-    dataset: str = "arith"
+    output_dir: str = option(metavar="DIR", group=_STUDY, help="new study directory (the run directory of every "
+                             "stage); default runs/study-<time>")
+    model: str = option("smollm2-135m-instruct", group="model", help="model for every stage (default %(default)s)")
+    dataset: str = option("arith", group="questions", help="gsm8k | mmlu | bbh | arith (default %(default)s)")
     #: None: arith -> the three demo levels; gsm8k -> none; mmlu/bbh -> every subject/task. A comma list is accepted.
-    task: str | None = None
-    data_dir: str | None = None
-    max_examples: int = 160
+    task: str | None = option(None, group="questions", help="MMLU subjects, BBH tasks or arith levels, a comma list "
+                              "(default: arith's three demo levels; every subject/task of mmlu/bbh)")
+    data_dir: str | None = option(None, group="questions", help="benchmark data directory holding gsm8k/, mmlu/, bbh/ "
+                                  "(default: the hub)")
+    max_examples: int = option(160, type=int, group="questions", help="questions (default %(default)s)")
     #: arith questions generated per level (the sample is drawn from them; 53 x 3 levels = every one)
-    n_per_level: int | None = None
-    strategy: str | None = None
-    positions: str = "early,middle,late"
+    n_per_level: int | None = option(None, type=int, group="questions",
+                                     help="arith: questions generated per level (default 80)")
+    strategy: str | None = option(None, group="protocol", help="perturbation strategies, a comma list (default: the "
+                                  "dataset's, see study.settings)")
+    positions: str = option("early,middle,late", flag="--line-positions", deprecated=("--positions",), metavar="LIST",
+                            group="protocol", help="edited line positions, a comma list of early, middle, late")
     #: None: the embedded model's CPU budget (96), else the paper's 4,096
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = option(None, type=int, group="protocol", help="generation budget (default: 96 for "
+                                        "the embedded model, the paper's 4096 for any other)")
     #: None: the benchmark's own exemplars for the embedded model, the dataset's default otherwise
-    few_shot: bool | None = None
-    batch_size: int = 16
-    dtype: str | None = None
-    quantize: str | None = None
-    labeller: str = "rule"
-    final: str | None = None
-    folds: int = 5
+    few_shot: bool | None = option(None, off=("--no-few-shot", "no few-shot turns"), group="protocol",
+                                   help="few-shot turns: the benchmark's own exemplars (default: on for the embedded "
+                                        "model)")
+    batch_size: int = option(16, type=int, group=_GEN, help="generation batch size (default %(default)s)")
+    dtype: str | None = option(None, group="model", help="float32 | float16 | bfloat16 | auto (default: float32 on "
+                               "CPU, bfloat16 on GPU)")
+    quantize: str | None = option(None, group="model", help="4bit | 8bit (bitsandbytes)")
+    labeller: str = option("rule", group="labels", help="rule, judge:MODEL, or a comma list (default rule)")
+    final: str | None = option(None, group="labels", help="which labeller's label is final (default: the first)")
+    folds: int = option(5, type=int, group=_PS, help="probes: grouped outer CV folds (default %(default)s)")
     #: fraction of questions the steering directions are NOT fitted on; only those questions are steered
-    steer_holdout: float = 0.5
+    steer_holdout: float = option(0.5, type=float, group=_PS, help="fraction of questions kept out of the direction "
+                                  "fit; steering uses only those (default %(default)s)")
     #: the steering grid and sample: the sweep's own defaults (steering.sweep.config), so the two steer alike
-    k: str = ",".join(str(k) for k in DEFAULT_KS)
-    alphas: str = ",".join(f"{a:g}" for a in DEFAULT_ALPHAS)
-    steer_layers: str | None = None
-    max_cases: int = 24
+    k: str = option(",".join(str(k) for k in DEFAULT_KS), group=_PS,
+                    help="steering: numbers of directions (default %(default)s)")
+    alphas: str = option(",".join(f"{a:g}" for a in DEFAULT_ALPHAS), group=_PS, help="steering: strengths relative to "
+                         "the mean residual norm (default %(default)s; >= 1 turns SmolLM2 into noise)")
+    steer_layers: str | None = option(None, group=_PS, help="steering layers (default: the probes' selection)")
+    max_cases: int = option(24, type=int, group=_PS, help="steering: C cases (default %(default)s)")
     #: C cases steered per question (1: the cases spread over as many questions as possible)
-    per_question: int = DEFAULT_PER_QUESTION
+    per_question: int = option(DEFAULT_PER_QUESTION, type=int, group=_PS,
+                               help="steering: C cases per question (default %(default)s)")
     #: None: the embedded model's CPU budget (64), else the paper's 4,096
-    steer_max_new_tokens: int | None = None
+    steer_max_new_tokens: int | None = option(None, type=int, group=_PS, help="steering budget (default: 64 for the "
+                                              "embedded model, 4096 for any other)")
     #: smallest steering effect of interest (a fraction): a null must exclude it
-    sesoi: float = DEFAULT_SESOI
-    random_seeds: int = DEFAULT_RANDOM_SEEDS
+    sesoi: float = option(DEFAULT_SESOI, type=float, group=_PS, help="steering: smallest effect of interest, a "
+                          "fraction of cases (0.10 = 10 points; default %(default)s)")
+    random_seeds: int = option(DEFAULT_RANDOM_SEEDS, type=int, group=_PS,
+                               help="steering: random-direction seeds (default %(default)s)")
     #: steering: case (each random generation its own direction) or sweep (random setting j one direction for
     #: every case, so the probe's direction is ranked among them; steering.sweep --random-scope)
-    random_scope: str = "case"
+    random_scope: str = option("case", choices=("case", "sweep"), group=_PS, help="steering: case (a fresh random "
+                               "direction per generation) or sweep (each random setting one direction for every case, "
+                               "ranked against the probe's; use >= 19 seeds; default %(default)s)")
     #: steering operators, a comma list: add (the directions added at each alpha), ablate (their span projected out)
-    steer_operator: str = "add"
-    seed: int = 42
-    device: str | None = None
-    backend: str = "hf"
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.85
-    pipeline_parallel_size: int = 1
-    data_parallel_size: int = 1
-    distributed_executor_backend: str | None = None
+    steer_operator: str = option("add", group=_PS, help="steering operators, a comma list: add (the directions added "
+                                 "at each alpha), ablate (their span projected out: are they necessary?) (default "
+                                 "%(default)s)")
+    seed: int = option(42, type=int, group="questions", help="sampling and perturbation seed (default %(default)s)")
+    device: str | None = option(None, group="model", help="cpu | cuda | cuda:N | auto (--dry-run checks only the "
+                                "syntax)")
+    backend: str = option("hf", group=_GEN, help="hf | hf-plain | vllm (default hf)")
+    tensor_parallel_size: int = option(1, type=int, group=_GEN, help="vLLM: GPUs to shard over")
+    gpu_memory_utilization: float = option(0.85, type=float, group=_GEN,
+                                           help="vLLM: fraction of GPU memory (default %(default)s)")
+    pipeline_parallel_size: int = option(1, type=int, group=_GEN, help="vLLM: pipeline stages")
+    data_parallel_size: int = option(1, type=int, group=_GEN, help="vLLM: engine replicas")
+    distributed_executor_backend: str | None = option(None, group=_GEN,
+                                                      help="vLLM: mp | ray | uni | external_launcher")
     #: the stages to run (comma list of study.stages names, or None / "all" for every one)
-    stages: str | None = None
+    stages: str | None = option(None, group=_STUDY, help="the stages to run, a comma list (default: behaviour,labels,"
+                                "gradient,activations,probes,steering,browser; optional: early_answer,filler,"
+                                "paraphrase,resample,receiver_heads,suppression,patch), or all")
     #: activation patching (``--stages patch``): the hidden-state layers ("all" or a comma list) and C cases
-    patch_layers: str = "all"
-    patch_cases: int = 8
+    patch_layers: str = option("all", group=_STUDY, help="--stages patch: hidden-state layers, 'all' or a comma list "
+                               "(default %(default)s)")
+    patch_cases: int = option(8, type=int, group=_STUDY, help="--stages patch: at most N C cases, one per question "
+                              "(default %(default)s)")
     #: the hidden-state layers the activations stage stores ("all" or a comma list: ``make reproduce`` stores one)
-    activation_layers: str = "all"
+    activation_layers: str = option("all", metavar="LAYERS", group=_PS, help="activations: hidden-state layers to "
+                                    "store, 'all' or a comma list (default %(default)s)")
     #: probes.train --permutations: question-level label permutations of the shuffled-label control (0 = off)
-    permutations: int = 100
+    permutations: int = option(100, type=int, group=_PS, help="probes: label permutations of the shuffled-label "
+                               "control, 0 = off (default %(default)s)")
     #: the probes trained (probes.train --probe: logistic, mass_mean, mlp, both = the linear two, or a comma set)
-    probe: str = "both"
+    probe: str = option("both", cli=False, help="a study file's setting: probes.train --probe")
     #: probes.train --paper-table: also paper_table.csv/.md, the paper's Tables 5-7 layout
-    paper_table: bool = False
+    paper_table: bool = option(False, cli=False, help="a study file's setting: probes.train --paper-table")
     #: ``--stages paper_steering``: C cases (and as many non-C ones) of the descriptive paper-design sweep
-    paper_steer_cases: int = 4
-    quiet: bool = False
+    paper_steer_cases: int = option(4, cli=False, help="a study file's setting: --stages paper_steering's C cases")
+    quiet: bool = option(False, group=_STUDY, help="no progress bars")
     #: steering positions (steering.positions: continuation, generated, all; think / answer for a thinking model)
-    steer_positions: str = "continuation"
+    steer_positions: str = option("continuation", group=_PS, help="steering: which positions get the vector "
+                                  "(continuation, generated, all; think / answer: a thinking model's think block / its "
+                                  "answer; default %(default)s)")
     #: the activation store's token positions (activations.inputs; e.g. "prefix_last,think_mean")
-    token_positions: str = "prefix_last"
+    token_positions: str = option("prefix_last", group=_PS, help="activations: the stored token positions, a comma "
+                                  "list (prefix_last, edit_mean, edit_last, think_mean, think_last; default "
+                                  "%(default)s)")
 
     #: settings that may differ on --resume (they do not change results)
     FREE = ("output_dir", "batch_size", "device", "quiet", "backend", "tensor_parallel_size",

@@ -25,16 +25,16 @@ ALIASES = [
     ("steering.sweep", ["RUN", "--positions", "generated"], "--positions", "--steer-positions", "positions",
      "generated"),
     ("steering.sweep", ["RUN", "--output", "out"], "--output", "--output-dir", "output", "out"),
-    ("steering.sweep", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
+    ("steering.sweep", ["RUN", "--no-progress"], "--no-progress", "--quiet", "progress", False),
     ("behavioural.labels.cli", ["RUN", "--name", "mine"], "--name", "--labelling", "name", "mine"),
-    ("behavioural.labels.cli", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
+    ("behavioural.labels.cli", ["RUN", "--no-progress"], "--no-progress", "--quiet", "progress", False),
     ("behavioural.gradient", ["RUN", "--output", "g"], "--output", "--output-dir", "output", "g"),
     ("behavioural.paper_import.cli", ["src", "--output", "r"], "--output", "--output-dir", "output", "r"),
     ("behavioural.merge", ["p0", "--output", "m"], "--output", "--output-dir", "output", "m"),
     ("study.browse", ["RUN", "--output", "b.html"], "--output", "--output-file", "output", "b.html"),
     ("study.export_inspect", ["RUN", "--output", "l.eval"], "--output", "--output-file", "output", "l.eval"),
     ("steering.patching.cli", ["RUN", "--output", "p"], "--output", "--output-dir", "output", "p"),
-    ("steering.patching.cli", ["RUN", "--no-progress"], "--no-progress", "--quiet", "quiet", True),
+    ("steering.patching.cli", ["RUN", "--no-progress"], "--no-progress", "--quiet", "progress", False),
 ]
 
 
@@ -145,7 +145,7 @@ def test_sweep_and_study_share_their_steering_defaults():
     sweep = sweep_parser().parse_args(["RUN"])
     cfg = SweepConfig(run_dir="r", directions="d")
     assert [int(k) for k in study.k.split(",")] == list(DEFAULT_KS) == [1, 4]
-    assert sweep.k is None  # None -> DEFAULT_KS within the stored basis (steering.sweep.plan)
+    assert sweep.ks is None  # None -> DEFAULT_KS within the stored basis (steering.sweep.plan)
     assert parse_list(sweep.alphas, "--alphas", kind=float) == parse_list(study.alphas, "--alphas", kind=float) \
         == cfg.alphas == list(DEFAULT_ALPHAS)
     assert sweep.per_question == study.per_question == cfg.per_question == DEFAULT_PER_QUESTION == 1

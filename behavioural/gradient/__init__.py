@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from behavioural.gradient.rows import GradientError, load_runs, position_merges
-from loadbearing.cli import OneLineParser, add_labelling, add_output, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.files import RunDirError, atomic_write_text, publish_dir, write_json
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 SCHEMA = "behavioural.gradient/1"
 JSON_NAME, MD_NAME, PNG_NAME = "gradient.json", "gradient.md", "gradient.png"
@@ -52,14 +53,23 @@ __all__ = ["GradientConfig", "GradientError", "run_gradient", "analyse", "format
 
 @dataclass(frozen=True)
 class GradientConfig:
-    runs: tuple[str, ...]
-    output: str | None = None
-    allow_mixed: bool = False
-    allow_incomplete: bool = False
-    difficulty: str = "auto"  # auto | accuracy | level
-    labelling: str | None = None
-    seed: int = 0
-    plot: bool = True
+    """What ``python -m behavioural.gradient`` accepts (its parser is built from these fields)."""
+
+    runs: tuple[str, ...] = option(positional=True, nargs="+", metavar="RUN_DIR", parse=tuple, group="inputs",
+                                   help="run directories written by python -m behavioural.run (or python -m "
+                                        "behavioural.paper_import)")
+    output: str | None = option(None, flag="--output-dir", deprecated=("--output",), metavar="DIR", group="output",
+                                help="new directory for gradient.json, gradient.md, gradient.png (default: print only)")
+    allow_mixed: bool = option(False, group="inputs", help="combine runs whose protocol/parser/settings differ "
+                               "(recorded in gradient.json)")
+    allow_incomplete: bool = option(False, group="inputs", help="read runs that did not finish")
+    difficulty: str = option("auto", choices=("auto", "accuracy", "level"), group="analysis",
+                             help="difficulty axis of the regression: 1 - baseline accuracy, or the level/dataset "
+                                  "ordinal")
+    labelling: str | None = option(None, metavar="NAME", group="inputs",
+                                   help="labels/<NAME> to read A/B/C from (default: the newest)")
+    seed: int = option(0, type=int, group="analysis", help="bootstrap seed")
+    plot: bool = option(True, negate="--no-plot", group="output", help="skip gradient.png")
 
 
 def analyse(cfg: GradientConfig) -> dict[str, Any]:
@@ -156,30 +166,15 @@ def format_summary(summary: dict[str, Any], style: str = "text") -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m behavioural.gradient", description=(__doc__ or "").split("\n\n")[0])
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories written by python -m behavioural.run "
-                     "(or python -m behavioural.paper_import)")
-    add_labelling(inp, "labels/<NAME> to read A/B/C from (default: the newest)")
-    inp.add_argument("--allow-mixed", action="store_true", help="combine runs whose protocol/parser/settings differ "
-                     "(recorded in gradient.json)")
-    inp.add_argument("--allow-incomplete", action="store_true", help="read runs that did not finish")
-    an = p.add_argument_group("analysis")
-    an.add_argument("--difficulty", choices=("auto", "accuracy", "level"), default="auto",
-                    help="difficulty axis of the regression: 1 - baseline accuracy, or the level/dataset ordinal")
-    an.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    out = p.add_argument_group("output")
-    add_output(out, "dir", "new directory for gradient.json, gradient.md, gradient.png (default: print only)",
-               dest="output")
-    out.add_argument("--no-plot", action="store_true", help="skip gradient.png")
-    return p
+    """The command's parser, built from :class:`GradientConfig`."""
+    return parser_from_config(GradientConfig, prog="python -m behavioural.gradient",
+                               description=(__doc__ or "").split("\n\n")[0], groups=("inputs", "analysis", "output"),
+                              help_order=("runs", "labelling"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    cfg = GradientConfig(runs=tuple(args.runs), output=args.output, allow_mixed=args.allow_mixed,
-                         allow_incomplete=args.allow_incomplete, difficulty=args.difficulty,
-                         labelling=args.labelling, seed=args.seed, plot=not args.no_plot)
+    cfg: GradientConfig = config_from_parsed(GradientConfig, args)
 
     def body() -> int:
         summary = run_gradient(cfg)

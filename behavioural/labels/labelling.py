@@ -20,29 +20,50 @@ from loadbearing.files import JsonlWriter, RunDirError, check_jsonl_tail, file_s
 from loadbearing.locks import output_lock
 from loadbearing.provenance import git_info, now
 from loadbearing.runs import BASELINES, CONTINUATIONS, LABEL_SETTINGS, LABELS_DIR, LABELS_FILE, Run
+from loadbearing.stage.parser import option
 
 __all__ = ["LabelConfig", "build_labellers", "check_tail", "is_complete",
            "label_run", "label_stage", "load_labels", "load_run", "read_run"]
+
+
+#: the help groups of ``python -m behavioural.label`` (its parser is built from :class:`LabelConfig`)
+RUN_GROUP, JUDGE_GROUP = "the run and its labelling", "the judge model"
 
 
 @dataclass(frozen=True)
 class LabelConfig:
     """The labelling stage's configuration (what ``python -m behavioural.label RUN_DIR ...`` parses into)."""
 
-    run_dir: str | Path
-    labellers: tuple[str, ...] = ("rule",)  # specs: "rule", "judge:<model>"
-    final: str | None = None
-    name: str | None = None
-    resume: bool = False
-    allow_incomplete: bool = False
-    device: str | None = None
-    dtype: str | None = None
-    quantize: str | None = None
-    judge_batch_size: int = 8
-    judge_max_new_tokens: int = 16
-    judge_all: bool = False
-    progress: bool = True
-    command: tuple[str, ...] | None = None
+    run_dir: str | Path = option(positional=True, group=RUN_GROUP, help="run directory written by python -m "
+                                 "behavioural.run")
+    labellers: tuple[str, ...] = option(("rule",), flag="--labeller", action="append", cli_default=None, parse=tuple,
+                                        metavar="SPEC", group="labellers",
+                                        help="'rule' (transparent notice detector) or 'judge:<model>' (any model "
+                                             "load_model can load); repeat to combine (default: rule; with --resume: "
+                                             "the labelling's own)")
+    final: str | None = option(None, group="labellers", help="labeller whose notice verdict splits correct answers "
+                               "into A/B: a --labeller spec, or 'judge' when there is one judge (default: the first "
+                               "--labeller)")
+    name: str | None = option(None, flag="--labelling", deprecated=("--name",), metavar="NAME", group=RUN_GROUP,
+                              help="labelling directory name under RUN_DIR/labels (default: from the labellers; an "
+                                   "existing name is an error); with --resume: the labelling to continue; with "
+                                   "--import-sheet: the labelling to compare against (the newest when omitted)")
+    resume: bool = option(False, group=RUN_GROUP, help="continue the unfinished labelling (--labelling, or the only "
+                          "unfinished one) with its stored labellers")
+    allow_incomplete: bool = option(False, group=RUN_GROUP, help="label a run whose manifest does not say it finished "
+                                    "(its rates cover a partial run)")
+    device: str | None = option(None, group=JUDGE_GROUP, help="judge device: cpu, cuda, cuda:N or auto")
+    dtype: str | None = option(None, group=JUDGE_GROUP, help="judge dtype: float32, float16, bfloat16 or auto")
+    quantize: str | None = option(None, choices=("4bit", "8bit"), group=JUDGE_GROUP,
+                                  help="load the judge quantized (bitsandbytes)")
+    judge_batch_size: int = option(8, type=int, group=JUDGE_GROUP, help="judge generation batch size")
+    judge_max_new_tokens: int = option(16, type=int, group=JUDGE_GROUP, help="tokens a judge may write per prompt (a "
+                                       "longer reply whose last line is not a verdict is null)")
+    judge_all: bool = option(False, group="labellers", help="judge every continuation, not only those with a correct "
+                             "answer")
+    progress: bool = option(True, negate="--quiet", deprecated=("--no-progress",), group="output",
+                            help="no progress bars")
+    command: tuple[str, ...] | None = option(None, cli=False, help="the command line, recorded in the labelling")
 
 
 def check_tail(path: Path, run_dir: Path) -> None:

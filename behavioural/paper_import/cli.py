@@ -3,42 +3,54 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from behavioural.paper_import.rows import HUB_ID, PaperImportError
 from behavioural.paper_import.write import import_rows, table4
-from loadbearing.cli import OneLineParser, add_output, run_cli
+from loadbearing.cli import run_cli
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 
 DESCRIPTION = "Import the paper's released labelled continuations into a run directory of this toolkit."
 
 __all__ = ["build_parser", "main"]
 
 
+_SRC, _META = "the released rows", "what the release leaves out"
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """What ``python -m behavioural.paper_import`` accepts (its parser is built from these fields)."""
+
+    src: str = option(positional=True, group=_SRC, help="JSON list / JSONL file of the paper's rows, or 'hub' / "
+                      f"'hf:OWNER/NAME' to download (default repository {HUB_ID})")
+    model: str | None = option(None, group=_SRC, help="the model whose rows to import (required when rows name none or "
+                               "several), e.g. gemma-2-9b-it")
+    config: str | None = option(None, group=_SRC, help="hub only: dataset config holding the continuation rows")
+    split: str | None = option(None, group=_SRC, help="hub only: split (default: all splits)")
+    limit: int | None = option(None, type=int, group=_SRC, help="import only the first N rows (for a quick look)")
+    bbh_task_map: str | None = option(None, group=_META,
+                                      help="JSON id -> BBH task (the paper's bbh_task_mapping.json)")
+    data_dir: str | None = option(None, group=_META, help="benchmark folder with bbh/<task>.json, to derive the BBH "
+                                  "task map")
+    baseline_accuracy: str | None = option(None, group=_META, help="published baseline accuracy per dataset/task, "
+                                           "e.g. gsm8k=0.865,bbh=0.579 (the release holds only eligible baselines)")
+    output: str = option(flag="--output-dir", deprecated=("--output",), metavar="DIR", required=True, group="output",
+                         help="new run directory to write")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m behavioural.paper_import", description=DESCRIPTION)
-    src = p.add_argument_group("the released rows")
-    src.add_argument("src", help="JSON list / JSONL file of the paper's rows, or 'hub' / 'hf:OWNER/NAME' to download "
-                     f"(default repository {HUB_ID})")
-    src.add_argument("--model", default=None, help="the model whose rows to import (required when rows name none "
-                     "or several), e.g. gemma-2-9b-it")
-    src.add_argument("--config", default=None, help="hub only: dataset config holding the continuation rows")
-    src.add_argument("--split", default=None, help="hub only: split (default: all splits)")
-    src.add_argument("--limit", type=int, default=None, help="import only the first N rows (for a quick look)")
-    meta = p.add_argument_group("what the release leaves out")
-    meta.add_argument("--bbh-task-map", default=None, help="JSON id -> BBH task (the paper's bbh_task_mapping.json)")
-    meta.add_argument("--data-dir", default=None, help="benchmark folder with bbh/<task>.json, to derive the BBH task "
-                      "map")
-    meta.add_argument("--baseline-accuracy", default=None, help="published baseline accuracy per dataset/task, e.g. "
-                      "gsm8k=0.865,bbh=0.579 (the release holds only eligible baselines)")
-    add_output(p.add_argument_group("output"), "dir", "new run directory to write", dest="output", required=True)
-    return p
+    """The command's parser, built from :class:`ImportConfig`."""
+    return parser_from_config(ImportConfig, prog="python -m behavioural.paper_import", description=DESCRIPTION,
+                              groups=(_SRC, _META, "output"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _main(args), errors=(PaperImportError,))
+    config: ImportConfig = config_from_parsed(ImportConfig, build_parser().parse_args(argv))
+    return run_cli(lambda: _main(config), errors=(PaperImportError,))
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: ImportConfig) -> int:
     res = import_rows(args.src, args.output, model=args.model, config=args.config, split=args.split,
                       bbh_map_file=args.bbh_task_map, data_dir=args.data_dir,
                       baseline_accuracy=args.baseline_accuracy, limit=args.limit)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from loadbearing.cli import UsageError
 from loadbearing.engine.generation import generate
 from loadbearing.engine.models import ModelError
+from loadbearing.stage.parser import Extra, extra
 
 if TYPE_CHECKING:
     from loadbearing.engine.vllm_backend import VLLMGenerate
@@ -80,15 +81,30 @@ class LazyVLLM:
         self.vg = None
 
 
+#: the help group the backend options are listed in
+BACKEND_GROUP = "backend (does not change records beyond floating-point order)"
+
+
+def backend_extras(what: str) -> tuple[Extra, ...]:
+    """``--backend hf|vllm`` and the vLLM engine's own options (the names ``behavioural.run`` uses), as a command's
+    extra options (:mod:`loadbearing.stage.parser`): they choose the engine, not what a stage computes."""
+    return (
+        extra("--backend", choices=("hf", "vllm"), default="hf", group=BACKEND_GROUP,
+              help=f"hf (the batched fast path) or vllm: {what} inside vLLM (make vllm; docs/vllm-interventions.md)"),
+        extra("--tensor-parallel-size", type=int, default=1, group=BACKEND_GROUP,
+              help="vLLM: GPUs to shard over (default 1)"),
+        extra("--pipeline-parallel-size", type=int, default=1, group=BACKEND_GROUP,
+              help="vLLM: pipeline stages (default 1)"),
+        extra("--gpu-memory-utilization", type=float, default=0.85, group=BACKEND_GROUP,
+              help="vLLM: fraction of GPU memory to use (on CPU: of host memory, capped) (default 0.85)"),
+    )
+
+
 def add_backend_arguments(parser: Any, what: str) -> None:
-    """``--backend hf|vllm`` and the vLLM engine's own options (the names ``behavioural.run`` uses)."""
-    g = parser.add_argument_group("backend (does not change records beyond floating-point order)")
-    g.add_argument("--backend", choices=("hf", "vllm"), default="hf",
-                   help=f"hf (the batched fast path) or vllm: {what} inside vLLM (make vllm; docs/vllm-interventions.md)")
-    g.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs to shard over (default 1)")
-    g.add_argument("--pipeline-parallel-size", type=int, default=1, help="vLLM: pipeline stages (default 1)")
-    g.add_argument("--gpu-memory-utilization", type=float, default=0.85,
-                   help="vLLM: fraction of GPU memory to use (on CPU: of host memory, capped) (default 0.85)")
+    """Add :func:`backend_extras` to ``parser`` in their own group."""
+    g = parser.add_argument_group(BACKEND_GROUP)
+    for e in backend_extras(what):
+        g.add_argument(*e.names, **e.kwargs)
 
 
 def backend_options(args: Any) -> dict[str, Any]:

@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from loadbearing.cli import OneLineParser, add_output, add_quiet, check_device, check_number, run_cli
+from loadbearing.cli import check_device, check_number, run_cli
 from loadbearing.engine.layers import decoder_layers, n_layers
 from loadbearing.files import atomic_write_text, publish_dir, write_json
 from loadbearing.options import parse_layers
 from loadbearing.provenance import git_info, now, package_versions
 from loadbearing.runs import Run
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from steering.errors import PatchingError
 from steering.patching.align import ANSWER_PREFIX, GROUPS
 from steering.patching.cases import select_cases
@@ -42,53 +43,43 @@ from steering.patching.summary import heatmap, markdown, summarise
 
 SCHEMA_VERSION = 1
 OUTPUT_DIR = "patching"
+_MODEL = "model (does not change results)"
 
 
 @dataclass
 class PatchConfig:
-    run_dir: str
-    layers: str = "all"
-    max_cases: int | None = None
-    seed: int = 0
-    output: str | None = None
-    flip: bool = False
-    flip_tokens: int = 48
-    batch_size: int = 32
-    min_gap: float = 0.1
-    n_boot: int = 2000
-    device: str | None = None
-    force: bool = False
-    allow_incomplete: bool = False
-    progress: bool = True
-    command: str = ""
+    """What ``python -m steering.patching`` accepts (its parser is built from these fields)."""
+
+    run_dir: str = option(positional=True, group="inputs", help="run directory written by python -m behavioural.run")
+    layers: str = option("all", group="patching", help="comma-separated hidden-state layers (0 = embeddings) or 'all' "
+                                                       "(default %(default)s)")
+    max_cases: int | None = option(None, type=int, group="inputs",
+                                   help="patch at most N C cases, one per question (seeded)")
+    seed: int = option(0, type=int, group="inputs", help="case-sampling and control seed (default %(default)s)")
+    output: str | None = option(None, flag="--output-dir", deprecated=("--output",), metavar="DIR", group="output",
+                                help="output directory (default RUN_DIR/patching)")
+    flip: bool = option(False, group="patching", help="also decode greedily with each patch held (costlier)")
+    flip_tokens: int = option(48, type=int, group="patching",
+                              help="greedy budget per --flip continuation (default %(default)s)")
+    batch_size: int = option(32, type=int, group=_MODEL, help="patched rows per forward (default %(default)s)")
+    min_gap: float = option(0.1, type=float, group="patching",
+                            help="cases whose clean and edited log-prob differences are closer than this (nats) get "
+                                 "no restored fraction (default %(default)s)")
+    n_boot: int = option(2000, type=int, group="patching",
+                         help="bootstrap resamples over questions (default %(default)s)")
+    device: str | None = option(None, group=_MODEL,
+                                help="device for the run's model (default: loadbearing.engine.models' choice)")
+    force: bool = option(False, group="output", help="replace an existing output directory")
+    allow_incomplete: bool = option(False, group="inputs", help="patch a run whose manifest is not complete")
+    progress: bool = option(True, negate="--quiet", deprecated=("--no-progress",), group="output",
+                            help="no progress bars")
+    command: str = option("", cli=False, help="the command line, recorded in patching.json")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m steering.patching", description=__doc__.split("\n\n")[1],
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("run_dir", help="run directory written by python -m behavioural.run")
-    inp.add_argument("--max-cases", type=int, default=None, help="patch at most N C cases, one per question (seeded)")
-    inp.add_argument("--seed", type=int, default=0, help="case-sampling and control seed (default %(default)s)")
-    inp.add_argument("--allow-incomplete", action="store_true", help="patch a run whose manifest is not complete")
-    pt = p.add_argument_group("patching")
-    pt.add_argument("--layers", default="all", help="comma-separated hidden-state layers (0 = embeddings) or 'all' "
-                                                     "(default %(default)s)")
-    pt.add_argument("--flip", action="store_true", help="also decode greedily with each patch held (costlier)")
-    pt.add_argument("--flip-tokens", type=int, default=48,
-                    help="greedy budget per --flip continuation (default %(default)s)")
-    pt.add_argument("--min-gap", type=float, default=0.1,
-                    help="cases whose clean and edited log-prob differences are closer than this (nats) get no "
-                         "restored fraction (default %(default)s)")
-    pt.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples over questions (default %(default)s)")
-    m = p.add_argument_group("model (does not change results)")
-    m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
-    m.add_argument("--batch-size", type=int, default=32, help="patched rows per forward (default %(default)s)")
-    o = p.add_argument_group("output")
-    add_output(o, "dir", "output directory (default RUN_DIR/patching)", dest="output")
-    o.add_argument("--force", action="store_true", help="replace an existing output directory")
-    add_quiet(o, deprecated=("--no-progress",))
-    return p
+    """The command's parser, built from :class:`PatchConfig`."""
+    return parser_from_config(PatchConfig, prog="python -m steering.patching", description=__doc__.split("\n\n")[1],
+                               raw_description=True, groups=("inputs", "patching", _MODEL, "output"), help_order=("device",))
 
 
 def output_dir(config: PatchConfig) -> Path:
@@ -177,10 +168,8 @@ def run_patching(config: PatchConfig, lm: Any = None, *, echo: Callable[[str], N
 
 def config_from_args(args: argparse.Namespace, argv: list[str] | None) -> PatchConfig:
     cmd = "python -m steering.patching " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-    return PatchConfig(run_dir=args.run_dir, layers=args.layers, max_cases=args.max_cases, seed=args.seed,
-                       output=args.output, flip=args.flip, flip_tokens=args.flip_tokens, batch_size=args.batch_size,
-                       min_gap=args.min_gap, n_boot=args.n_boot, device=args.device, force=args.force,
-                       allow_incomplete=args.allow_incomplete, progress=not args.quiet, command=cmd)
+    config: PatchConfig = config_from_parsed(PatchConfig, args, command=cmd)
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:

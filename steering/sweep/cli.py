@@ -58,33 +58,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadbearing.cli import (
-    OneLineParser,
-    add_option,
-    add_output,
-    add_quiet,
-    check_device,
-    check_fraction,
-    explicit_options,
-    run_cli,
-)
+from loadbearing.cli import check_device, check_fraction, explicit_options, run_cli
 from loadbearing.commands import prog
-from loadbearing.engine.vllm_engine import add_backend_arguments, backend_options, check_ready
+from loadbearing.engine.vllm_engine import BACKEND_GROUP, backend_extras, backend_options, check_ready
 from loadbearing.files import check_jsonl_tail
 from loadbearing.options import parse_layers, parse_list
 from loadbearing.runs import CONTINUATIONS
+from loadbearing.stage.parser import cli_fields, config_from_parsed, extra, flag_of, parser_from_config
 from steering.paper.design import check_fixed, run_paper_design
 from steering.planning.planner import format_plan, pilot_design, plan, stated_design
 from steering.sweep.analysis import format_summary, format_table
 from steering.sweep.config import (
-    CASE_KINDS,
-    DEFAULT_ALPHAS,
     DEFAULT_KS,
-    DEFAULT_PER_QUESTION,
-    DEFAULT_RANDOM_SEEDS,
-    DEFAULT_SESOI,
-    DOSES,
-    POSITIONS,
     SweepConfig,
     SweepError,
 )
@@ -95,114 +80,51 @@ if TYPE_CHECKING:
     from steering.vllm.engine import VLLMSteering
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=prog("steering.sweep"), description=__doc__.split("\n\n")[1],
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("run_dir", nargs="?", default=None, help="run directory written by python -m behavioural.run")
-    inp.add_argument("--directions", default=None,
-                     help="probes output directory holding directions.h5 (or the .h5 file itself; required unless "
-                          "--plan)")
-    pl = p.add_argument_group("planning (--plan: print the sample a definitive verdict needs; nothing is run)")
-    pl.add_argument("--plan", action="store_true", help="size a sweep before generating (no model, nothing written)")
-    pl.add_argument("--pilot", default=None, metavar="SWEEP_DIR",
-                    help="a finished sweep (RUN_DIR/steering): its settings, random-move rate and strongest difference")
-    pl.add_argument("--base-rate", type=float, default=None,
-                    help="fraction of C cases a random direction moves (without --pilot)")
-    pl.add_argument("--base-range", default=None, metavar="LO,HI",
-                    help="the base rate's uncertainty, two fractions (without --pilot; default: half to 1.5 times "
-                         "--base-rate); a null is sized to hold over it")
-    pl.add_argument("--parse-rate", type=float, default=None,
-                    help="fraction of steered answers that parse (without --pilot; default 1)")
-    pl.add_argument("--effect", type=float, default=None, help="effect to detect, a fraction (0.20 = 20 points)")
-    pl.add_argument("--plan-sims", type=int, default=None, metavar="N",
-                    help="simulated sweeps per point of the plan (default 500; fewer: a quicker, noisier plan)")
-    g = p.add_argument_group("grid")
-    g.add_argument("--layers", default=None,
-                   help="comma-separated hidden_states layers to steer (default: the file's selected_layer, else the "
-                        "middle of its layers)")
-    g.add_argument("--k", default=None, help="comma-separated numbers of directions (default "
-                   f"{','.join(str(k) for k in DEFAULT_KS)}, those within the basis)")
-    g.add_argument("--alphas", default=",".join(str(a) for a in DEFAULT_ALPHAS),
-                   help="comma-separated steering strengths, relative to the layer's mean residual norm (default %(default)s)")
-    g.add_argument("--controls", default="random,random_cov,none",
-                   help="comma-separated controls: random (norm-matched isotropic random bases), random_cov (k > 1: "
-                        "bases matched to the activations' covariance), none (alpha-0 rerun) (default %(default)s)")
-    g.add_argument("--random-seeds", type=int, default=DEFAULT_RANDOM_SEEDS,
-                   help="random generations per case and setting, each with its own direction (default %(default)s)")
-    g.add_argument("--random-scope", choices=("case", "sweep"), default="case",
-                   help="case: every random generation draws its own direction; sweep: random setting j is one "
-                        "direction for every case, so the probe's moved rate is ranked among the R = --random-seeds "
-                        "directions' (use >= 19; default %(default)s)")
-    add_option(g, "--steer-positions", dest="positions", choices=POSITIONS, default="continuation",
-               deprecated=("--positions",), help="which token positions are steered (see steering.positions; "
-                                                 "think / answer: a thinking model's think block / its answer "
-                                                 "only; default %(default)s)")
-    g.add_argument("--operator", default="add",
-                   help="comma-separated operators: add (add the directions at each alpha), ablate (project their span "
-                        "out of the residual stream, no alpha: is the direction necessary? steering.ablation); each "
-                        "gets its own controls, tests and verdict (default %(default)s)")
-    g.add_argument("--design", choices=("paper",), default=None,
-                   help="paper: the paper's steering design (steering/presets/paper.toml: its M2 and probe bases, k "
-                        "2,4,8, summed dose, 11 raw alphas -10..10, its relative depth, random controls; "
-                        "steering.paper.design), with table7.csv beside the summary")
-    g.add_argument("--dose", choices=DOSES, default="matched",
-                   help="matched: k-direction vector rescaled to one direction's norm; sum: the paper's plain sum")
-    c = p.add_argument_group("cases")
-    c.add_argument("--cases", choices=CASE_KINDS, default="C",
-                   help="C: type-C perturbed continuations only; all: also a sample of non-C ones (side effects)")
-    c.add_argument("--max-cases", type=int, default=None,
-                   help="steer at most N C cases (a seeded sample, round-robin over questions; default: all)")
-    c.add_argument("--per-question", type=int, default=DEFAULT_PER_QUESTION,
-                   help="at most N C cases per question (default %(default)s)")
-    c.add_argument("--n-non-c", type=int, default=None,
-                   help="with --cases all: number of non-C cases to sample (default: as many as C cases)")
-    c.add_argument("--seed", type=int, default=0, help="case-sampling seed (default %(default)s)")
-    c.add_argument("--exclude-questions", default=None, metavar="FILE",
-                   help="question keys or ids (one per line, or a JSON list) the directions were fitted on: never "
-                        "steered (directions.h5's own recorded split is always applied)")
-    c.add_argument("--allow-overlap", action="store_true",
-                   help="also steer questions the directions were fitted on (recorded; not a held-out test)")
-    c.add_argument("--sesoi", type=float, default=DEFAULT_SESOI,
-                   help="smallest effect of interest, a fraction (0.10 = 10 points): a null verdict's interval must lie "
-                        "within +/- it (default %(default)g)")
-    m = p.add_argument_group("model and generation")
-    m.add_argument("--max-new-tokens", type=int, default=128, help="generation budget per continuation (default %(default)s)")
-    m.add_argument("--batch-size", type=int, default=32, help="rows per steered batch (default %(default)s)")
-    m.add_argument("--model", default=None,
-                   help="model overriding the run manifest's (refused when it names another model, unless --allow-other-model)")
-    m.add_argument("--device", default=None, help="device for the run's model (default: loadbearing.engine.models' choice)")
-    m.add_argument("--allow-other-model", action="store_true", help="steer with a model other than the run's")
-    m.add_argument("--allow-incomplete", action="store_true", help="steer a run whose manifest is not complete")
+_PLANNING = "planning (--plan: print the sample a definitive verdict needs; nothing is run)"
+#: the options that are not :class:`SweepConfig` fields: the planner's (``--plan`` sizes a sweep and runs none),
+#: the paper's design (it fixes the grid) and the generation backend's
+EXTRAS = (
+    extra("--plan", action="store_true", group=_PLANNING,
+          help="size a sweep before generating (no model, nothing written)"),
+    extra("--pilot", default=None, metavar="SWEEP_DIR", group=_PLANNING,
+          help="a finished sweep (RUN_DIR/steering): its settings, random-move rate and strongest difference"),
+    extra("--base-rate", type=float, default=None, group=_PLANNING,
+          help="fraction of C cases a random direction moves (without --pilot)"),
+    extra("--base-range", default=None, metavar="LO,HI", group=_PLANNING,
+          help="the base rate's uncertainty, two fractions (without --pilot; default: half to 1.5 times --base-rate); "
+               "a null is sized to hold over it"),
+    extra("--parse-rate", type=float, default=None, group=_PLANNING,
+          help="fraction of steered answers that parse (without --pilot; default 1)"),
+    extra("--effect", type=float, default=None, group=_PLANNING,
+          help="effect to detect, a fraction (0.20 = 20 points)"),
+    extra("--plan-sims", type=int, default=None, metavar="N", group=_PLANNING,
+          help="simulated sweeps per point of the plan (default 500; fewer: a quicker, noisier plan)"),
+    extra("--design", choices=("paper",), default=None, group="grid",
+          help="paper: the paper's steering design (steering/presets/paper.toml: its M2 and probe bases, k 2,4,8, "
+               "summed dose, 11 raw alphas -10..10, its relative depth, random controls; steering.paper.design), with "
+               "table7.csv beside the summary"),
+    *backend_extras("hooks in vLLM's workers add the vectors / project out the bases per request "
+                    "(steering.vllm.engine)"),
+)
 
-    add_backend_arguments(p, "hooks in vLLM's workers add the vectors / project out the bases per request "
-                             "(steering.vllm.engine)")
-    o = p.add_argument_group("output")
-    add_output(o, "dir", "output directory (default RUN_DIR/steering); must not exist unless --resume", dest="output")
-    o.add_argument("--resume", action="store_true", help="continue an existing output directory, skipping finished generations")
-    add_quiet(o, deprecated=("--no-progress",))
-    return p
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser: :class:`SweepConfig`'s fields and :data:`EXTRAS`."""
+    return parser_from_config(SweepConfig, prog=prog("steering.sweep"), description=__doc__.split("\n\n")[1],
+                              raw_description=True, extras=EXTRAS,
+                              groups=("inputs", _PLANNING, "grid", "cases", "model and generation", BACKEND_GROUP,
+                                      "output"),
+                              help_order=("layers", "ks", "alphas", "controls", "random_seeds", "random_scope", "positions",
+                                          "operators", "design", "max_new_tokens", "batch_size", "model", "device",
+                                          "allow_other_model"))
 
 
 def config_from_args(args: argparse.Namespace) -> SweepConfig:
     check_fraction(args.sesoi, "--sesoi", error=SweepError)
     if args.run_dir is None or args.directions is None:
         raise SweepError("give RUN_DIR and --directions PROBES_DIR to run a sweep (or --plan to size one)")
-    return SweepConfig(
-        run_dir=args.run_dir, directions=args.directions, output=args.output, model=args.model,
-        layers=parse_layers(args.layers, allow_all=False, error=SweepError),
-        ks=parse_list(args.k, "--k", kind=int, error=SweepError),
-        alphas=parse_list(args.alphas, "--alphas", kind=float, error=SweepError) or [],
-        controls=parse_list(args.controls, "--controls", error=SweepError) or [],
-        operators=parse_list(args.operator, "--operator", error=SweepError) or [],
-        random_seeds=args.random_seeds, random_scope=args.random_scope, cases=args.cases, max_cases=args.max_cases,
-        per_question=args.per_question,
-        n_non_c=args.n_non_c, seed=args.seed, exclude_questions=args.exclude_questions,
-        allow_overlap=args.allow_overlap, sesoi=args.sesoi,
-        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, positions=args.positions, dose=args.dose,
-        device=args.device, resume=args.resume, allow_incomplete=args.allow_incomplete, allow_other_model=args.allow_other_model,
-        progress=not args.quiet,
-    ).validate()
+    config: SweepConfig = config_from_parsed(SweepConfig, args)
+    return config.validate()
 
 
 def run_plan(args: argparse.Namespace, echo=print) -> int:
@@ -213,7 +135,7 @@ def run_plan(args: argparse.Namespace, echo=print) -> int:
     if args.pilot is not None:
         design = pilot_design(args.pilot, args.effect)
     elif args.base_rate is not None:
-        n_settings = (len(parse_list(args.k, "--k", kind=int, error=SweepError) or DEFAULT_KS)
+        n_settings = (len(parse_list(args.ks, "--k", kind=int, error=SweepError) or DEFAULT_KS)
                       * len(parse_list(args.alphas, "--alphas", kind=float, error=SweepError) or [])
                       * len(parse_layers(args.layers, allow_all=False, error=SweepError) or [0]))
         if args.random_seeds < 1:
@@ -280,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.design:
-        args.given = explicit_options(parser, sys.argv[1:] if argv is None else argv)
+        flags = {f.name: flag_of(f).lstrip("-") for f in cli_fields(SweepConfig)}  # check_fixed names options
+        args.given = {flags.get(d, d) for d in explicit_options(parser, sys.argv[1:] if argv is None else argv)}
     return run_cli(lambda: _main(args))
 
 

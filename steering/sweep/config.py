@@ -14,7 +14,9 @@ from typing import Any
 
 from loadbearing.cli import check_fraction
 from loadbearing.errors import LoadBearingError
+from loadbearing.options import parse_layers, parse_list
 from loadbearing.runs import CONFIG, GENERATIONS, SUMMARY
+from loadbearing.stage.parser import option
 from steering.positions import POSITIONS
 from steering.vectors import DOSES
 
@@ -32,6 +34,7 @@ OPERATORS = ("add", "ablate")
 CASE_KINDS = ("C", "all")
 ALPHA_UNITS = ("relative", "raw")
 DEFAULT_SESOI = 0.10
+_MODEL = "model and generation"
 
 # the sweep's output directory
 CONFIG_FILE = CONFIG
@@ -52,42 +55,90 @@ class SweepConfig:
     "null" verdict must exclude.
     """
 
-    run_dir: str
-    directions: str
-    output: str | None = None  # default RUN_DIR/steering
-    model: str | None = None  # override the run manifest's model (refused unless allow_other_model)
-    device: str | None = None  # where to load the run's model (default: loadbearing.engine.models' choice)
-    layers: list[int] | None = None  # default: the directions' selected layer, else the middle one
-    ks: list[int] | None = None  # default DEFAULT_KS, those within the stored basis
-    alphas: list[float] = field(default_factory=lambda: list(DEFAULT_ALPHAS))
-    controls: list[str] = field(default_factory=lambda: list(CONTROLS))
-    operators: list[str] = field(default_factory=lambda: ["add"])  # add | ablate (ablate: no alpha)
-    random_seeds: int = DEFAULT_RANDOM_SEEDS
+    run_dir: str = option(positional=True, nargs="?", group="inputs",
+                          help="run directory written by python -m behavioural.run")
+    directions: str = option(group="inputs", help="probes output directory holding directions.h5 (or the .h5 file "
+                             "itself; required unless --plan)")
+    output: str | None = option(None, flag="--output-dir", deprecated=("--output",), metavar="DIR", group="output",
+                                help="output directory (default RUN_DIR/steering); must not exist unless --resume")
+    #: override the run manifest's model (refused unless allow_other_model)
+    model: str | None = option(None, group=_MODEL, help="model overriding the run manifest's (refused when it names "
+                               "another model, unless --allow-other-model)")
+    device: str | None = option(None, group=_MODEL, help="device for the run's model (default: loadbearing.engine."
+                                "models' choice)")
+    #: default: the directions' selected layer, else the middle one
+    layers: list[int] | None = option(None, parse=lambda s: parse_layers(s, allow_all=False, error=SweepError),
+                                      group="grid", help="comma-separated hidden_states layers to steer (default: the "
+                                                         "file's selected_layer, else the middle of its layers)")
+    #: default DEFAULT_KS, those within the stored basis
+    ks: list[int] | None = option(None, flag="--k", parse=lambda s: parse_list(s, "--k", kind=int, error=SweepError),
+                                  group="grid", help="comma-separated numbers of directions (default "
+                                  f"{','.join(str(k) for k in DEFAULT_KS)}, those within the basis)")
+    alphas: list[float] = option(factory=lambda: list(DEFAULT_ALPHAS), cli_default=",".join(str(a) for a in DEFAULT_ALPHAS),
+                                 parse=lambda s: parse_list(s, "--alphas", kind=float, error=SweepError) or [],
+                                 group="grid", help="comma-separated steering strengths, relative to the layer's mean "
+                                                    "residual norm (default %(default)s)")
+    controls: list[str] = option(factory=lambda: list(CONTROLS), cli_default=",".join(CONTROLS), group="grid",
+                                 parse=lambda s: parse_list(s, "--controls", error=SweepError) or [],
+                                 help="comma-separated controls: random (norm-matched isotropic random bases), "
+                                      "random_cov (k > 1: bases matched to the activations' covariance), none (alpha-0 "
+                                      "rerun) (default %(default)s)")
+    #: add | ablate (ablate: no alpha)
+    operators: list[str] = option(factory=lambda: ["add"], flag="--operator", cli_default="add", group="grid",
+                                  parse=lambda s: parse_list(s, "--operator", error=SweepError) or [],
+                                  help="comma-separated operators: add (add the directions at each alpha), ablate "
+                                       "(project their span out of the residual stream, no alpha: is the direction "
+                                       "necessary? steering.ablation); each gets its own controls, tests and verdict "
+                                       "(default %(default)s)")
+    random_seeds: int = option(DEFAULT_RANDOM_SEEDS, type=int, group="grid", help="random generations per case and "
+                               "setting, each with its own direction (default %(default)s)")
     #: ``case``: each random generation draws its own direction; ``sweep``: random setting j is one direction
     #: for every case (R = random_seeds directions, so the probe's rate can be ranked among theirs)
-    random_scope: str = "case"
-    cases: str = "C"
-    max_cases: int | None = None
-    per_question: int = DEFAULT_PER_QUESTION
-    n_non_c: int | None = None
-    seed: int = 0
-    exclude_questions: str | None = None  # file of question keys/ids the directions were fitted on
-    allow_overlap: bool = False  # also steer the directions' fitting questions (recorded; not a held-out test)
-    max_new_tokens: int = 128
-    batch_size: int = 32
-    positions: str = "continuation"
-    dose: str = "matched"
+    random_scope: str = option("case", choices=("case", "sweep"), group="grid",
+                               help="case: every random generation draws its own direction; sweep: random setting j is "
+                                    "one direction for every case, so the probe's moved rate is ranked among the R = "
+                                    "--random-seeds directions' (use >= 19; default %(default)s)")
+    cases: str = option("C", choices=CASE_KINDS, group="cases", help="C: type-C perturbed continuations only; all: also "
+                        "a sample of non-C ones (side effects)")
+    max_cases: int | None = option(None, type=int, group="cases", help="steer at most N C cases (a seeded sample, "
+                                   "round-robin over questions; default: all)")
+    per_question: int = option(DEFAULT_PER_QUESTION, type=int, group="cases",
+                               help="at most N C cases per question (default %(default)s)")
+    n_non_c: int | None = option(None, type=int, group="cases", help="with --cases all: number of non-C cases to sample "
+                                 "(default: as many as C cases)")
+    seed: int = option(0, type=int, group="cases", help="case-sampling seed (default %(default)s)")
+    #: file of question keys/ids the directions were fitted on
+    exclude_questions: str | None = option(None, metavar="FILE", group="cases",
+                                           help="question keys or ids (one per line, or a JSON list) the directions "
+                                                "were fitted on: never steered (directions.h5's own recorded split is "
+                                                "always applied)")
+    #: also steer the directions' fitting questions (recorded; not a held-out test)
+    allow_overlap: bool = option(False, group="cases", help="also steer questions the directions were fitted on "
+                                 "(recorded; not a held-out test)")
+    max_new_tokens: int = option(128, type=int, group=_MODEL,
+                                 help="generation budget per continuation (default %(default)s)")
+    batch_size: int = option(32, type=int, group=_MODEL, help="rows per steered batch (default %(default)s)")
+    positions: str = option("continuation", flag="--steer-positions", deprecated=("--positions",), choices=POSITIONS,
+                            group="grid", help="which token positions are steered (see steering.positions; think / "
+                                               "answer: a thinking model's think block / its answer only; default "
+                                               "%(default)s)")
+    dose: str = option("matched", choices=DOSES, group="grid", help="matched: k-direction vector rescaled to one "
+                       "direction's norm; sum: the paper's plain sum")
     #: which stored bases of directions.h5 the probe settings steer along (probes.directions.BASES): the
     #: toolkit's ``basis``, the paper's ``m2`` and ``probe_pc`` (the paper design, steering.paper.design)
-    bases: list[str] = field(default_factory=lambda: ["basis"])
+    bases: list[str] = field(default_factory=lambda: ["basis"], kw_only=True)
     #: ``relative``: alphas times the layer's mean residual norm; ``raw``: alphas in residual-stream units
-    alpha_units: str = "relative"
-    sesoi: float = DEFAULT_SESOI
-    level: float = 0.05
-    resume: bool = False
-    allow_incomplete: bool = False
-    allow_other_model: bool = False
-    progress: bool = True
+    alpha_units: str = field(default="relative", kw_only=True)
+    sesoi: float = option(DEFAULT_SESOI, type=float, group="cases",
+                          help="smallest effect of interest, a fraction (0.10 = 10 points): a null verdict's interval "
+                               "must lie within +/- it (default %(default)g)")
+    level: float = field(default=0.05, kw_only=True)
+    resume: bool = option(False, group="output", help="continue an existing output directory, skipping finished "
+                          "generations")
+    allow_incomplete: bool = option(False, group=_MODEL, help="steer a run whose manifest is not complete")
+    allow_other_model: bool = option(False, group=_MODEL, help="steer with a model other than the run's")
+    progress: bool = option(True, negate="--quiet", deprecated=("--no-progress",), group="output",
+                            help="no progress bars")
 
     @property
     def out_dir(self) -> Path:

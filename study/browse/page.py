@@ -51,15 +51,17 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from loadbearing.cli import OneLineParser, add_labelling, add_output, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.files import atomic_write_text
 from loadbearing.report.blocks import FACETS
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from study.browse.data import SCHEMA_VERSION, BrowseError, collect
 
 DEFAULT_NAME = "browse.html"
@@ -132,23 +134,30 @@ def write_browser(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[
     return atomic_write_text(out, render(data, title=title))
 
 
+@dataclass(frozen=True)
+class BrowseConfig:
+    """What ``python -m study.browse`` accepts (its parser is built from these fields)."""
+
+    run_dirs: tuple[str, ...] = option(positional=True, nargs="+", metavar="RUN_DIR", parse=tuple, group="inputs",
+                                       help="run directory written by python -m behavioural.run (several: one "
+                                            "browser over all, with a model filter)")
+    labelling: str | None = option(None, metavar="NAME", group="inputs",
+                                   help="labels/<NAME> to show (default: the newest complete labelling)")
+    steering: str | None = option(None, metavar="GENERATIONS_JSONL", group="inputs",
+                                  help="a steering sweep's generations.jsonl (default RUN_DIR/steering/generations.jsonl "
+                                       "when present)")
+    output: str | None = option(None, flag="--output-file", aliases=("-o",), deprecated=("--output",), metavar="FILE",
+                                group="output", help=f"the HTML file to write (default RUN_DIR/{DEFAULT_NAME})")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m study.browse", description=(__doc__ or "").split("\n\n")[1],
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory written by python -m "
-                     "behavioural.run (several: one browser over all, with a model filter)")
-    add_labelling(inp, "labels/<NAME> to show (default: the newest complete labelling)")
-    inp.add_argument("--steering", default=None, metavar="GENERATIONS_JSONL",
-                     help="a steering sweep's generations.jsonl (default RUN_DIR/steering/generations.jsonl when "
-                          "present)")
-    add_output(p.add_argument_group("output"), "file", f"the HTML file to write (default RUN_DIR/{DEFAULT_NAME})",
-               short="-o", dest="output")
-    return p
+    """The command's parser, built from :class:`BrowseConfig`."""
+    return parser_from_config(BrowseConfig, prog="python -m study.browse", description=(__doc__ or "").split("\n\n")[1],
+                              raw_description=True, groups=("inputs", "output"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args: BrowseConfig = config_from_parsed(BrowseConfig, build_parser().parse_args(argv))
 
     def body() -> int:
         out = write_browser(args.run_dirs, args.output, labelling=args.labelling, steering=args.steering)

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadbearing.cli import OneLineParser, UsageError, add_output, run_cli
+from loadbearing.cli import UsageError, run_cli
 from loadbearing.commands import prog
 from loadbearing.files import read_jsonl
 from loadbearing.runs import MANIFEST, RECORDS, Run, question_key_of
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from loadbearing.stats import clustered_rate, wilson_rate
 from study.compare.render import render, write
 from study.compare.stats import holm, paired_binary, paired_continuous, unpaired_rates
@@ -281,22 +282,28 @@ def compare(runs: list[RunData], by: str | None = None, *, seed: int = 0) -> dic
 
 
 # ------------------------------------------------------------------------------------------------ CLI
+@dataclass(frozen=True)
+class CompareConfig:
+    """What ``python -m study.compare`` accepts (its parser is built from these fields)."""
+
+    runs: tuple[str, ...] = option(positional=True, nargs="+", metavar="RUN_OR_STUDY", parse=tuple, group="inputs",
+                                   help="run directories, study directories or study.toml")
+    by: str | None = option(None, choices=BY, group="comparison", help="split each comparison by this (default: no "
+                            "split)")
+    seed: int = option(0, type=int, group="comparison", help="seed of the Monte Carlo sign flips beyond 16 questions")
+    output_dir: str | None = option(None, deprecated=("--output",), metavar="DIR", group="output",
+                                    help="also write compare.md, compare.json and compare.png here (default: print "
+                                         "only)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=prog("study.compare"),
-                      description="Question-paired comparisons of two or more runs on the questions they share.")
-    inp = p.add_argument_group("inputs")
-    inp.add_argument("runs", nargs="+", metavar="RUN_OR_STUDY", help="run directories, study directories or study.toml")
-    st = p.add_argument_group("comparison")
-    st.add_argument("--by", choices=BY, default=None, help="split each comparison by this (default: no split)")
-    st.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo sign flips beyond 16 questions")
-    add_output(p.add_argument_group("output"), "dir",
-               "also write compare.md, compare.json and compare.png here (default: print only)",
-               dest="output_dir", default=None)
-    return p
+    """The command's parser, built from :class:`CompareConfig`."""
+    return parser_from_config(CompareConfig, prog=prog("study.compare"), groups=("inputs", "comparison", "output"),
+                              description="Question-paired comparisons of two or more runs on the questions they share.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args: CompareConfig = config_from_parsed(CompareConfig, build_parser().parse_args(argv))
 
     def body() -> int:
         res = compare(load(args.runs), args.by, seed=args.seed)

@@ -18,34 +18,40 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 
-from loadbearing.cli import OneLineParser, UsageError, check_device, check_model_file, check_number, run_cli
+from loadbearing.cli import UsageError, check_device, check_model_file, check_number, run_cli
 from loadbearing.engine.models import DTYPES, EMBEDDED, QUANTIZE_CHOICES
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from study.conformance.matrix import PATHS, chat_inputs, run_checks
 
 
+@dataclass(frozen=True)
+class SelfcheckConfig:
+    """What ``python -m loadbearing.selfcheck`` accepts (its parser is built from these fields)."""
+
+    model: str = option(EMBEDDED, group="model", help="model name, Hugging Face id, local directory or .gguf file "
+                        "(default %(default)s)")
+    device: str | None = option(None, group="model", help="cpu, cuda, cuda:N or auto (default: cuda when available)")
+    dtype: str | None = option(None, choices=DTYPES, group="model",
+                               help="weights dtype (default: float32 on CPU, bfloat16 on GPU)")
+    quantize: str | None = option(None, choices=QUANTIZE_CHOICES, group="model",
+                                  help="bitsandbytes quantisation (default: none)")
+    prompts: int = option(4, type=int, group="checks", help="chat inputs, half continued from a shared assistant "
+                          "prefix (default %(default)s)")
+    max_new_tokens: int = option(24, type=int, group="checks", help="greedy tokens per input (default %(default)s)")
+    batch_size: int = option(3, type=int, group="checks", help="rows per batch, fewer than --prompts so slots are "
+                             "refilled (default %(default)s)")
+    only: str | None = option(None, group="checks", help="comma-separated paths to run (default: all)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m loadbearing.selfcheck", description=__doc__.split("\n\n")[1],
-                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    m = p.add_argument_group("model")
-    m.add_argument("--model", default=EMBEDDED, help="model name, Hugging Face id, local directory or .gguf file "
-                                                     "(default %(default)s)")
-    m.add_argument("--device", default=None, help="cpu, cuda, cuda:N or auto (default: cuda when available)")
-    m.add_argument("--dtype", default=None, choices=DTYPES, help="weights dtype (default: float32 on CPU, "
-                                                                 "bfloat16 on GPU)")
-    m.add_argument("--quantize", default=None, choices=QUANTIZE_CHOICES, help="bitsandbytes quantisation "
-                                                                              "(default: none)")
-    c = p.add_argument_group("checks")
-    c.add_argument("--prompts", type=int, default=4, help="chat inputs, half continued from a shared assistant "
-                                                         "prefix (default %(default)s)")
-    c.add_argument("--max-new-tokens", type=int, default=24, help="greedy tokens per input (default %(default)s)")
-    c.add_argument("--batch-size", type=int, default=3, help="rows per batch, fewer than --prompts so slots are "
-                                                            "refilled (default %(default)s)")
-    c.add_argument("--only", default=None, help="comma-separated paths to run (default: all)")
-    return p
+    """The command's parser, built from :class:`SelfcheckConfig`."""
+    return parser_from_config(SelfcheckConfig, prog="python -m loadbearing.selfcheck", groups=("model", "checks"),
+                              description=__doc__.split("\n\n")[1], raw_description=True)
 
 
-def selfcheck(args: argparse.Namespace, echo=print) -> int:
+def selfcheck(args: argparse.Namespace | SelfcheckConfig, echo=print) -> int:
     from loadbearing.engine.models import load_model  # deferred: tests monkeypatch loadbearing.engine.models.load_model
 
     check_device(args.device)
@@ -74,7 +80,7 @@ def selfcheck(args: argparse.Namespace, echo=print) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args: SelfcheckConfig = config_from_parsed(SelfcheckConfig, build_parser().parse_args(argv))
     return run_cli(lambda: selfcheck(args))
 
 

@@ -61,8 +61,10 @@ def non_default_flags(parser: argparse.ArgumentParser, positionals: list[str], r
     """The flags (in the parser's order) whose recorded value differs from the parser's default.
 
     ``rename`` maps an option's dest to its recorded name; ``negated`` maps a ``--no-X`` switch's dest to the
-    recorded boolean it turns off. A value is compared after the parser's own conversion, so ``0.50`` and
-    ``0.5`` are one value and a list is compared with the default string it parses from.
+    recorded boolean it turns off (a parser built from its config needs neither: its dests are the recorded
+    field names, and its ``--no-X`` stores False into the field it turns off). A value is compared after the
+    parser's own conversion, so ``0.50`` and ``0.5`` are one value and a list is compared with the default string
+    it parses from.
     """
     negated, rename, never = dict(negated or {}), dict(rename or {}), _NEVER | set(skip)
     defaults = _parse(parser, positionals)
@@ -81,8 +83,8 @@ def non_default_flags(parser: argparse.ArgumentParser, positionals: list[str], r
         if key not in recorded:
             continue
         value = recorded[key]
-        if action.nargs == 0:  # a store_true switch
-            if value is True and getattr(defaults, dest) is not True:
+        if action.nargs == 0:  # a switch: --x stores True, --no-x (a config's negated field) stores False
+            if isinstance(value, bool) and value == action.const and getattr(defaults, dest) != value:
                 out.append(_flag(action))
             continue
         text = _fmt(value)
@@ -119,8 +121,7 @@ def probes_command(study: str, settings: Mapping[str, Any] | None) -> str:
     if build is None or not settings:
         folds = (settings or {}).get("folds")
         return _command("python -m probes.train", [store], [" ".join(head)] + ([f"--folds {folds}"] if folds else []))
-    flags = non_default_flags(build(), [store], settings, negated={"no_transfer": "transfer",
-                                                                   "no_directions": "directions"})
+    flags = non_default_flags(build(), [store], settings)  # --no-transfer sets the recorded transfer (ProbeConfig)
     return _command("python -m probes.train", [store], [" ".join(shlex.quote(h) for h in head), *flags])
 
 
@@ -140,8 +141,7 @@ def steering_command(study: str, config: Mapping[str, Any] | None, summary: Mapp
             if vals:
                 extra.append(f"{flag} {','.join(_fmt(v) or '' for v in vals)}")
         return _command("python -m steering.sweep", pos, [" ".join(shlex.quote(h) for h in head), *extra])
-    # the recorded config's list names differ from the CLI's dests
-    flags = non_default_flags(build(), pos, cfg, rename={"k": "ks", "operator": "operators"})
+    flags = non_default_flags(build(), pos, cfg)  # the parser's dests are SweepConfig's field names
     return _command("python -m steering.sweep", pos, [" ".join(shlex.quote(h) for h in head), *flags])
 
 

@@ -29,13 +29,14 @@ when the driver passes it). A stage that has not finished is reported as missing
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from loadbearing.cli import OneLineParser, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.files import RunDirError, atomic_write_text, read_json
 from loadbearing.report.blocks import (
     Block,
@@ -52,6 +53,7 @@ from loadbearing.report.blocks import (
     render_text,
 )
 from loadbearing.runs import ACTIVATIONS, SKIPPED_STAGE, SUMMARY, Run
+from loadbearing.stage.parser import config_from_parsed, option, parser_from_config
 from loadbearing.stats import FEW_CLUSTERS_MARK, FEW_CLUSTERS_NOTE
 from study.report.behaviour import behaviour_blocks
 from study.report.counting import CONVENTION
@@ -341,11 +343,21 @@ def write_report(out: str | Path, *, seconds: float | None = None) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class ReportConfig:
+    """What ``python -m study.report`` accepts (its parser is built from this field)."""
+
+    study_dir: str = option(positional=True, group="input (the report is written into it)",
+                            help="a study directory written by python -m study")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's parser, built from :class:`ReportConfig`."""
+    return parser_from_config(ReportConfig, prog="python -m study.report", description=(__doc__ or "").split("\n\n")[0])
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m study.report", description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument_group("input (the report is written into it)").add_argument(
-        "study_dir", help="a study directory written by python -m study")
-    args = ap.parse_args(argv)
+    args: ReportConfig = config_from_parsed(ReportConfig, build_parser().parse_args(argv))
 
     def body() -> int:
         d = Path(args.study_dir)

@@ -28,39 +28,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from loadbearing.cli import SAYS_DEFAULT, OneLineParser, add_option, run_cli
+from loadbearing.cli import run_cli
 from loadbearing.commands import prog
+from loadbearing.stage.parser import config_kwargs, option, parser_from_config
 
 #: the options every stage shares (fields of :class:`Options`), in the order ``--help`` lists them
 SHARED = ("output_dir", "resume", "quiet", "shard", "device", "dtype", "batch_size", "seed")
-
-_MISSING: Any = dataclasses.MISSING
-
-
-def option(default: Any = _MISSING, *, help: str, flag: str | None = None, deprecated: Sequence[str] = (),
-           metavar: str | None = None, choices: Sequence[str] | None = None, type: Callable[[str], Any] | None = None,
-           parse: Callable[[str], Any] | None = None, negate: str | None = None, group: str | None = None,
-           cli: bool = True, compare: bool = True, default_text: str | None = None) -> Any:
-    """A config field that is also a command-line option (keyword-only in the config's constructor).
-
-    ``flag`` defaults to ``--<name-with-dashes>``; ``deprecated`` old flags still parse with one warning
-    (:func:`loadbearing.cli.add_option`). A bool field is an on/off switch (``negate="--no-x"``: a switch that
-    turns a True default off). ``type`` converts the typed text in argparse (``int``, ``float``); ``parse``
-    converts it after parsing and may raise the stage's own error (a list, layers, fractions). ``compare=False``
-    marks an option that does not change the stage's records (it stays out of the recorded settings).
-    ``default_text`` is how ``--help`` shows the default (else the default itself; a help text that already
-    says its default is left alone).
-    """
-    meta = {"cli": cli, "help": help, "flag": flag, "deprecated": tuple(deprecated), "metavar": metavar,
-            "choices": choices, "type": type, "parse": parse, "negate": negate, "group": group,
-            "default_text": default_text}
-    return field(default=default, compare=compare, kw_only=True, metadata={"option": meta})
-
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
@@ -134,29 +112,6 @@ C = TypeVar("C")
 R = TypeVar("R")
 
 
-def _flag(f: dataclasses.Field) -> str:
-    return f.metadata["option"].get("flag") or "--" + f.name.replace("_", "-")
-
-
-def _default_text(f: dataclasses.Field, meta: dict[str, Any]) -> str | None:
-    if meta.get("default_text") is not None:
-        return str(meta["default_text"])
-    d = f.default
-    if d is _MISSING or d is None or isinstance(d, bool) or d == "":
-        return None
-    if isinstance(d, (tuple, list)):
-        return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in d)
-    return f"{d:g}" if isinstance(d, float) else str(d)
-
-
-def _help(f: dataclasses.Field, meta: dict[str, Any]) -> str:
-    text = str(meta.get("help") or "")
-    shown = _default_text(f, meta)
-    if shown is None or SAYS_DEFAULT.search(text) or meta.get("negate"):
-        return text.replace("%", "%%")
-    return f"{text} (default {shown})".replace("%", "%%")
-
-
 @dataclass(frozen=True)
 class Stage(Generic[C, R]):
     """A stage: its name, its config type, ``run``, ``is_complete`` and ``report`` (see the module docstring)."""
@@ -190,46 +145,15 @@ class Stage(Generic[C, R]):
 
     def build_parser(self) -> argparse.ArgumentParser:
         """The command's parser, one option per config field (:func:`option`); defaults are the config's."""
-        p = OneLineParser(prog=prog(self.command or self.name), description=self.description,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-        groups: dict[str, Any] = {}
-        for f in self.options():
-            meta = f.metadata["option"]
-            where = p if not meta.get("group") else groups.setdefault(meta["group"], p.add_argument_group(meta["group"]))
-            if meta.get("positional"):
-                where.add_argument(f.name, metavar=meta.get("metavar"), help=meta.get("help"))
-                continue
-            kw: dict[str, Any] = {"dest": f.name, "default": f.default, "help": _help(f, meta)}
-            if meta.get("negate"):
-                add_option(where, meta["negate"], action="store_const", const=False, **kw)
-                continue
-            if f.type in (bool, "bool"):
-                kw["action"] = "store_true"
-            else:
-                kw.update(metavar=meta.get("metavar"), choices=meta.get("choices"))
-                if meta.get("type") is not None:
-                    kw["type"] = meta["type"]
-                elif meta.get("parse") is None and isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
-                    kw["type"] = type(f.default)
-            add_option(where, _flag(f), deprecated=meta.get("deprecated", ()), **kw)
-        if self.engine_options is not None:
-            self.engine_options(p)
-        if self.extend is not None:
-            self.extend(p)
-        return p
+        hooks = [h for h in (self.engine_options, self.extend) if h is not None]
+        return parser_from_config(self.config, prog=prog(self.command or self.name), description=self.description,
+                            raw_description=True, fields=self.options(), hooks=hooks, say_default=True,
+                            infer_type=True, by_group=False)
 
     def config_from_args(self, args: argparse.Namespace) -> C:
         """The config of parsed options (``parse`` applied to typed text; an option left out has the config's default,
         which the parser holds as it is)."""
-        given = vars(args)
-        kwargs: dict[str, Any] = {}
-        for f in self.options():
-            if f.name not in given:
-                continue
-            v = given[f.name]
-            parse = f.metadata["option"].get("parse")
-            kwargs[f.name] = parse(v) if parse is not None and isinstance(v, str) else v
-        return self.config(**kwargs)
+        return self.config(**config_kwargs(self.config, args, self.options()))
 
     def main(self, argv: list[str] | None = None) -> int:
         """``main(argv)`` of the stage's command: parse, build the config, run; bad input is one ``error:`` line."""
