@@ -551,7 +551,6 @@ def test_positions_rule_has_one_home():
 def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_path):
     """Each random generation draws its own direction; for k > 1 covariance-matched controls are drawn from the
     fitting rows' within-class covariance (read from the store the directions name) beside isotropic ones."""
-    from activations.store import StoreWriter
     from steering.sweep.cli import run_sweep
     from steering.sweep.controls import covariance_basis
 
@@ -563,15 +562,9 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
 
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)  # questions q0..q3, steered
-    store = tmp_path / "activations.h5"
-    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
-    n = 40
-    X = rng.standard_normal((n, 1, 64)) * 0.01
+    X = rng.standard_normal((40, 1, 64)) * 0.01
     X[:, 0, 5] *= 1000.0
-    meta = [{"continuation_id": f"f{i}", "question_id": f"fit{i // 2}", "label": "C" if i % 2 else "non-C",
-             "condition": "perturbed", "input_tokens": 5} for i in range(n)]
-    w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((n, 2), np.int32)})
-    w.finish()
+    store = _fit_store(tmp_path, X)
     dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])},
                        attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
     s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
@@ -593,12 +586,25 @@ def test_fresh_random_directions_and_covariance_matched_controls(tokenizer, tmp_
     assert s2["settings"][0]["control"]["kind"] == "random" and "isotropic only" in s2["controls_note"]
 
 
+def _fit_store(tmp_path, X):
+    """An activation store of the direction-fitting rows ``X`` [n, 1, 64] at layer 2 (two rows per question,
+    alternating non-C / C): the rows a covariance-matched control is drawn from."""
+    from activations.store import StoreWriter
+
+    store = tmp_path / "activations.h5"
+    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
+    meta = [{"continuation_id": f"f{i}", "question_id": f"fit{i // 2}", "label": "C" if i % 2 else "non-C",
+             "condition": "perturbed", "input_tokens": 5} for i in range(len(X))]
+    w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((len(X), 2), np.int32)})
+    w.finish()
+    return store
+
+
 def test_a_layer_whose_activations_do_not_vary_gets_isotropic_controls_not_a_zero_vector(tokenizer, tmp_path):
     """A tiny model's embeddings at a token every row shares do not vary: the within-class covariance there is
     zero, and a covariance-matched draw from it is the zero vector (the study refused the whole steering stage
     on the graded and decorative organisms: "the directions sum to the zero vector"). Such a layer gets isotropic
     controls only, the note says why, and the sweep runs."""
-    from activations.store import StoreWriter
     from steering.sweep.cli import run_sweep
     from steering.sweep.config import SweepError
     from steering.sweep.controls import covariance_basis, within_class_rank
@@ -610,14 +616,9 @@ def test_a_layer_whose_activations_do_not_vary_gets_isotropic_controls_not_a_zer
     assert within_class_rank(flat, 4, scale=1.0) == 1 and within_class_rank(flat * 1e-9, 4, scale=1.0) == 0
     lm = planted_lm(tokenizer)
     run = make_steering_run(tmp_path, tokenizer, n_c=4, n_non=0)
-    store = tmp_path / "activations.h5"
-    w = StoreWriter(store, layers=[2], positions=["prefix_last"], d_model=64, attrs={"model_name": "planted"})
     n = 40
     X = np.tile(np.linspace(-1, 1, 64), (n, 1, 1)) + 0.1 * (np.arange(n) % 2)[:, None, None]  # constant per class
-    meta = [{"continuation_id": f"f{i}", "question_id": f"fit{i // 2}", "label": "C" if i % 2 else "non-C",
-             "condition": "perturbed", "input_tokens": 5} for i in range(n)]
-    w.append(meta, {"prefix_last": X}, {"prefix_last": np.zeros((n, 2), np.int32)})
-    w.finish()
+    store = _fit_store(tmp_path, X)
     dirs = write_dirs(tmp_path / "probes", {2: np.stack([unit(PLANT), unit(62)])},
                       attrs={"store": json.dumps({"path": str(store)}), "position": "prefix_last"})
     s = run_sweep(sweep_config(run, dirs, layers=[2], ks=[1, 2], alphas=[1.0], random_seeds=2), lm=lm, echo=lambda m: None)
