@@ -260,3 +260,33 @@ def test_a_c_path_started_from_the_previous_state_takes_the_same_steps(k):
         assert state_at(D, th_b, Y, midx, n_classes=k, grad=False).data_loss.numel() == 0
     with pytest.raises(ValueError, match="start holds 3 problems"):
         solve(D, Y[:2], midx[:2], [1.0] * 2, n_classes=k, theta0=th_b[:2], start=state)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_the_state_a_solve_returns_is_the_state_at_its_solution(k):
+    """``solve_with_state`` keeps each problem's state from the evaluation that accepted its last step (no
+    evaluation more): it is :func:`state_at` of the solution (to float32 round-off: that evaluation ran over a
+    sub-batch), and a C path started from it lands where one started from ``state_at`` does."""
+    from probes.fit.solver import solve_with_state, state_at
+
+    X, y = _data(k=k)
+    masks = np.stack([np.arange(len(y)) % 3 != j for j in range(3)])
+    D = Design.build(X, masks)
+    Y, midx = np.tile(y, (3, 1)), [0, 1, 2]
+    th_a = th_b = None
+    st_a = st_b = None
+    for C in CS:
+        th_a, _ = solve(D, Y, midx, [C] * 3, n_classes=k, theta0=th_a, start=st_a)
+        st_a = state_at(D, th_a, Y, midx, n_classes=k)
+        th_b, info, st_b = solve_with_state(D, Y, midx, [C] * 3, n_classes=k, theta0=th_b, start=st_b)
+        ref = state_at(D, th_b, Y, midx, n_classes=k)
+        assert st_b.logits.shape == (len(y), 3, 1 if k == 2 else k)
+        torch.testing.assert_close(st_b.logits, ref.logits, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(st_b.data_loss, ref.data_loss, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(st_b.data_grad, ref.data_grad, rtol=1e-4, atol=1e-6)
+        assert info.converged.all()
+        # both paths stop at max |gradient| <= tol: the same optimum to that tolerance (the weights of a weakly
+        # regularised fit may differ by more along flat directions; its objective and predictions do not)
+        torch.testing.assert_close(st_b.data_loss, st_a.data_loss, rtol=1e-4, atol=1e-5)
+        agree = (st_b.logits > 0) == (st_a.logits > 0) if k == 2 else st_b.logits.argmax(2) == st_a.logits.argmax(2)
+        assert agree.float().mean() >= 0.99, C

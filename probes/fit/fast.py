@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from probes.fit.estimators import best_threshold, inner_splits
-from probes.fit.solver import Design, solve, state_at, thread_limit, unique_rows
+from probes.fit.solver import Design, solve, solve_with_state, thread_limit, unique_rows
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per solve: bounds the [n, B*K] logit buffers
@@ -112,10 +112,10 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
         k += 1
     state = None
     for j, C in enumerate(Cs):
-        theta, info = solve(D, targets, midx, np.full(B, C), n_classes=n_classes, theta0=theta, tol=tol,
-                            max_iter=max_iter, start=state)
-        # one evaluation at the solution: its logits give the held-out predictions, and it is the next C's start
-        state = state_at(D, theta, targets, midx, n_classes=n_classes, grad=j + 1 < len(Cs))
+        # the solution's state (kept from the evaluation that accepted its last step): its logits give the
+        # held-out predictions, and it is the next C's start
+        theta, info, state = solve_with_state(D, targets, midx, np.full(B, C), n_classes=n_classes, theta0=theta,
+                                              tol=tol, max_iter=max_iter, start=state)
         z = state.logits.detach().cpu().numpy()  # [n, B, K]
         for b, te in tests.items():
             acc[b, j] = float(np.mean(predict_logits(z[te, b, :]) == y[te]))

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from probes.fit.fast import _compute_masks, mass_mean_fits, predict_logits
-from probes.fit.solver import Design, solve, state_at, thread_limit
+from probes.fit.solver import Design, solve, solve_with_state, thread_limit
 
 DEFAULT_C = 1.0
 CHUNK = 512  # problems per batched solve
@@ -112,10 +112,10 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
         y_cols = torch.as_tensor(targets[inner_i].T) if inner_i else None
         theta, state = None, None
         for j, C in enumerate(Cs):
-            theta, _ = solve(D, targets, midx, np.full(len(idx), C), n_classes=K, theta0=theta, tol=tol,
-                             max_iter=max_iter, start=state)
-            # one evaluation at the solution over the whole batch: the held-out predictions, and the next C's start
-            state = state_at(D, theta, targets, midx, n_classes=K, grad=j + 1 < len(Cs))
+            # the solution's state (kept from the evaluation that accepted its last step): the held-out
+            # predictions, and the next C's start
+            theta, _, state = solve_with_state(D, targets, midx, np.full(len(idx), C), n_classes=K, theta0=theta,
+                                               tol=tol, max_iter=max_iter, start=state)
             Z = state.logits.detach().cpu()  # [n, b, K]
             if te_cols is not None:
                 zi = Z[:, inner_i, :]

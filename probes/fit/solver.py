@@ -158,12 +158,18 @@ class Design:
         return int(self.X.shape[1])
 
     def logits(self, theta: torch.Tensor, mask_idx: torch.Tensor) -> torch.Tensor:
-        """[n, B, K] logits of every row for problems ``theta`` [B, K, d+1] standardised by ``mask_idx``."""
+        """[n, B, K] logits of every row for problems ``theta`` [B, K, d+1] standardised by ``mask_idx`` (a view of
+        :meth:`logits_bkn`)."""
+        return self.logits_bkn(theta, mask_idx).permute(2, 0, 1)
+
+    def logits_bkn(self, theta: torch.Tensor, mask_idx: torch.Tensor) -> torch.Tensor:
+        """The logits as ``[B, K, n]``: one GEMM ``V X^T`` whose rows are problems, so the loss's elementwise
+        work runs over contiguous rows (the training masks and targets are stored that way)."""
         B, K, _ = theta.shape
         V = theta[:, :, :-1] / self.sigma[mask_idx][:, None, :]  # [B, K, d] raw-space weights
         off = theta[:, :, -1] - torch.einsum("bkd,bd->bk", V, self.mu[mask_idx])  # [B, K]
-        Z = self.X @ V.reshape(B * K, -1).T  # [n, B*K]
-        return Z.view(-1, B, K) + off[None]
+        Z = (V.reshape(B * K, -1) @ self.X.T).view(B, K, -1)  # [B, K, n]
+        return Z.add_(off[:, :, None])
 
     def raw_coef(self, theta: torch.Tensor, mask_idx: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """Weights and intercepts in the caller's raw coordinates: ``z = x @ W.T + b`` (float64 numpy)."""
@@ -176,14 +182,19 @@ class Design:
 
 @dataclass
 class SolveState:
-    """The data part of the objective at a solution, and every row's logits there (:func:`state_at`). A C path
-    reads its held-out predictions from ``logits`` and passes the state as ``start`` to the next C (the same
-    problems in the same order, ``theta0`` this solution): only the L2 term depends on C, so the next solve
-    takes the very steps it would take after evaluating the objective itself, one GEMM per C fewer."""
+    """The data part of the objective at a solution, and every row's logits there (:func:`solve_with_state`,
+    :func:`state_at`). A C path reads its held-out predictions from ``logits`` and passes the state as ``start``
+    to the next C (the same problems in the same order, ``theta0`` this solution): only the L2 term depends on C,
+    so the next solve takes the very steps it would take after evaluating the objective itself."""
 
     data_loss: torch.Tensor  # [B] mean cross-entropy over each problem's training rows
     data_grad: torch.Tensor  # [B, K, d+1] its gradient (intercept last)
-    logits: torch.Tensor  # [n, B, K] every row's logits (design.logits of the solution)
+    zb: torch.Tensor  # [B, K, n] every row's logits (design.logits_bkn of the solution)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """[n, B, K] every row's logits (a view, as :meth:`Design.logits`)."""
+        return self.zb.permute(2, 0, 1)
 
 
 @dataclass
@@ -214,29 +225,33 @@ def _loss_grad(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: t
 
 def _loss_grad_parts(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
                      binary: bool) -> tuple[torch.Tensor, torch.Tensor, SolveState]:
-    """:func:`_loss_grad` and its data part (:class:`SolveState`)."""
-    Z = design.logits(theta, mask_idx)  # [n, B, K]
-    m = design.masks[mask_idx].T  # [n, B]
+    """:func:`_loss_grad` and its data part (:class:`SolveState`). ``T``: binary [B, n] 0/1, multinomial [B, K, n]
+    one-hot (:func:`_targets`)."""
+    Z = design.logits_bkn(theta, mask_idx)  # [B, K, n]
     nb = design.n_train[mask_idx]  # [B]
+    w = design.masks[mask_idx] / nb[:, None]  # [B, n] training rows, each weighing 1 / n_b
     if binary:
-        z = Z[:, :, 0]
-        t = T.T  # [n, B]
-        ce = torch.nn.functional.softplus(z) - t * z
-        R = (torch.sigmoid(z) - t) * m / nb  # [n, B]
-        R = R[:, :, None]
+        z = Z[:, 0, :]
+        ce = torch.nn.functional.binary_cross_entropy_with_logits(z, T, reduction="none")  # softplus(z) - t z
+        R = torch.sigmoid(z).sub_(T).mul_(w)[:, None, :]  # [B, 1, n]
     else:
-        lse = torch.logsumexp(Z, dim=2)  # [n, B]
-        Tt = T.permute(1, 0, 2)  # [n, B, K]
-        ce = lse - (Tt * Z).sum(2)
-        R = (torch.softmax(Z, dim=2) - Tt) * (m / nb)[:, :, None]  # [n, B, K]
-    data_loss = (ce * m).sum(0) / nb
+        ce = torch.logsumexp(Z, dim=1) - (T * Z).sum(1)  # [B, n]
+        R = torch.softmax(Z, dim=1).sub_(T).mul_(w[:, None, :])  # [B, K, n]
+    data_loss = (ce * w).sum(1)
     B, K = theta.shape[:2]
-    G = (design.X.T @ R.reshape(-1, B * K)).T.reshape(B, K, -1)  # [B, K, d]  X^T R
-    sR = R.sum(0)  # [B, K]
+    G = (R.reshape(B * K, -1) @ design.X).view(B, K, -1)  # [B, K, d]  R X
+    sR = R.sum(2)  # [B, K]
     sig = design.sigma[mask_idx][:, None, :]
     data_grad = torch.cat([(G - sR[:, :, None] * design.mu[mask_idx][:, None, :]) / sig, sR[:, :, None]], dim=2)
     loss, grad = _penalised(theta, C, nb, data_loss, data_grad)
     return loss, grad, SolveState(data_loss, data_grad, Z)
+
+
+def _targets(y: torch.Tensor, n_classes: int, dt: torch.dtype) -> torch.Tensor:
+    """Class indices [B, n] as the loss reads them: binary [B, n] 0/1, multinomial one-hot [B, K, n]."""
+    if n_classes == 2:
+        return y.to(dt)
+    return torch.nn.functional.one_hot(y.clamp_min(0), n_classes).to(dt).permute(0, 2, 1).contiguous()
 
 
 def state_at(design: Design, theta: torch.Tensor, targets: np.ndarray | torch.Tensor,
@@ -246,11 +261,11 @@ def state_at(design: Design, theta: torch.Tensor, targets: np.ndarray | torch.Te
     dev, dt = design.X.device, design.X.dtype
     midx = torch.as_tensor(np.asarray(mask_idx)).to(dev).long()
     if not grad:
-        Z = design.logits(theta, midx)
+        Z = design.logits_bkn(theta, midx)
         return SolveState(torch.empty(0, device=dev, dtype=dt), torch.empty(0, device=dev, dtype=dt), Z)
     binary = n_classes == 2
     y = torch.as_tensor(np.asarray(targets) if not isinstance(targets, torch.Tensor) else targets).to(dev).long()
-    T = y.to(dt) if binary else torch.nn.functional.one_hot(y.clamp_min(0), n_classes).to(dt)
+    T = _targets(y, n_classes, dt)
     C = torch.ones(len(midx), device=dev, dtype=dt)  # the data part does not depend on C
     with thread_limit(design.n, design.d, dev):
         return _loss_grad_parts(design, theta, T, midx, C, binary)[2]
@@ -263,8 +278,21 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
     """Fit B logistic problems; ``targets`` [B, n] class indices (only training rows matter), ``mask_idx`` [B]
     (which training mask / standardisation), ``Cs`` [B]. Returns ``theta`` [B, K, d+1] (standardised
     coordinates, last column the intercept; K = 1 for two classes) and per-problem iteration counts. With
-    ``theta0``, :func:`state_at` of ``theta0`` for the same problems (a warm start along a C path): it replaces
-    the first evaluation, so the iterates are the same as without it."""
+    ``theta0``, ``start`` may be the :class:`SolveState` of ``theta0`` for the same problems (a warm start along
+    a C path): it replaces the first evaluation, so the iterates are the same as without it."""
+    theta, info, _ = solve_with_state(design, targets, mask_idx, Cs, n_classes=n_classes, theta0=theta0, tol=tol,
+                                      max_iter=max_iter, history=history, start=start)
+    return theta, info
+
+
+def solve_with_state(design: Design, targets: np.ndarray | torch.Tensor,
+                     mask_idx: np.ndarray | torch.Tensor | Sequence[int], Cs: np.ndarray | torch.Tensor | Sequence[float],
+                     *, n_classes: int, theta0: torch.Tensor | None = None, tol: float = 1e-4, max_iter: int = 500,
+                     history: int = 10, start: SolveState | None = None
+                     ) -> tuple[torch.Tensor, SolveInfo, SolveState]:
+    """:func:`solve`, and the :class:`SolveState` at the solution, kept from the evaluation that accepted each
+    problem's last step (no evaluation more: a C path reads its held-out logits from it and passes it as the
+    next C's ``start``)."""
     with thread_limit(design.n, design.d, design.X.device):
         return _solve(design, targets, mask_idx, Cs, n_classes=n_classes, theta0=theta0, tol=tol,
                       max_iter=max_iter, history=history, start=start)
@@ -273,14 +301,14 @@ def solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarr
 def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndarray | torch.Tensor | Sequence[int],
            Cs: np.ndarray | torch.Tensor | Sequence[float], *, n_classes: int, theta0: torch.Tensor | None = None,
            tol: float = 1e-4, max_iter: int = 500, history: int = 10, start: SolveState | None = None
-           ) -> tuple[torch.Tensor, SolveInfo]:
-    """:func:`solve` (inside its thread limit)."""
+           ) -> tuple[torch.Tensor, SolveInfo, SolveState]:
+    """:func:`solve_with_state` (inside its thread limit)."""
     dev, dt = design.X.device, design.X.dtype
     binary = n_classes == 2
     K = 1 if binary else n_classes
     y = torch.as_tensor(np.asarray(targets) if not isinstance(targets, torch.Tensor) else targets).to(dev).long()
     B = y.shape[0]
-    T = y.to(dt) if binary else torch.nn.functional.one_hot(y.clamp_min(0), n_classes).to(dt)
+    T = _targets(y, n_classes, dt)
     midx = torch.as_tensor(np.asarray(mask_idx)).to(dev).long()
     C = torch.as_tensor(np.asarray(Cs, dtype=np.float64)).to(device=dev, dtype=dt)
     theta = (torch.zeros(B, K, design.d + 1, device=dev, dtype=dt) if theta0 is None
@@ -298,8 +326,9 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
         if start.data_loss.shape[0] != B:
             raise ValueError(f"start holds {start.data_loss.shape[0]} problems, theta0 {B}")
         f, g = _penalised(theta, C, design.n_train[midx], start.data_loss, start.data_grad)
+        state = SolveState(start.data_loss.clone(), start.data_grad.clone(), start.zb.clone())
     else:
-        f, g = _loss_grad(design, theta, T, midx, C, binary)
+        f, g, state = _loss_grad_parts(design, theta, T, midx, C, binary)
     g = g.reshape(B, P)
     gmax = g.abs().amax(1)
     done |= gmax <= tol
@@ -341,11 +370,13 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
         pending = torch.arange(act.numel(), device=dev)
         for _ in range(30):
             cand = th_a[pending] + (t[pending][:, None] * p[pending]).view(-1, K, design.d + 1)
-            fc, gc = _loss_grad(design, cand, T[act[pending]], midx[act[pending]], C[act[pending]], binary)
+            fc, gc, sc = _loss_grad_parts(design, cand, T[act[pending]], midx[act[pending]], C[act[pending]], binary)
             ok = fc <= f_a[pending] + 1e-4 * t[pending] * gp[pending] + eps32 * f_a[pending].abs()
             ok &= torch.isfinite(fc)
             acc = pending[ok]
             new_th[acc], new_f[acc], new_g[acc] = cand[ok], fc[ok], gc.reshape(-1, P)[ok]
+            kept = act[acc]  # the accepted problems' state at their new point, from this very evaluation
+            state.data_loss[kept], state.data_grad[kept], state.zb[kept] = sc.data_loss[ok], sc.data_grad[ok], sc.zb[ok]
             pending = pending[~ok]
             if pending.numel() == 0:
                 break
@@ -370,4 +401,4 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
         gmax[act] = gm
         done[act] = (gm <= tol) | stalled
     info = SolveInfo(n_iter=n_iter.numpy(), converged=(gmax <= tol).cpu().numpy(), max_grad=gmax.cpu().numpy())
-    return theta, info
+    return theta, info, state
