@@ -177,7 +177,8 @@ def hard_entries(n_sims: int, seed: int) -> dict[str, dict[str, Any]]:
             for df, c in cells.items():
                 worst = min(c, key=c.__getitem__)
                 name = f"rate.coverage.{design}.q{K}" + ("" if df == "effective" else ".df_k_minus_1")
-                out[name] = {"test": f"clustered_rate (Korn-Graubard, df {'K_eff - 1' if df == 'effective' else 'K - 1'})"
+                label = "Satterthwaite, exchangeable" if df == "effective" else "K - 1"
+                out[name] = {"test": f"clustered_rate (Korn-Graubard, df {label})"
                              f", {design} sizes, worst over p x rho (rho up to 0.9)", "n_clusters": K,
                              "rows_per_question": ng.tolist(), "k_eff": float(ng.sum() ** 2 / (ng ** 2).sum()),  # sizes alone
                              "coverage": c[worst], "worst_scenario": worst, "by_scenario": c,
