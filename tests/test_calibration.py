@@ -85,12 +85,20 @@ def test_steering_verdict_at_the_run_designs(calibration):
 
 def test_gradient_difficulty_test_holds_its_size(calibration):
     """The cell-level difficulty test as the toolkit runs it (the Knapp-Hartung t against its parametric
-    bootstrap, 999 draws, seed 0) at 3, 4, 5 and 8 cells holds 0.05 + 2 MC SE; its power is reported."""
-    res = calibration.discover(["gradient"])["gradient"].run(fast=True, seed=0)
+    bootstrap, 999 draws, seeded per data set) at 3, 4, 5 and 8 cells holds 0.05 + 2 MC SE, an entry above
+    its mark holding it on fresh data at 8 times the simulations; its power is reported."""
+    mod = calibration.discover(["gradient"])["gradient"]
+    res = mod.run(fast=True, seed=0)
     sizes = {k: e for k, e in res.items() if k.startswith("gradient.size.")}
     assert len(sizes) == 16
-    for name, e in sizes.items():
-        assert calibration.check_entry(e) == "ok", (name, e["size"])
+    failed = [name for name, e in sizes.items() if calibration.check_entry(e) != "ok"]
+    # 16 entries, each one-sided at 2 MC SE: one above its mark by chance is likely (the bootstrap's draws are
+    # now independent per data set, so the entries no longer share one draw's error). At most one, and it must
+    # hold on fresh data at 8 times the simulations (c5.sd0 here: 0.065 at 1,000; 0.051 at 32,000 in the bench)
+    assert len(failed) <= 1, failed
+    for name in failed:
+        again = mod.recheck_entry({name: sizes[name]}, 8000, 0)[f"{name}.recheck"]
+        assert calibration.check_entry({**again, "informational": False}) == "ok", (name, again["size"])
     for C in (3, 4, 5, 8):
         power = res[f"gradient.power.c{C}.slope4"]
         assert calibration.check_entry(power) == "" and power["power"] > 0.1  # reported, not checked
