@@ -23,9 +23,10 @@ a true null far too often when cells differ by more than difficulty (issue 23: 7
   |t|}) / (n_boot + 1)``; the 95% interval is ``slope +/- c se`` with ``c`` the 95th percentile of ``|t*|``, so
   it excludes 0 when p < 0.05 (to the draws' resolution). The t distribution on C - 2 degrees of freedom (``p_t``, kept for
   reference) ignores that the weights depend on the fitted slope through the difficulty's error; it rejected a
-  true null in up to 6.0% of simulations at 3-8 cells, the bootstrap in 3.8-5.3% at 3, 5 and 8 cells and 5.8%
-  at 4 (``bench/calib_gradient.py``, 4,000 simulations each; docs/gradient.md). Seeded: the same cells give
-  the same p.
+  true null in up to 6.0% of simulations at 3-8 cells, the bootstrap in 4.3-5.7% (5.1% at 32,000 simulations
+  for the 5.7%) (``bench/calib_gradient.py``, 4,000 simulations each; docs/gradient.md). Seeded per data set, from
+  the seed and the CRC-32 of the cells' data (:func:`data_seed`): the same cells give the same p, different
+  data sets independent draws.
 
 With fewer than 3 cells the slope is descriptive: no p-value, and the reason is given. The size and power of
 this test at the ladder's cell counts are in ``bench/calib_gradient.py``.
