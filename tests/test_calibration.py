@@ -127,3 +127,21 @@ def test_checks_apply_the_stated_bounds(calibration):
     assert ck({"coverage": 0.942, "nominal": 0.95, "n_sims": 4000}).startswith("FAIL")
     assert ck({"coverage": 0.944, "nominal": 0.95, "n_sims": 4000}) == "ok"
     assert ck({"power": 0.5, "nominal": 0.8}) == ""
+
+
+def test_a_failing_entry_is_judged_by_its_recheck(calibration):
+    """A size entry over its mark with a ``.recheck`` (more simulations, fresh data) that holds is ``ok (recheck
+    ...)``; one whose recheck fails too stays a failure, and an entry without one is untouched."""
+    over = {"size": 0.060, "nominal": 0.05, "attainable": 0.05, "n_sims": 4000}
+    entries = {"a": {**over}, "a.recheck": {"size": 0.051, "nominal": 0.05, "attainable": 0.05, "n_sims": 32000,
+                                            "informational": True},
+               "b": {**over}, "b.recheck": {"size": 0.058, "nominal": 0.05, "attainable": 0.05, "n_sims": 32000,
+                                            "informational": True},
+               "c": {**over}}
+    for e in entries.values():
+        e["check"] = calibration.check_entry(e)
+    calibration.apply_rechecks(entries)
+    assert entries["a"]["check"].startswith("ok (recheck 0.0510 at 32000 simulations")
+    assert entries["b"]["check"].startswith("FAIL") and "recheck 0.0580" in entries["b"]["check"]
+    assert entries["c"]["check"].startswith("FAIL: size 0.060")
+    assert entries["a.recheck"]["check"] == ""  # informational itself
