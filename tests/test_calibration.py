@@ -39,11 +39,11 @@ def test_interval_coverage_at_few_clusters_and_rare_events(calibration):
 
 def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     """Lognormal and dominant-question sizes, informative sizes, ICC up to 0.9, rare events at 5 and 16
-    questions: the effective-questions degrees of freedom and the ANOVA design-effect floor hold 0.95 (less 2
-    MC SE); with K - 1 degrees of freedom one question holding half the rows covered 0.77-0.87 before the floor.
-    Not held: informative sizes at 66 questions, p = 5%, ICC 0.3, a real under-coverage, not Monte Carlo noise
-    (0.941 at the bench's 4,000 simulations against a mark of 0.943; 0.944 at 200,000, MC SE 0.0005; 0.886 before
-    the ANOVA floor; docs/verdicts.md says why it is left), so that entry is not checked here."""
+    questions: the Satterthwaite degrees of freedom under an exchangeable working model (cluster_df at the ANOVA
+    rho) and the ANOVA design-effect floor hold 0.95 (less 2 MC SE); with K - 1 degrees of freedom one question
+    holding half the rows covered 0.77-0.87 before the floor. Informative sizes at 66 questions (p = 5%, ICC 0.3)
+    are checked too: with K_eff - 1 from the sizes alone they covered 0.941 at the bench's 4,000 simulations
+    (0.945 at 64,000, a real under-coverage); with the Satterthwaite df 0.951 (0.954 at 64,000)."""
     import numpy as np
 
     from loadbearing.stats import design_effect_interval
@@ -51,7 +51,7 @@ def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     mod = calibration.discover(["intervals"])["intervals"]
     res = mod.hard_entries(1000, seed=0)
     for name, e in res.items():
-        if not e.get("informational") and not name.endswith("informative.q66"):
+        if not e.get("informational"):
             assert calibration.check_entry(e) == "ok", (name, e["worst_scenario"], e["coverage"])
     for K in (16, 66):
         before = res[f"rate.coverage.dominant.q{K}.df_k_minus_1"]
@@ -63,7 +63,7 @@ def test_korn_graubard_at_unequal_sizes_and_high_icc(calibration):
     kg = rng.binomial(ng, pg)
     lo, hi = design_effect_interval(kg, ng)
     assert np.mean((lo <= 0.05) & (0.05 <= hi)) >= 0.94
-    # equal sizes: the same interval as before (K_eff = K)
+    # equal sizes: the same interval as with K - 1 (the Satterthwaite df is K - 1 there, whatever rho)
     kg, ng = np.array([[3, 0, 1, 5, 2, 0, 4]]), np.full(7, 6)
     assert np.allclose(design_effect_interval(kg, ng), design_effect_interval(kg, ng, df="clusters"))
 
@@ -85,12 +85,20 @@ def test_steering_verdict_at_the_run_designs(calibration):
 
 def test_gradient_difficulty_test_holds_its_size(calibration):
     """The cell-level difficulty test as the toolkit runs it (the Knapp-Hartung t against its parametric
-    bootstrap, 999 draws, seed 0) at 3, 4, 5 and 8 cells holds 0.05 + 2 MC SE; its power is reported."""
-    res = calibration.discover(["gradient"])["gradient"].run(fast=True, seed=0)
+    bootstrap, 999 draws, seeded per data set) at 3, 4, 5 and 8 cells holds 0.05 + 2 MC SE, an entry above
+    its mark holding it on fresh data at 8 times the simulations; its power is reported."""
+    mod = calibration.discover(["gradient"])["gradient"]
+    res = mod.run(fast=True, seed=0)
     sizes = {k: e for k, e in res.items() if k.startswith("gradient.size.")}
     assert len(sizes) == 16
-    for name, e in sizes.items():
-        assert calibration.check_entry(e) == "ok", (name, e["size"])
+    failed = [name for name, e in sizes.items() if calibration.check_entry(e) != "ok"]
+    # 16 entries, each one-sided at 2 MC SE: one above its mark by chance is likely (the bootstrap's draws are
+    # now independent per data set, so the entries no longer share one draw's error). At most one, and it must
+    # hold on fresh data at 8 times the simulations (c5.sd0 here: 0.065 at 1,000; 0.051 at 32,000 in the bench)
+    assert len(failed) <= 1, failed
+    for name in failed:
+        again = mod.recheck_entry({name: sizes[name]}, 8000, 0)[f"{name}.recheck"]
+        assert calibration.check_entry({**again, "informational": False}) == "ok", (name, again["size"])
     for C in (3, 4, 5, 8):
         power = res[f"gradient.power.c{C}.slope4"]
         assert calibration.check_entry(power) == "" and power["power"] > 0.1  # reported, not checked
@@ -119,3 +127,21 @@ def test_checks_apply_the_stated_bounds(calibration):
     assert ck({"coverage": 0.942, "nominal": 0.95, "n_sims": 4000}).startswith("FAIL")
     assert ck({"coverage": 0.944, "nominal": 0.95, "n_sims": 4000}) == "ok"
     assert ck({"power": 0.5, "nominal": 0.8}) == ""
+
+
+def test_a_failing_entry_is_judged_by_its_recheck(calibration):
+    """A size entry over its mark with a ``.recheck`` (more simulations, fresh data) that holds is ``ok (recheck
+    ...)``; one whose recheck fails too stays a failure, and an entry without one is untouched."""
+    over = {"size": 0.060, "nominal": 0.05, "attainable": 0.05, "n_sims": 4000}
+    entries = {"a": {**over}, "a.recheck": {"size": 0.051, "nominal": 0.05, "attainable": 0.05, "n_sims": 32000,
+                                            "informational": True},
+               "b": {**over}, "b.recheck": {"size": 0.058, "nominal": 0.05, "attainable": 0.05, "n_sims": 32000,
+                                            "informational": True},
+               "c": {**over}}
+    for e in entries.values():
+        e["check"] = calibration.check_entry(e)
+    calibration.apply_rechecks(entries)
+    assert entries["a"]["check"].startswith("ok (recheck 0.0510 at 32000 simulations")
+    assert entries["b"]["check"].startswith("FAIL") and "recheck 0.0580" in entries["b"]["check"]
+    assert entries["c"]["check"].startswith("FAIL: size 0.060")
+    assert entries["a.recheck"]["check"] == ""  # informational itself

@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from behavioural.gradient.cells import N_BOOT, bootstrap_t, cell_slope, kh_slopes, logit_and_var, meta_regression
+from behavioural.gradient.cells import (
+    N_BOOT,
+    bootstrap_t,
+    cell_slope,
+    data_seed,
+    kh_slopes,
+    logit_and_var,
+    meta_regression,
+)
 
 
 def test_equal_variances_give_the_ordinary_regression_t_test():
@@ -48,6 +56,27 @@ def test_the_bootstrap_p_is_seeded_independent_of_batching_and_matches_its_inter
     for r in one:  # the interval is slope +/- the bootstrap's critical |t| x se: it excludes 0 when p < 0.05
         assert (r["ci95"][0] > 0 or r["ci95"][1] < 0) == (r["p"] < 0.05) or abs(r["p"] - 0.05) < 2e-3
         assert 1 / (N_BOOT + 1) <= r["p"] <= 1
+
+
+def test_each_data_set_draws_its_own_bootstrap_from_its_data():
+    """The draws are seeded from the seed and the data set's bytes (CRC-32): the same data give the same p, in a
+    batch or alone; a data set that differs only by a shift of every logit (the same t, the same null law) gets
+    other draws, so its p differs within the Monte Carlo error instead of repeating it (with one fixed set of
+    draws for every data set the two p were identical, and the bench's simulations shared one draw's error)."""
+    rng = np.random.default_rng(5)
+    x = np.array([0.1, 0.35, 0.5, 0.75])
+    y = 0.2 + rng.normal(0, 0.4, 4)
+    vy, vx = np.array([0.05, 0.1, 0.2, 0.3]), np.full(4, 0.004)
+    assert data_seed(0, y, x) == data_seed(0, y.copy(), x.tolist()) != data_seed(1, y, x)
+    assert data_seed(0, y, x) != data_seed(0, y + 1.0, x)
+    Y = np.stack([y, y + 1.0, y])
+    r = bootstrap_t(Y, np.stack([x] * 3), np.stack([vy] * 3), np.stack([vx] * 3), n_boot=4000)
+    assert kh_slopes(Y, np.stack([x] * 3), np.stack([vy] * 3), np.stack([vx] * 3))["t"] == pytest.approx([
+        kh_slopes(y, x, vy, vx)["t"][0]] * 3)
+    assert r["p"][0] == r["p"][2] != r["p"][1]  # same data, same draws; shifted data, its own draws
+    assert abs(r["p"][0] - r["p"][1]) < 4 * np.sqrt(2 * 0.25 / 4000)
+    assert r["p"][0] == bootstrap_t(y, x, vy, vx, n_boot=4000)["p"][0]  # alone or in a batch
+    assert bootstrap_t(y, x, vy, vx, n_boot=4000, seed=1)["p"][0] != r["p"][0]
 
 
 def test_difficulty_error_widens_the_slope_interval():

@@ -209,3 +209,73 @@ def test_anova_design_effect_bounds():
     assert anova_deff(np.array([[4.0, 0, 4, 0, 0, 0]]), ng)[0] == pytest.approx(4.0)
     assert anova_deff(np.array([[2.0, 2, 2, 2, 2, 2]]), ng)[0] == pytest.approx(1.0)
     assert anova_deff(np.zeros((1, 6)), ng)[0] == pytest.approx(1.0)  # no events: no between-question spread
+
+
+def _satterthwaite_df_by_matrices(ng, rho):
+    """tr(W)^2 / tr(W^2), W = G' Omega G, G = M C, built row by row (the definition cluster_df closes)."""
+    import numpy as np
+
+    n = int(ng.sum())
+    C = (np.repeat(np.arange(len(ng)), ng)[:, None] == np.arange(len(ng))[None]).astype(float)
+    omega = (1 - rho) * np.eye(n) + rho * C @ C.T
+    G = (np.eye(n) - np.ones((n, n)) / n) @ C
+    W = G.T @ omega @ G
+    return np.trace(W) ** 2 / np.trace(W @ W)
+
+
+def test_cluster_df_is_the_satterthwaite_df_of_the_cluster_variance():
+    """The closed form equals tr(W)^2 / tr(W^2) under the exchangeable working covariance; K - 1 at equal sizes
+    whatever rho; never above K - 1; about K_eff - 1 at rho = 0 and the usual sizes; fewer at a higher rho."""
+    import numpy as np
+
+    from loadbearing.stats import cluster_df
+
+    rng = np.random.default_rng(3)
+    for K in (2, 3, 5, 16):
+        ng = rng.integers(1, 15, K)
+        for rho in (0.0, 0.3, 0.9, 1.0):
+            assert cluster_df(ng, rho)[0] == pytest.approx(_satterthwaite_df_by_matrices(ng, rho), rel=1e-9)
+            assert cluster_df(ng, rho)[0] <= K - 1 + 1e-9
+    assert np.allclose(cluster_df(np.full((3, 7), 6), np.array([0.0, 0.4, 1.0])), 6.0)
+    ng = rng.integers(3, 12, 66)
+    k_eff = ng.sum() ** 2 / (ng ** 2).sum()
+    assert cluster_df(ng, 0.0)[0] == pytest.approx(k_eff - 1, rel=0.02)
+    per_rho = cluster_df(np.broadcast_to(ng, (3, 66)), np.array([0.0, 0.3, 0.9]))
+    assert per_rho[0] > per_rho[1] > per_rho[2]
+    assert cluster_df(np.array([40, 1]), 1.0)[0] == pytest.approx(1.0)  # two questions: one degree of freedom
+
+
+def test_anova_rho_is_the_correlation_behind_anova_deff():
+    import numpy as np
+
+    from loadbearing.stats import anova_deff, anova_rho
+
+    ng = np.full((1, 6), 4.0)
+    assert anova_rho(np.array([[4.0, 0, 4, 0, 0, 0]]), ng)[0] == pytest.approx(1.0)
+    assert anova_rho(np.array([[2.0, 2, 2, 2, 2, 2]]), ng)[0] == pytest.approx(0.0)
+    assert anova_rho(np.zeros((1, 6)), ng)[0] == 0.0
+    kg, ng = np.array([[3.0, 0, 1, 5, 2]]), np.array([[6.0, 3, 4, 9, 5]])
+    rho = anova_rho(kg, ng)
+    assert anova_deff(kg, ng)[0] == pytest.approx(1 + ((ng ** 2).sum() / ng.sum() - 1) * rho[0])
+    assert anova_deff(kg, ng, rho)[0] == anova_deff(kg, ng)[0]
+
+
+def test_korn_graubard_degrees_of_freedom_follow_the_estimated_correlation():
+    """Unequal sizes: the interval uses cluster_df at the data's ANOVA rho; wider than with K_eff - 1 from the
+    sizes alone when the rows are correlated; df="clusters" keeps K - 1 (the old comparison)."""
+    import numpy as np
+    from scipy import stats
+
+    from loadbearing.stats import anova_rho, cluster_df, design_effect_interval
+
+    ng = np.array([30, 2, 3, 2, 25, 4, 3, 2, 3, 2])
+    kg = np.array([[20, 0, 1, 0, 3, 4, 0, 0, 3, 1]])
+    rho = anova_rho(kg.astype(float), ng[None].astype(float))
+    assert 0 < rho[0] < 1
+    k_eff = ng.sum() ** 2 / (ng ** 2).sum()
+    assert cluster_df(ng, rho)[0] < k_eff - 1
+    lo, hi = design_effect_interval(kg, ng)
+    lo0, hi0 = design_effect_interval(kg, ng, df="clusters")
+    assert lo[0] < lo0[0] and hi[0] > hi0[0]
+    # the t ratio that scales n*: the interval at the new df is the one at K_eff - 1 rescaled
+    assert stats.t.ppf(0.975, cluster_df(ng, rho)[0]) > stats.t.ppf(0.975, k_eff - 1)

@@ -11,8 +11,9 @@ The one rate type and the one formatter (every stage uses them):
 * :func:`format_rate` - ``"72.1% [60.4, 81.3] (49/68; 23 q)"``; ``"n/a (0/0)"`` when n == 0.
 * :func:`wilson_rate` - a row-level Wilson interval: only where rows are independent (one per question).
 * :func:`clustered_rate` - pooled k/n with a Korn-Graubard interval (Clopper-Pearson on a design-effect-adjusted
-  effective n, with the degrees of freedom of the effective number of questions n^2 / sum n_g^2,
-  :func:`cluster_df`): the headline interval wherever a question contributes several rows.
+  effective n, with Satterthwaite (Bell-McCaffrey) degrees of freedom under an exchangeable working model at
+  the ANOVA intra-question correlation, :func:`cluster_df`, :func:`anova_rho`): the headline interval wherever
+  a question contributes several rows.
 * ``Rate.few_clusters`` - True when the interval rests on fewer than :data:`FEW_CLUSTERS` (20) questions;
   :func:`format_rate` marks such intervals with a dagger (``[8.1, 52.4]†``).
 
@@ -50,6 +51,7 @@ from loadbearing.stats.rates import (
     METHODS,
     Rate,
     anova_deff,
+    anova_rho,
     cluster_df,
     clustered_rate,
     design_effect_interval,
@@ -62,7 +64,7 @@ from loadbearing.stats.rates import (
 
 __all__ = [
     "BOOTSTRAP_NOTE", "FEW_CLUSTERS", "FEW_CLUSTERS_MARK", "FEW_CLUSTERS_NOTE", "METHODS", "Rate", "anova_deff",
-    "cluster_bootstrap_ci", "cluster_df", "cluster_resample_weights", "cluster_sums_bootstrap", "clustered_rate",
-    "design_effect_interval", "format_rate", "paired_difference_ci", "paired_interval", "proportion_ci", "rate",
-    "wilson_rate",
+    "anova_rho", "cluster_bootstrap_ci", "cluster_df", "cluster_resample_weights", "cluster_sums_bootstrap",
+    "clustered_rate", "design_effect_interval", "format_rate", "paired_difference_ci", "paired_interval",
+    "proportion_ci", "rate", "wilson_rate",
 ]
