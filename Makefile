@@ -94,7 +94,8 @@ test: $(STAMP) chromium
 test-budget:
 	$(PY) bench/test_budget.py $(JUNIT)
 
-# the trace browser's tests (tests/test_browse.py) drive Debian's chromium + chromium-driver: installed where missing
+# the trace browser's real-browser tests (tests/test_browse_chromium.py, tests/test_browse_scale.py) drive
+# Debian's chromium + chromium-driver: installed where missing
 chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  (apt-get update && apt-get install -y chromium chromium-driver)

@@ -1,4 +1,5 @@
-"""The architecture as tests that can fail: the layering of packages, one home per concept, module size.
+"""The architecture as tests that can fail: the layering of packages, one home per concept, module size (of the
+packages' modules and of the test modules under tests/).
 
 Layers, bottom up: ``loadbearing`` (the shared base; imports no stage), then the stages in the order data
 flows: ``behavioural``, ``activations``, ``probes``, ``steering``, and finally ``study``. A package may import
@@ -101,7 +102,12 @@ def _imports_of(node: ast.AST) -> list[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(REPO)))
+def _test_modules() -> list[Path]:
+    """Every Python file under tests/: the test modules, conftest.py, fakes.py and tests/helpers/."""
+    return sorted((REPO / "tests").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules() + _test_modules(), ids=lambda p: str(p.relative_to(REPO)))
 def test_module_size(path):
     n = len(path.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, f"{path.relative_to(REPO)} has {n} lines (at most {MAX_LINES}): split it into modules of one idea"

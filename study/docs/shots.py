@@ -4,8 +4,8 @@
     screenshot(Path("runs/demo/report.html"), Path("docs/report.png"))                     # the first screen
     screenshot(Path("runs/demo/browse.html"), Path("docs/browser.png"), fragment=BROWSER_FRAGMENT, keys="j")
 
-The same browser set-up as the report's and the trace browser's real-browser tests (``tests/test_report.py``,
-``tests/test_browse.py``): a 1400x900 viewport at device scale 1, so a screenshot is the first screen a reader
+The same browser set-up as the report's and the trace browser's real-browser tests (``tests/test_report_first_screen.py``,
+``tests/helpers/browser.py``): a 1400x900 viewport at device scale 1, so a screenshot is the first screen a reader
 sees. The PNG is written atomically.
 """
 from __future__ import annotations
