@@ -34,6 +34,7 @@ this test at the ladder's cell counts are in ``bench/calib_gradient.py``.
 from __future__ import annotations
 
 import math
+import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -150,8 +151,6 @@ def data_seed(seed: int, *arrays: np.ndarray) -> list[int]:
     """The bootstrap's seed for one data set: ``[seed, CRC-32 of the arrays' float64 bytes]`` (a
     :class:`numpy.random.SeedSequence` entropy list). The same data and ``seed`` give the same draws; different
     data sets get independent ones."""
-    import zlib
-
     crc = 0
     for a in arrays:
         crc = zlib.crc32(np.ascontiguousarray(a, dtype=np.float64).tobytes(), crc)

@@ -215,18 +215,10 @@ def _penalised(theta: torch.Tensor, C: torch.Tensor, nb: torch.Tensor, data_loss
     return loss, g
 
 
-def _loss_grad(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
-               binary: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Objective [B] and gradient [B, K, d+1] (see the module docstring). ``T`` targets: binary [B, n] 0/1,
-    multinomial [B, n, K] one-hot."""
-    loss, grad, _ = _loss_grad_parts(design, theta, T, mask_idx, C, binary)
-    return loss, grad
-
-
 def _loss_grad_parts(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
                      binary: bool) -> tuple[torch.Tensor, torch.Tensor, SolveState]:
-    """:func:`_loss_grad` and its data part (:class:`SolveState`). ``T``: binary [B, n] 0/1, multinomial [B, K, n]
-    one-hot (:func:`_targets`)."""
+    """Objective [B], gradient [B, K, d+1] (see the module docstring) and its data part (:class:`SolveState`).
+    ``T``: binary [B, n] 0/1, multinomial [B, K, n] one-hot (:func:`_targets`)."""
     Z = design.logits_bkn(theta, mask_idx)  # [B, K, n]
     nb = design.n_train[mask_idx]  # [B]
     w = design.masks[mask_idx] / nb[:, None]  # [B, n] training rows, each weighing 1 / n_b
