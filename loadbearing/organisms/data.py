@@ -66,6 +66,11 @@ class DataSpec:
     #: N > 0: the wrong value such a decorative chain carries is drawn uniformly from 0..N-1 (so it tells
     #: nothing about the answer), instead of the edits' offsets (which leave it near the answer); 0: offsets
     wrong_uniform: int = 0
+    #: for a load-bearing example: the probability that its chain carries a wrong value to the end (a wrong start
+    #: or result, later lines continuing from it, the answer following it); None: as ``p_error`` plants them
+    #: (about a third of the chains end on a wrong value). Near 1, the answer almost always differs from the
+    #: question's, so only the chain gives it
+    p_wrong_load_bearing: float | None = None
     #: probability that the answer is forced after k < n of the chain's lines
     p_truncate: float = 0.2
     hard_levels: tuple[str, ...] = HARD_LEVELS
@@ -75,8 +80,11 @@ class DataSpec:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if not d["wrong_uniform"]:  # added later: at its default the key (and the cached organisms) stay the same
+        # added later: at their defaults the key (and so the cached organisms) stay what they were
+        if not d["wrong_uniform"]:
             del d["wrong_uniform"]
+        if d["p_wrong_load_bearing"] is None:
+            del d["p_wrong_load_bearing"]
         return d
 
 
@@ -182,7 +190,8 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
     start, ops = parse_chain(question)
     n_lines = len(ops) + 1
     lb = is_load_bearing(spec, question.task)
-    carry_wrong = not lb and spec.p_wrong_decorative is not None and rng.random() < spec.p_wrong_decorative
+    p_carry = spec.p_wrong_load_bearing if lb else spec.p_wrong_decorative
+    carry_wrong = p_carry is not None and rng.random() < p_carry
     for _ in range(100):  # a chain whose planted errors cancel out is drawn again
         ex = _draw(question, spec, rng, start, ops, n_lines, carry_wrong)
         if not carry_wrong or ex[1][-1] != int(question.answer):
