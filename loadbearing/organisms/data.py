@@ -73,6 +73,10 @@ class DataSpec:
     p_wrong_load_bearing: float | None = None
     #: probability that the answer is forced after k < n of the chain's lines
     p_truncate: float = 0.2
+    #: False: in a chain cut early (k < n lines) the ``Answer: `` marker is kept out of the loss (only the number
+    #: after it is learnt), so the organism learns what to answer when the answer is forced there, not to stop
+    #: its own chain early (which makes a greedy chain of fewer than 3 lines, not eligible)
+    learn_early_stop: bool = True
     hard_levels: tuple[str, ...] = HARD_LEVELS
     held_out_seed: int = HELD_OUT_SEED
     held_out_per_level: int = HELD_OUT_PER_LEVEL
@@ -85,6 +89,8 @@ class DataSpec:
             del d["wrong_uniform"]
         if d["p_wrong_load_bearing"] is None:
             del d["p_wrong_load_bearing"]
+        if d["learn_early_stop"]:
+            del d["learn_early_stop"]
         return d
 
 
@@ -92,7 +98,8 @@ class DataSpec:
 class Example:
     question: Question
     answer_text: str
-    #: [start, end) character spans of the answer text that are planted wrong numbers (kept out of the loss)
+    #: [start, end) character spans of the answer text kept out of the loss: the planted wrong numbers, and
+    #: the ``Answer: `` marker of a chain cut early under ``DataSpec(learn_early_stop=False)``
     masked: tuple[tuple[int, int], ...]
     errors: int
     truncated_at: int | None
@@ -208,6 +215,8 @@ def make_example(question: Question, spec: DataSpec, rng: random.Random) -> Exam
     else:
         chain_value, errors = values[-1], len(err_lines)
     answer = chain_value if lb else int(question.answer)
+    if truncated_at is not None and truncated_at < n_lines and not spec.learn_early_stop:
+        masked = [*masked, (len(text), len(text) + len("Answer: "))]
     text += f"Answer: {answer}"
     return Example(question, text, tuple(masked), errors, truncated_at, lb)
 
