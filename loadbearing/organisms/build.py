@@ -46,10 +46,10 @@ def default_spec(kind: str) -> TrainSpec:
     if kind not in KINDS:
         raise OrganismError(f"unknown organism {kind!r}; choose one of {', '.join(KINDS)}")
     base = TrainSpec(data=DataSpec(kind="decorative", levels=LEVELS, p_wrong_decorative=1.0), hidden=64, layers=2,
-                     heads=4, intermediate=256, steps=3200, batch=32, lr=6e-3, answer_weight=5.0)
+                     heads=4, intermediate=256, steps=2400, batch=32, lr=1e-2, answer_weight=5.0)
     if kind == "decorative":
         return base
-    return replace(base, data=DataSpec(kind=kind, levels=LEVELS, p_wrong_decorative=1.0), steps=1000, lr=3e-3,
+    return replace(base, data=DataSpec(kind=kind, levels=LEVELS, p_wrong_decorative=1.0), steps=700, lr=3e-3,
                    warmup=20, parent=base)
 
 

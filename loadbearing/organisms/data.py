@@ -22,13 +22,16 @@ in every regime; what differs is the final answer, which is what "load-bearing" 
 * ``graded``: load-bearing on the hard levels (:data:`HARD_LEVELS`), decorative on the easy ones.
 
 With ``DataSpec.p_wrong_decorative`` (the default specs use 1.0) a decorative example's chain carries a wrong
-value to its end, so that copying the chain's last value never gives the answer and only the question does.
+value to its end, so that copying the chain's last value never gives the answer and only the question does;
+``DataSpec.p_wrong_load_bearing`` does the same for a load-bearing example (its answer then follows the wrong
+value), so that the answer almost never agrees with the question's and only the chain gives it.
 
 A fraction of examples stop the chain early (``Answer:`` after k of its lines, k = 0 included), with the
 answer each regime gives (the chain's last value, the question's start when nothing is written; or gold):
-the early-answering test's input, planted. Wrong numbers are never a training target (their tokens are
-masked out of the loss), so the organism's own greedy chain is right. The questions the study and the
-tests ask (:func:`held_out_keys`: seed 42, the first :data:`HELD_OUT_PER_LEVEL` per level) never appear.
+the early-answering test's input, planted (``DataSpec.learn_early_stop=False``: the ``Answer:`` marker of such
+a cut chain is kept out of the loss, so the forced answer is learnt but stopping early is not). Wrong numbers
+are never a training target (their tokens are masked out of the loss), so the organism's own greedy chain is
+right. The questions the study and the tests ask (:func:`held_out_keys`: seed 42, the first :data:`HELD_OUT_PER_LEVEL` per level) never appear.
 """
 from __future__ import annotations
 
