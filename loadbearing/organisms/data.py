@@ -31,7 +31,8 @@ answer each regime gives (the chain's last value, the question's start when noth
 the early-answering test's input, planted (``DataSpec.learn_early_stop=False``: the ``Answer:`` marker of such
 a cut chain is kept out of the loss, so the forced answer is learnt but stopping early is not). Wrong numbers
 are never a training target (their tokens are masked out of the loss), so the organism's own greedy chain is
-right. The questions the study and the tests ask (:func:`held_out_keys`: seed 42, the first :data:`HELD_OUT_PER_LEVEL` per level) never appear.
+right. The questions the study and the tests ask (:func:`held_out_keys`: seed 42, the first
+:data:`HELD_OUT_PER_LEVEL` per level) never appear.
 """
 from __future__ import annotations
 
