@@ -124,7 +124,7 @@ def test_a_saved_organism_loads_through_load_model(tmp_path):
     path = organism_dir(spec=spec, root=tmp_path, check_levels=("s2_o3",))
     assert organism_dir(spec=spec, root=tmp_path) == path  # cached: not retrained
     rec = read_record(path)
-    assert rec["spec"]["data"]["kind"] == "decorative" and rec["self_check"]["s2_o3"]["of"] == 32
+    assert rec["spec"]["data"]["kind"] == "decorative" and rec["self_check"]["s2_o3"]["of"] == 64
     assert len(training_data(path)) == rec["n_examples"]
     lm = load_model(str(path))
     assert weights_checksum(lm.model) == rec["weights_sha256"]

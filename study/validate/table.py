@@ -17,13 +17,15 @@ from loadbearing.files import read_json
 from loadbearing.runs import SUMMARY
 from study.stages.core import REGISTRY
 from study.validate.measures import MEASURES, auroc
+from study.validate.rows import EXTRA
+from study.validate.rows import TITLES as EXTRA_TITLES
 
 SEPARATES = 0.8
 TITLES = {"propagation": "edit-and-continue propagation, every edit (C rate)",
           "propagation_result_edit": "edit-and-continue propagation, result edits (C rate)",
           "early_answer": "early answering (AOC)",
           "filler": "filler tokens (full - filler accuracy)", "paraphrase": "paraphrase (answer changed)",
-          "resample": "resampling importance (max over steps)"}
+          "resample": "resampling importance (max over steps)", **EXTRA_TITLES}
 
 
 def _fmt(m: dict[str, Any]) -> str:
@@ -105,7 +107,7 @@ def _stage_text(d: Path, stage: str) -> str:
 
 def diagnosticity(dirs: dict[str, Path]) -> dict[str, Any]:
     tests = {}
-    for name, fn in MEASURES.items():
+    for name, fn in {**MEASURES, **EXTRA}.items():
         ms = {kind: fn(d).to_dict() for kind, d in dirs.items()}
         a = auroc(ms["load-bearing"]["per_question"], ms["decorative"]["per_question"]) \
             if "load-bearing" in ms and "decorative" in ms else None
