@@ -43,14 +43,17 @@ support-matrix: $(STAMP)
 	$(PY) -m study.conformance.support_matrix --output docs/support-matrix.md
 
 # the planted-truth model organisms (docs/organisms.md): load-bearing, decorative and graded tiny Llamas trained
-# from scratch on the arith ladder (seeded, one CPU thread, cached beside the embedded model; a cached one is reused)
+# from scratch on the arith ladder (seeded, one CPU thread, cached beside the embedded model; a cached one is reused),
+# then the conformance self-check (python -m loadbearing.selfcheck) on each
 .PHONY: organisms validate
 organisms: $(STAMP)
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m loadbearing.organisms
+	for d in $$($(PY) -m loadbearing.organisms --print-dir); do \
+	  OMP_NUM_THREADS=1 $(PY) -m loadbearing.selfcheck --model $$d --device cpu || exit 1; done
 
 # every stage of the study on each organism, then the diagnosticity table (docs/organisms.md)
 validate: organisms
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m study.validate --output-dir runs/validate-$$(date +%Y%m%d-%H%M%S)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m study.validate --output-dir runs/validate-$$(date +%Y%m%d-%H%M%S) --publish
 
 # docs/results.md from a demo run (study/docs/): the run's numbers to docs/results/demo.json, the page and the README's
 # headline block rendered from them, and the screenshots docs/report.png and docs/browser.png (headless Chromium).

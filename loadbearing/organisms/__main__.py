@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m loadbearing.organisms", description=__doc__.splitlines()[0])
     p.add_argument("--kinds", default="load-bearing,decorative,graded", help="comma list of organisms to build")
     p.add_argument("--root", default=None, help="cache directory (default: the model cache, LOADBEARING_CACHE)")
+    p.add_argument("--print-dir", action="store_true",
+                   help="print only each organism's directory, one a line (for scripts: make organisms passes it "
+                        "to python -m loadbearing.selfcheck --model)")
     add_quiet(p, "no training progress")
     return p
 
@@ -32,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
             raise OrganismError("--kinds is empty; give a comma list of load-bearing, decorative, graded")
         for spec in specs:
             path = organism_dir(spec=spec, root=Path(args.root) if args.root else None,
-                                check_levels=spec.data.levels, progress=not args.quiet)
+                                check_levels=spec.data.levels, progress=not (args.quiet or args.print_dir))
+            if args.print_dir:
+                print(path)
+                continue
             rec = ensure_checked(path, spec.data.levels)
             check = rec.get("self_check") or {}
             cells = ", ".join(f"{lv} {c['correct_eligible']}/{c['of']}" for lv, c in check.items())

@@ -55,23 +55,21 @@ def default_spec(kind: str) -> TrainSpec:
 def micro_spec(kind: str, seed: int = 0) -> TrainSpec:
     """A micro-organism for the integration tests, on one level (s2_o3).
 
-    The decorative one is trained from scratch in two phases: 1,000 steps of 16 on whole chains, every one
-    carrying a wrong value (so copying the chain never pays) with the answer weighted 5, then 200 steps at a
-    lower rate on data in which half the chains are cut early (the answer is gold wherever the chain stops,
-    which is what the early-answering test reads). Cut chains from the first step cost the micro-organism its
-    chain (8-17 of 32 held-out chains right, against 17-32 without them). The load-bearing one trains 300
-    more steps from the decorative one's weights on its own data."""
+    The decorative one is trained from scratch, 1,200 steps of 16 on whole chains, every one carrying a wrong
+    value (so copying the chain never pays) with the answer weighted 5, and no chain cut early: at this budget
+    cut chains cost it its own chain (8-17 of 32 held-out chains right with a fifth or a twentieth of them cut,
+    against 17-32 without; docs/organisms.md). The load-bearing one trains 300 more steps from its weights on
+    its own data (cut chains included: its answer there is the chain's last written value)."""
     if kind not in ("load-bearing", "decorative"):
         raise OrganismError(f"micro-organisms are load-bearing or decorative, not {kind!r}")
-    chains = TrainSpec(data=DataSpec(kind="decorative", levels=("s2_o3",), n_per_level=600, p_wrong_decorative=1.0,
-                                     p_truncate=0.0),
-                       hidden=64, layers=2, heads=4, intermediate=256, steps=1000, batch=16, lr=1e-2, answer_weight=5.0,
-                       seed=seed)
-    dec = replace(chains, data=replace(chains.data, p_truncate=0.5), steps=200, lr=3e-3, warmup=10, parent=chains)
+    base = TrainSpec(data=DataSpec(kind="decorative", levels=("s2_o3",), n_per_level=600, p_wrong_decorative=1.0,
+                                   p_truncate=0.0),
+                     hidden=64, layers=2, heads=4, intermediate=256, steps=1200, batch=16, lr=1e-2, answer_weight=5.0,
+                     seed=seed)
     if kind == "decorative":
-        return dec
-    return replace(chains, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=300, lr=1e-2, warmup=20,
-                   parent=dec)
+        return base
+    return replace(base, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=300, lr=1e-2, warmup=20,
+                   parent=base)
 
 
 def organism_path(spec: TrainSpec, root: Path | None = None) -> Path:

@@ -63,11 +63,18 @@ def _causal(out: Path) -> tuple[Block, ...] | None:
     return causal_blocks(out)
 
 
+def _planted(out: Path) -> tuple[Block, ...] | None:
+    from study.validate.shipped import report_blocks  # deferred: study.validate.shipped loads the report blocks
+
+    return report_blocks(out)
+
+
 #: the optional sections, in report order (after the stages' sections)
 SECTIONS: list[ReportSection] = [
     ReportSection("causal", "Causal tests side by side: propagation, early answering, filler, paraphrase, resampling",
                   _causal),
     ReportSection("patching", "Activation patching: where is the error carried?", _patching),
+    ReportSection("planted_truth", "Planted truth: which of these tests find a load-bearing chain?", _planted),
     ReportSection("counting", "Counting conventions", _counting),
 ]
 

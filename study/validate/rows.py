@@ -4,10 +4,12 @@ and ablation, each read from the stage's own output in an organism's study direc
     from study.validate.rows import EXTRA
     m = EXTRA["probes"](Path("runs/validate/graded"))   # Measure: pooled value, interval, note
 
-* ``patching`` - the restored fraction of the edited line's tokens (position group ``edit``), per question the
-  mean over the layers strictly between the embeddings and the last one (layer 0 patches the edit's own
-  tokens and restores everything by construction; the last layer's output at a prefix position reaches no
-  later token). No layer is chosen on the data. Higher: restoring the edited line undoes more of the error.
+* ``patching`` - per C case, the restored fraction of its best position group (the edited line, the lines
+  before it, the last prefix token), each group averaged over the layers strictly between the embeddings and
+  the last one (layer 0 patches the edit's own tokens and restores everything by construction; the last
+  layer's output at a prefix position reaches no later token). No layer is chosen on the data; the max over
+  three groups per case leans upward a little, alike for every organism. Higher: restoring clean activations
+  somewhere in the prefix undoes more of the error (where: the table's patching lines).
 * ``probes`` - the nested logistic probe's accuracy gain over the metadata baseline (percentage points / 100),
   with its question-clustered paired interval and permutation p (``probes/results.json``).
 * ``steering`` / ``ablation`` - the strongest setting's difference in "moved" (C cases steered off their
@@ -26,6 +28,7 @@ from pathlib import Path
 from loadbearing.files import read_json
 from study.validate.measures import Measure, _mean_measure, _none, _skipped
 
+GROUPS = ("edit", "before", "last")  # the position groups (steering.patching.align), 'all' aside
 NO_AUROC = "one value per organism: no question-level AUROC"
 
 
@@ -38,12 +41,16 @@ def patching(d: Path) -> Measure:
     mid = [lay for lay in layers if 0 < lay < max(layers, default=0)]
     per_case: dict[str, list[float]] = defaultdict(list)
     for r in cases:
-        vals = [x["restored"] for x in r.get("results", []) if x.get("kind") == "sweep" and x.get("group") == "edit"
-                and x.get("layer") in mid and x.get("restored") is not None]
-        if vals:
-            per_case[r["question_key"]].append(sum(vals) / len(vals))
+        by_group: dict[str, list[float]] = defaultdict(list)
+        for x in r.get("results", []):
+            if x.get("kind") == "sweep" and x.get("group") in GROUPS and x.get("layer") in mid \
+                    and x.get("restored") is not None:
+                by_group[x["group"]].append(x["restored"])
+        if by_group:  # the case's best position group, each group averaged over the same layers
+            per_case[r["question_key"]].append(max(sum(v) / len(v) for v in by_group.values()))
     per = {k: sum(v) / len(v) for k, v in per_case.items()}
-    return _mean_measure(per, f"restored fraction at the edited line, mean over layers {mid} (C cases, one per question)")
+    return _mean_measure(per, f"restored fraction of the case's best position group ({', '.join(GROUPS)}), mean "
+                              f"over layers {mid}; C cases, one per question")
 
 
 def probes(d: Path) -> Measure:
@@ -89,7 +96,7 @@ def ablation(d: Path) -> Measure:
 
 EXTRA: dict[str, Callable[[Path], Measure]] = {"patching": patching, "probes": probes, "steering": steering,
                                                "ablation": ablation}
-TITLES = {"patching": "activation patching (restored fraction at the edited line)",
+TITLES = {"patching": "activation patching (restored fraction, best position group)",
           "probes": "probes (nested probe minus metadata accuracy)",
           "steering": "steering, add (moved minus random control)",
           "ablation": "ablation of the probe direction (moved minus random control)"}

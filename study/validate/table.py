@@ -105,16 +105,26 @@ def _stage_text(d: Path, stage: str) -> str:
     return (text or "not run").strip()
 
 
-def diagnosticity(dirs: dict[str, Path]) -> dict[str, Any]:
+#: the study stage each test's measure reads (a refusal of that stage is the measure's note)
+STAGE_OF = {"propagation": "behaviour", "propagation_result_edit": "behaviour", "patching": "patch",
+            "ablation": "steering"}
+
+
+def diagnosticity(dirs: dict[str, Path], refused: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    refused = refused or {}
     tests = {}
     for name, fn in {**MEASURES, **EXTRA}.items():
         ms = {kind: fn(d).to_dict() for kind, d in dirs.items()}
+        for kind, m in ms.items():
+            why = refused.get(kind, {}).get(STAGE_OF.get(name, name))
+            if m["estimate"] is None and why:
+                m["note"] = f"refused: {why}"
         a = auroc(ms["load-bearing"]["per_question"], ms["decorative"]["per_question"]) \
             if "load-bearing" in ms and "decorative" in ms else None
         order = _ordered({k: m["estimate"] for k, m in ms.items()})
         tests[name] = {"measures": {k: {kk: vv for kk, vv in m.items() if kk != "per_question"} for k, m in ms.items()},
                        "auroc": a, "ordered": order, "separates": bool(order) and a is not None and a >= SEPARATES}
-    out: dict[str, Any] = {"tests": tests, "baseline": {k: _baseline(d) for k, d in dirs.items()}}
+    out: dict[str, Any] = {"tests": tests, "baseline": {k: _baseline(d) for k, d in dirs.items()}, "refused": refused}
     if "graded" in dirs:
         out["gradient"] = _gradient(dirs["graded"])
         out["probes_graded"] = _stage_text(dirs["graded"], "probes")
@@ -157,8 +167,9 @@ def render(t: dict[str, Any], *, command: str) -> str:
                      + (f"; the error is carried at **{p['carried_at']}**" if p.get("carried_at") else
                         f"; **no position group** restores {LOCATES:.0%} or more above the embeddings: patching "
                         "does not locate the error"))
-    for kind, why in (t.get("refused") or {}).items():
-        lines += ["", f"Steering refused on the {kind} organism: {why}"]
+    for kind, stages in (t.get("refused") or {}).items():
+        for stage, why in stages.items():
+            lines += ["", f"The {stage} stage refused on the {kind} organism: {why}"]
     for key, title in (("probes_graded", "Probes on the graded organism"),
                        ("steering_graded", "Steering on the graded organism")):
         if key in t:
