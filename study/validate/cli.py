@@ -49,7 +49,7 @@ def study_config(kind: str, model_dir: Path, out: Path, args: argparse.Namespace
                        n_per_level=args.n_per_level, max_examples=args.n_per_level * len(levels),
                        strategy=args.strategy, max_new_tokens=48, steer_max_new_tokens=32, batch_size=16,
                        k="1,4", alphas="0.25,0.5", max_cases=16, random_seeds=2, steer_operator="add,ablate",
-                       patch_cases=8, stages=STAGES, device="cpu", seed=42, quiet=args.quiet)
+                       patch_cases=8, stages=",".join(STAGES), device="cpu", seed=42, quiet=args.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:

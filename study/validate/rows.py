@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadbearing.files import read_json
+from loadbearing.runs import SUMMARY
 from study.validate.measures import Measure, _mean_measure, _none, _skipped
 
 GROUPS = ("edit", "before", "last")  # the position groups (steering.patching.align), 'all' aside
@@ -69,7 +70,7 @@ def probes(d: Path) -> Measure:
 
 
 def _steer(d: Path, operator: str) -> Measure:
-    p = d / "steering" / "summary.json"
+    p = d / "steering" / SUMMARY
     if not p.is_file():
         return _none(_skipped(d, "steering") or "not run")
     s = read_json(p)

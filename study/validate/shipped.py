@@ -25,8 +25,7 @@ KINDS = ("load-bearing", "graded", "decorative")
 def publish(t: dict[str, Any], *, command: str, weights: dict[str, str], path: Path | None = None) -> dict[str, Any]:
     """Write the compact table (no per-question values) to ``path``; returns what was written."""
     from loadbearing.provenance import git_info  # deferred: provenance runs git
-
-    from study.validate.table import TITLES  # deferred: import cycle study.validate.table -> study.validate.rows
+    from study.validate.table import TITLES  # deferred: study.validate.table loads the gradient stage
 
     tests = {name: {"title": TITLES.get(name, name), "measures": r["measures"], "auroc": r["auroc"],
                     "ordered": r["ordered"], "separates": r["separates"]} for name, r in t["tests"].items()}
