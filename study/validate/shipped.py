@@ -66,5 +66,6 @@ def report_blocks(_study_dir: Path | None = None, path: Path | None = None) -> t
         f"level AUROC >= 0.8): {', '.join(found) if found else 'none'}. Produced by `{t['command']}` on "
         f"{t['date']} (commit {str(t.get('git') or 'unknown')[:12]}).")
     tab = table(["test", *kinds, "ordered as planted", "AUROC LB vs dec", "separates"], rows,
-                caption="Each measure oriented so that higher = more load-bearing; 95% intervals clustered by question")
+                caption="Each measure oriented so that higher = more load-bearing; 95% intervals over questions "
+                      "(Korn-Graubard for the rates, a percentile bootstrap of questions, descriptive, for the means)")
     return (intro, tab)
