@@ -6,9 +6,11 @@ closed form, and batched shuffled-label controls.
 
 :func:`cv_predict` returns what :func:`probes.fit.cv.cross_val_predict_grouped` returns, for the same folds, the
 same inner splits (:func:`probes.fit.estimators.inner_splits`) and the same C rule (best mean inner accuracy, ties
--> stronger regularisation), so the two paths agree up to solver tolerance. The logistic fits of all outer
-folds x (inner splits + the outer training split) run as one batch along the C path (ascending C, each C
-warm-started from the previous solution); the fit at the chosen C is read off that path.
+-> stronger regularisation), so the two paths agree up to solver tolerance. The inner fits of all outer folds
+run as one batch along the C path (ascending C, each C warm-started from the previous solution); each outer
+training split is then refitted once, at the C its inner CV chose, warm-started from the mean of its inner
+solutions at that C (the optimum does not depend on the start; the shuffled-label refits follow the same rule,
+:func:`probes.fit.permuted.cv_many`).
 """
 from __future__ import annotations
 
@@ -81,68 +83,62 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     live = [i for i, tr in enumerate(outer) if len(np.unique(y[tr])) >= 2]
     if n_classes > 2 and any(len(np.unique(y[outer[i]])) < n_classes for i in live):
         raise ValueError("a training split lacks a class: use the sklearn solver")
-    # problems: for each live outer mask, its inner training masks then the outer mask itself
-    masks, stats, owner, kind = [], [], [], []
+    # problems: every live outer mask's inner training masks (the C path), then the outer masks themselves, each
+    # refitted once at the C its inner CV chose, warm-started from the mean of its inner solutions at that C
+    masks, stats, owner = [], [], []
     for i in live:
         for a, _ in inner[i]:
             masks.append(a)
             stats.append(outer[i])
             owner.append(i)
-            kind.append("inner")
-        masks.append(outer[i])
-        stats.append(outer[i])
-        owner.append(i)
-        kind.append("outer")
+    nI = len(masks)
+    masks += [outer[i] for i in live]
+    stats += [outer[i] for i in live]
     out: list[dict | None] = [None] * len(outer)
-    if not masks:
-        return out  # type: ignore[return-value]
+    if not live:
+        return out
     D = design if design is not None else Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
-    B = len(masks)
-    midx = np.arange(B)
-    targets = np.ascontiguousarray(np.broadcast_to(y, (B, len(y))))
-    theta = None
-    path_theta, path_conv = [], []
-    acc = np.full((B, len(Cs)), np.nan)
-    tests = {}
-    k = 0
-    for i in live:
-        for _, te_mask in inner[i]:
-            tests[k] = te_mask
-            k += 1
-        k += 1
-    state = None
-    for j, C in enumerate(Cs):
-        # the solution's state (kept from the evaluation that accepted its last step): its logits give the
-        # held-out predictions, and it is the next C's start
-        theta, info, state = solve_with_state(D, targets, midx, np.full(B, C), n_classes=n_classes, theta0=theta,
-                                              tol=tol, max_iter=max_iter, start=state)
-        z = state.logits.detach().cpu().numpy()  # [n, B, K]
-        for b, te in tests.items():
-            acc[b, j] = float(np.mean(predict_logits(z[te, b, :]) == y[te]))
-        path_theta.append(theta.clone())
-        path_conv.append(info.converged.copy())
-    owner_a = np.asarray(owner)
-    for i in live:
-        rows = [b for b in range(B) if owner_a[b] == i and kind[b] == "inner"]
-        ob = [b for b in range(B) if owner_a[b] == i and kind[b] == "outer"][0]
-        if rows:
+    targets = np.ascontiguousarray(np.broadcast_to(y, (nI, len(y))))
+    acc = np.full((nI, len(Cs)), np.nan)
+    path_theta = []
+    if nI:
+        midx = np.arange(nI)
+        theta, state = None, None
+        for j, C in enumerate(Cs):
+            # the solution's state (kept from the evaluation that accepted its last step): its logits give the
+            # held-out predictions, and it is the next C's start
+            theta, _, state = solve_with_state(D, targets, midx, np.full(nI, C), n_classes=n_classes, theta0=theta,
+                                               tol=tol, max_iter=max_iter, start=state)
+            z = state.logits.detach().cpu().numpy()  # [n, nI, K]
+            b = 0
+            for i in live:
+                for _, te in inner[i]:
+                    acc[b, j] = float(np.mean(predict_logits(z[te, b, :]) == y[te]))
+                    b += 1
+            path_theta.append(theta.detach())
+    owner_a = np.asarray(owner, dtype=np.int64)
+    K = 1 if n_classes == 2 else n_classes
+    theta0 = torch.zeros(len(live), K, D.d + 1, device=D.X.device, dtype=D.X.dtype)
+    refit_C, choice = [], []
+    for o, i in enumerate(live):
+        rows = np.flatnonzero(owner_a == i)
+        if len(rows):
             mean = acc[rows].mean(axis=0)
-            best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])
-            C_, inner_score, cv = Cs[best], float(mean[best]), {str(c): float(s) for c, s in zip(Cs, mean)}
-            th = path_theta[best][ob: ob + 1]
-            conv = bool(path_conv[best][ob])
+            best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
+            theta0[o] = path_theta[best][torch.as_tensor(rows, device=D.X.device)].mean(0)
+            choice.append((Cs[best], float(mean[best]), {str(c): float(v) for c, v in zip(Cs, mean)}, len(rows)))
         else:
             C_ = DEFAULT_C if len(Cs) != 1 else Cs[0]
-            inner_score, cv = float("nan"), {}
-            if C_ in Cs:
-                th, conv = path_theta[Cs.index(C_)][ob: ob + 1], bool(path_conv[Cs.index(C_)][ob])
-            else:
-                th, info = solve(D, targets[ob: ob + 1], midx[ob: ob + 1], [C_], n_classes=n_classes, tol=tol,
-                                 max_iter=max_iter)
-                conv = bool(info.converged[0])
-        W, b0 = D.raw_coef(th, torch.as_tensor([ob], device=D.X.device))
-        out[i] = {"C": float(C_), "inner_score": inner_score, "cv_scores": cv, "coef": W[0], "intercept": b0[0],
-                  "n_inner_folds": len(rows), "converged": conv}
+            choice.append((C_, float("nan"), {}, 0))
+        refit_C.append(choice[-1][0])
+    omidx = np.arange(nI, nI + len(live))
+    th, info = solve(D, np.ascontiguousarray(np.broadcast_to(y, (len(live), len(y)))), omidx, refit_C,
+                     n_classes=n_classes, theta0=theta0, tol=tol, max_iter=max_iter)
+    W, b0 = D.raw_coef(th, torch.as_tensor(omidx, device=D.X.device))
+    for o, i in enumerate(live):
+        C_, inner_score, cv, n_in = choice[o]
+        out[i] = {"C": float(C_), "inner_score": inner_score, "cv_scores": cv, "coef": W[o], "intercept": b0[o],
+                  "n_inner_folds": n_in, "converged": bool(info.converged[o])}
     return out
 
 

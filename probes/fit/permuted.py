@@ -67,98 +67,84 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
 
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
                    device: str, tol: float, max_iter: int) -> dict[str, Any]:
+    """One outer fold at a time: every label vector's inner problems along the C path, on a design restricted to
+    the fold's training rows (their GEMMs run over those rows only), then each outer refit once, at the C its inner
+    CV chose, warm-started from the mean of its inner solutions at that C (the rule of
+    :func:`probes.fit.fast.logistic_fits`; the optimum does not depend on the start)."""
     P, n = Y.shape
     F = int(fold_ids.max()) + 1
     Cs = sorted(float(c) for c in np.atleast_1d(Cs))
     K = int(Y.max()) + 1
+    Kt = 1 if K <= 2 else K  # weight vectors per problem (binary: one)
     live = _live(Y, fold_ids)
     trains = [fold_ids != k for k in range(F)]
-    masks, stats = list(trains), list(trains)  # mask index k < F: outer split k
-    # problems: (label row, mask index, role, owner (p, k), inner test mask or None)
-    prob_y, prob_m, prob_role, prob_owner, prob_test = [], [], [], [], []
-    for p in range(P):
-        for k in range(F):
-            if not live[p, k]:
-                continue
-            for a, b in splits[p][k]:
-                masks.append(a)
-                stats.append(trains[k])
-                prob_y.append(p)
-                prob_m.append(len(masks) - 1)
-                prob_role.append(0)
-                prob_owner.append((p, k))
-                prob_test.append(b)
-            prob_y.append(p)
-            prob_m.append(k)
-            prob_role.append(1)
-            prob_owner.append((p, k))
-            prob_test.append(None)
     pred = np.full((P, n), -1, dtype=np.int64)
     inner = np.full((P, F), np.nan)
     C_out = np.full((P, F), np.nan)
-    if not prob_y:
+    if not live.any():
         return {"pred": pred, "inner": inner, "C": C_out}
-    D = Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
-    B = len(prob_y)
-    acc = np.full((B, len(Cs)), np.nan)  # inner problems: held-out inner accuracy per C
-    outer_pred: dict[int, np.ndarray] = {}  # outer problems: [len(Cs), n_te] predictions
-    for s in range(0, B, CHUNK):
-        idx = np.arange(s, min(B, s + CHUNK))
-        midx = np.asarray(prob_m)[idx]
-        targets = Y[np.asarray(prob_y)[idx]]
-        # the inner problems' held-out rows and labels, as [n, b] columns: every accuracy from one comparison
-        inner_i = [i for i, b in enumerate(idx) if prob_role[b] == 0]
-        te_cols = torch.as_tensor(np.stack([prob_test[idx[i]] for i in inner_i], axis=1)) if inner_i else None
-        y_cols = torch.as_tensor(targets[inner_i].T) if inner_i else None
-        theta, state = None, None
-        for j, C in enumerate(Cs):
-            # the solution's state (kept from the evaluation that accepted its last step): the held-out
-            # predictions, and the next C's start
-            theta, _, state = solve_with_state(D, targets, midx, np.full(len(idx), C), n_classes=K, theta0=theta,
-                                               tol=tol, max_iter=max_iter, start=state)
-            Z = state.logits.detach().cpu()  # [n, b, K]
-            if te_cols is not None:
-                zi = Z[:, inner_i, :]
-                cls = (zi[:, :, 0] > 0).long() if zi.shape[2] == 1 else zi.argmax(2)  # predict_logits, per column
-                hit = ((cls == y_cols) & te_cols).sum(0).double() / te_cols.sum(0).double()
-                acc[idx[inner_i], j] = hit.numpy()
-            z = Z.numpy()
-            for i, b in enumerate(idx):
-                if prob_role[b] == 1:
-                    te = fold_ids == prob_owner[b][1]
-                    outer_pred.setdefault(int(b), np.empty((len(Cs), int(te.sum())), dtype=np.int64))[j] = \
-                        predict_logits(z[te, i, :])
-    by_owner: dict[tuple[int, int], list[int]] = {}
-    outer_of: dict[tuple[int, int], int] = {}
-    for b, o in enumerate(prob_owner):
-        if prob_role[b] == 0:
-            by_owner.setdefault(o, []).append(b)
-        else:
-            outer_of[o] = b
-    extra = []
-    for (p, k), ob in outer_of.items():
-        rows = by_owner.get((p, k), [])
-        te = fold_ids == k
-        if rows:
-            mean = acc[rows].mean(axis=0)
-            best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
-            inner[p, k], C_out[p, k] = float(mean[best]), Cs[best]
-            pred[p, te] = outer_pred[ob][best]
+    D = Design.build(X, np.stack(trains), device=device)  # the outer folds' scalers, the eigenbasis
+    dev = D.X.device
+    for k in range(F):
+        owners = np.flatnonzero(live[:, k])
+        if not len(owners):
             continue
-        C_ = DEFAULT_C if len(Cs) != 1 else Cs[0]
-        C_out[p, k] = C_
-        if C_ in Cs:
-            pred[p, te] = outer_pred[ob][Cs.index(C_)]
-        else:
-            extra.append((p, k))
-    if extra:  # no inner split possible and the default C off the path: one more solve
-        midx = np.array([k for _, k in extra])
-        th, _ = solve(D, Y[[p for p, _ in extra]], midx, np.full(len(extra), DEFAULT_C), n_classes=K, tol=tol,
-                      max_iter=max_iter)
-        z = D.logits(th, torch.as_tensor(midx, device=D.X.device)).detach().cpu().numpy()
-        for i, (p, k) in enumerate(extra):
-            te = fold_ids == k
-            pred[p, te] = predict_logits(z[te, i, :])
+        rows = trains[k]
+        ridx = np.flatnonzero(rows)
+        te = np.flatnonzero(fold_ids == k)
+        pos = {int(p): i for i, p in enumerate(owners)}
+        i_owner, i_train, i_test = [], [], []
+        for p in owners:
+            for a, b in splits[p][k]:
+                i_owner.append(int(p))
+                i_train.append(a)
+                i_test.append(b[ridx])
+        nI = len(i_owner)
+        Dk = D.subset(rows, np.stack(i_train + [rows]), np.full(nI + 1, k))  # last mask: the outer split
+        acc = np.full((nI, len(Cs)), np.nan)
+        th_sum = [torch.zeros(len(owners), Kt, D.d + 1, device=dev, dtype=D.X.dtype) for _ in Cs]
+        own_a = np.asarray(i_owner, dtype=np.int64)
+        for s in range(0, nI, CHUNK):
+            idx = np.arange(s, min(nI, s + CHUNK))
+            targets = Y[own_a[idx]][:, ridx]
+            te_cols = torch.as_tensor(np.stack([i_test[i] for i in idx], axis=1))  # [n_k, b]
+            y_cols = torch.as_tensor(targets.T)
+            where = torch.as_tensor([pos[int(p)] for p in own_a[idx]], device=dev)
+            theta, state = None, None
+            for j, C in enumerate(Cs):
+                # the solution's state (kept from the evaluation that accepted its last step): the inner
+                # held-out predictions, and the next C's start
+                theta, _, state = solve_with_state(Dk, targets, idx, np.full(len(idx), C), n_classes=K, theta0=theta,
+                                                   tol=tol, max_iter=max_iter, start=state)
+                Z = state.logits.detach().cpu()  # [n_k, b, K]
+                cls = (Z[:, :, 0] > 0).long() if Kt == 1 else Z.argmax(2)  # predict_logits, per column
+                hit = ((cls == y_cols) & te_cols).sum(0).double() / te_cols.sum(0).double()
+                acc[idx, j] = hit.numpy()
+                th_sum[j].index_add_(0, where, theta.detach())
+        by_owner: dict[int, list[int]] = {}
+        for i, p in enumerate(i_owner):
+            by_owner.setdefault(p, []).append(i)
+        C_refit = np.empty(len(owners))
+        theta0 = torch.zeros(len(owners), Kt, D.d + 1, device=dev, dtype=D.X.dtype)
+        for o, p in enumerate(owners):
+            ii = by_owner.get(int(p), [])
+            if ii:
+                mean = acc[ii].mean(axis=0)
+                best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
+                inner[p, k], C_refit[o] = float(mean[best]), Cs[best]
+                theta0[o] = th_sum[best][o] / len(ii)
+            else:  # no inner split possible: the default C, from zero
+                C_refit[o] = DEFAULT_C if len(Cs) != 1 else Cs[0]
+        C_out[owners, k] = C_refit
+        Xte = D.X[torch.as_tensor(te, device=dev)]
+        for s in range(0, len(owners), CHUNK):
+            o = np.arange(s, min(len(owners), s + CHUNK))
+            midx = np.full(len(o), nI)
+            th, _ = solve(Dk, Y[owners[o]][:, ridx], midx, C_refit[o], n_classes=K, theta0=theta0[o], tol=tol,
+                          max_iter=max_iter)
+            z = Dk.logits_on(th, torch.as_tensor(midx, device=dev), Xte).detach().cpu().numpy()  # [n_te, b, K]
+            for i, p in enumerate(owners[o]):
+                pred[p, te] = predict_logits(z[:, i, :])
     return {"pred": pred, "inner": inner, "C": C_out}
 
 
