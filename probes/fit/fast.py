@@ -98,7 +98,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     if not live:
         return out
     D = design if design is not None else Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
-    targets = np.ascontiguousarray(np.broadcast_to(y, (nI, len(y))))
+    targets = np.repeat(y[None], nI, axis=0)
     acc = np.full((nI, len(Cs)), np.nan)
     path_theta = []
     if nI:
@@ -132,7 +132,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
             choice.append((C_, float("nan"), {}, 0))
         refit_C.append(choice[-1][0])
     omidx = np.arange(nI, nI + len(live))
-    th, info = solve(D, np.ascontiguousarray(np.broadcast_to(y, (len(live), len(y)))), omidx, refit_C,
+    th, info = solve(D, np.repeat(y[None], len(live), axis=0), omidx, refit_C,
                      n_classes=n_classes, theta0=theta0, tol=tol, max_iter=max_iter)
     W, b0 = D.raw_coef(th, torch.as_tensor(omidx, device=D.X.device))
     for o, i in enumerate(live):
