@@ -65,6 +65,27 @@ def cv_many(kind: str, X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray,
         return _logistic_many(X, Y, fold_ids, splits, Cs=Cs, device=device, tol=tol, max_iter=max_iter)
 
 
+def _fold_design(D: Design, rows: np.ndarray, masks: np.ndarray, stat_idx: np.ndarray) -> Design:
+    """``D``'s features on ``rows`` only (bool [n]), for problems that train on those rows alone: training masks
+    ``masks`` [M, n] (only ``rows`` set), standardised by ``D``'s mask ``stat_idx[i]`` (its scaler moments), with
+    ``D``'s global shift and eigenbasis (the preconditioner steers the steps only: the optimum is the same)."""
+    r = torch.as_tensor(np.flatnonzero(np.asarray(rows, dtype=bool)), device=D.X.device)
+    M = np.asarray(masks, dtype=bool)
+    if (M & ~np.asarray(rows, dtype=bool)[None]).any() or not M.any(axis=1).all():
+        raise ValueError("a training mask selects no rows, or rows outside the subset")
+    Mr = torch.as_tensor(M).to(D.X.device)[:, r].to(D.X.dtype)
+    si = torch.as_tensor(np.asarray(stat_idx), device=D.X.device).long()
+    return Design(D.X[r].contiguous(), Mr, D.mu[si], D.sigma[si], Mr.sum(1), D.shift, D.evecs, D.evals)
+
+
+def _logits_on(D: Design, theta: torch.Tensor, mask_idx: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``[m, B, K]`` logits of other rows ``X`` (centred as ``D``'s features: raw minus ``D.shift``)."""
+    B, K, _ = theta.shape
+    V = theta[:, :, :-1] / D.sigma[mask_idx][:, None, :]
+    off = theta[:, :, -1] - torch.einsum("bkd,bd->bk", V, D.mu[mask_idx])
+    return (X @ V.reshape(B * K, -1).T).view(-1, B, K) + off[None]
+
+
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
                    device: str, tol: float, max_iter: int) -> dict[str, Any]:
     """One outer fold at a time: every label vector's inner problems along the C path, on a design restricted to
@@ -100,7 +121,7 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
                 i_train.append(a)
                 i_test.append(b[ridx])
         nI = len(i_owner)
-        Dk = D.subset(rows, np.stack(i_train + [rows]), np.full(nI + 1, k))  # last mask: the outer split
+        Dk = _fold_design(D, rows, np.stack(i_train + [rows]), np.full(nI + 1, k))  # last mask: the outer split
         acc = np.full((nI, len(Cs)), np.nan)
         th_sum = [torch.zeros(len(owners), Kt, D.d + 1, device=dev, dtype=D.X.dtype) for _ in Cs]
         own_a = np.asarray(i_owner, dtype=np.int64)
@@ -142,7 +163,7 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
             midx = np.full(len(o), nI)
             th, _ = solve(Dk, Y[owners[o]][:, ridx], midx, C_refit[o], n_classes=K, theta0=theta0[o], tol=tol,
                           max_iter=max_iter)
-            z = Dk.logits_on(th, torch.as_tensor(midx, device=dev), Xte).detach().cpu().numpy()  # [n_te, b, K]
+            z = _logits_on(Dk, th, torch.as_tensor(midx, device=dev), Xte).detach().cpu().numpy()  # [n_te, b, K]
             for i, p in enumerate(owners[o]):
                 pred[p, te] = predict_logits(z[:, i, :])
     return {"pred": pred, "inner": inner, "C": C_out}

@@ -149,29 +149,6 @@ class Design:
         out[:, :, -1] = q[:, :, -1] / h
         return out
 
-    def subset(self, rows: np.ndarray, masks: np.ndarray, stat_idx: np.ndarray | Sequence[int]) -> Design:
-        """The same features on ``rows`` only (bool [n]), for problems that train on those rows alone: training
-        masks ``masks`` [M, n] (over all rows; only ``rows`` may be set), standardised by this design's mask
-        ``stat_idx[i]`` (its scaler moments), with this design's global shift and eigenbasis (the
-        preconditioner only steers the steps: the optimum is the same). Every GEMM then runs over ``rows``."""
-        r = torch.as_tensor(np.flatnonzero(np.asarray(rows, dtype=bool)), device=self.X.device)
-        M = torch.as_tensor(np.asarray(masks, dtype=bool)).to(self.X.device)
-        if bool((M.sum(1) > M[:, r].sum(1)).any()):
-            raise ValueError("a training mask selects rows outside the subset")
-        Mr = M[:, r].to(self.X.dtype)
-        nt = Mr.sum(1)
-        if torch.any(nt < 1):
-            raise ValueError("a training mask selects no rows")
-        si = torch.as_tensor(np.asarray(stat_idx), device=self.X.device).long()
-        return Design(self.X[r].contiguous(), Mr, self.mu[si], self.sigma[si], nt, self.shift, self.evecs, self.evals)
-
-    def logits_on(self, theta: torch.Tensor, mask_idx: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-        """``[m, B, K]`` logits of other rows ``X`` (centred as this design's features: raw minus ``shift``)."""
-        B, K, _ = theta.shape
-        V = theta[:, :, :-1] / self.sigma[mask_idx][:, None, :]
-        off = theta[:, :, -1] - torch.einsum("bkd,bd->bk", V, self.mu[mask_idx])
-        return (X @ V.reshape(B * K, -1).T).view(-1, B, K) + off[None]
-
     @property
     def n(self) -> int:
         return int(self.X.shape[0])
