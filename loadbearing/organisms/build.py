@@ -58,8 +58,9 @@ def micro_spec(kind: str, seed: int = 0) -> TrainSpec:
     The decorative one is trained from scratch, 1,200 steps of 16 on whole chains, every one carrying a wrong
     value (so copying the chain never pays) with the answer weighted 5, and no chain cut early: at this budget
     cut chains cost it its own chain (8-17 of 32 held-out chains right with a fifth or a twentieth of them cut,
-    against 17-32 without; docs/organisms.md). The load-bearing one trains 300 more steps from its weights on
-    its own data (cut chains included: its answer there is the chain's last written value)."""
+    against 17-32 without; docs/organisms.md). The load-bearing one trains 450 more steps from its weights on
+    its own data (cut chains included: its answer there is the chain's last written value; 300 left it at 0.61
+    propagation on seed 0 on a second machine, whose float round-off trains another trajectory)."""
     if kind not in ("load-bearing", "decorative"):
         raise OrganismError(f"micro-organisms are load-bearing or decorative, not {kind!r}")
     base = TrainSpec(data=DataSpec(kind="decorative", levels=("s2_o3",), n_per_level=600, p_wrong_decorative=1.0,
@@ -68,7 +69,7 @@ def micro_spec(kind: str, seed: int = 0) -> TrainSpec:
                      seed=seed)
     if kind == "decorative":
         return base
-    return replace(base, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=300, lr=1e-2, warmup=20,
+    return replace(base, data=DataSpec(kind=kind, levels=("s2_o3",), n_per_level=600), steps=450, lr=1e-2, warmup=20,
                    parent=base)
 
 
