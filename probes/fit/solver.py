@@ -136,16 +136,19 @@ class Design:
             _PRECOND.update(x=X, key=(str(dev), dtype), value=(evals, evecs))
         return cls(Xc, M.to(dtype), mu.to(dtype), sig.to(dtype), nt.to(dtype), shift, evecs, evals)
 
-    def precondition(self, q: torch.Tensor, lam: torch.Tensor, h: float) -> torch.Tensor:
+    def precondition(self, q: torch.Tensor, lam: torch.Tensor, h: float, quad: bool = False) -> torch.Tensor:
         """``H0 q`` for q [B, K, d+1]: ``(h R + lam_b I)^-1`` on the weights (R the feature correlation, h
-        the curvature of the loss at 0), ``1 / h`` on the intercept. Identity without a preconditioner."""
+        the curvature of the loss at 0), ``1 / h`` on the intercept; identity without a preconditioner. With
+        ``quad``, ``q^T H0 q`` [B] (one GEMM, in the eigenbasis)."""
         if self.evecs is None or self.evals is None:
-            return q
+            return (q * q).sum((1, 2)) if quad else q
         B, K, _ = q.shape
         c = q[:, :, :-1].reshape(B * K, -1) @ self.evecs  # [B*K, d]
-        c = c / (h * self.evals[None, :] + lam.repeat_interleave(K)[:, None])
+        den = h * self.evals[None, :] + lam.repeat_interleave(K)[:, None]
+        if quad:
+            return (c * c / den).view(B, -1).sum(1) + (q[:, :, -1] * q[:, :, -1]).sum(1) / h
         out = torch.empty_like(q)
-        out[:, :, :-1] = (c @ self.evecs.T).view(B, K, -1)
+        out[:, :, :-1] = ((c / den) @ self.evecs.T).view(B, K, -1)
         out[:, :, -1] = q[:, :, -1] / h
         return out
 
@@ -382,10 +385,7 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
         S[j, act] = s
         Y[j, act] = yv
         rho[j, act] = torch.where(valid, 1.0 / sy.clamp_min(1e-30), torch.zeros_like(sy))
-        if design.evecs is not None:  # scale H0 to the curvature seen along the step (y^T H0 y)
-            yy = (yv * design.precondition(yv.view(-1, K, design.d + 1), lam[act], h0).reshape(-1, P)).sum(1)
-        else:
-            yy = (yv * yv).sum(1)
+        yy = design.precondition(yv.view(-1, K, design.d + 1), lam[act], h0, quad=True)  # the curvature along the step
         gamma[act] = torch.where(valid, sy / yy.clamp_min(1e-30), gamma[act])
         theta[act], f[act], g[act] = new_th, new_f, new_g
         n_iter[act.cpu()] += 1
