@@ -143,19 +143,19 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
                 acc[idx, j] = hit.numpy()
                 th_sum[j].index_add_(0, where, theta.detach())
         by_owner: dict[int, list[int]] = {}
-        for i, p in enumerate(i_owner):
-            by_owner.setdefault(p, []).append(i)
+        for i, q in enumerate(i_owner):
+            by_owner.setdefault(q, []).append(i)
         C_refit = np.empty(len(owners))
         theta0 = torch.zeros(len(owners), Kt, D.d + 1, device=dev, dtype=D.X.dtype)
-        for o, p in enumerate(owners):
+        for j_o, p in enumerate(owners):
             ii = by_owner.get(int(p), [])
             if ii:
                 mean = acc[ii].mean(axis=0)
                 best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
-                inner[p, k], C_refit[o] = float(mean[best]), Cs[best]
-                theta0[o] = th_sum[best][o] / len(ii)
+                inner[p, k], C_refit[j_o] = float(mean[best]), Cs[best]
+                theta0[j_o] = th_sum[best][j_o] / len(ii)
             else:  # no inner split possible: the default C, from zero
-                C_refit[o] = DEFAULT_C if len(Cs) != 1 else Cs[0]
+                C_refit[j_o] = DEFAULT_C if len(Cs) != 1 else Cs[0]
         C_out[owners, k] = C_refit
         Xte = D.X[torch.as_tensor(te, device=dev)]
         for s in range(0, len(owners), CHUNK):
