@@ -150,9 +150,8 @@ def test_micro_organisms_separate_on_propagation_and_early_answering(tmp_path):
     separates them by 80 points or more (the issue's bar; seeds 0, 1, 2 of this recipe: 92, 94 and 83 points).
     Early answering does not separate them (AOC 0.73 vs 0.81 at seed 0 with 300 load-bearing steps; on the full
     organisms it orders them without separating them, docs/organisms.md), so what is asserted of it is what is
-    planted: the load-bearing
-    organism, trained to answer a cut chain with its last written value, moves its answer with the cut
-    (AOC >= 0.5), and both organisms' AOCs are computed on every eligible question."""
+    planted: the load-bearing organism, trained to answer a cut chain with its last written value, moves its
+    answer with the cut (AOC >= 0.5), and both organisms' AOCs are computed on every eligible question."""
     from behavioural.causal.early_answer import EarlyAnswerConfig, run_early_answer
     from behavioural.protocol import Settings
     from behavioural.run import RunConfig, run_stage
