@@ -61,6 +61,13 @@ def _compute_masks(y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.n
     return inner
 
 
+def choose_C(acc: np.ndarray) -> tuple[int, np.ndarray]:
+    """The C rule of the inner CV: ``acc`` [inner splits, Cs] held-out accuracies (Cs ascending) -> (index of the
+    best mean accuracy, ties -> the smaller C, i.e. stronger regularisation; the mean accuracy per C)."""
+    mean = acc.mean(axis=0)
+    return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0]), mean
+
+
 def predict_logits(z: np.ndarray) -> np.ndarray:
     """Class index from logits [n, K] (K = 1: binary, z > 0 -> class 1)."""
     return (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else np.argmax(z, axis=1)
@@ -68,7 +75,7 @@ def predict_logits(z: np.ndarray) -> np.ndarray:
 
 def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarray], *,
                   Cs: Sequence[float], inner_folds: int = 3, seed: int = 0, device: str = "cpu",
-                  tol: float = 1e-4, max_iter: int = 500, design: Design | None = None) -> list[dict | None]:
+                  tol: float = 1e-4, max_iter: int = 500) -> list[dict | None]:
     """``LogisticProbe`` (inner grouped CV over ``Cs``, refit at the chosen C) on each training mask, batched.
 
     Returns per mask ``{"C", "inner_score", "cv_scores", "coef" [K, d], "intercept" [K], "n_inner_folds",
@@ -97,7 +104,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     out: list[dict | None] = [None] * len(outer)
     if not live:
         return out
-    D = design if design is not None else Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
+    D = Design.build(X, np.stack(masks), stat_masks=np.stack(stats), device=device)
     targets = np.repeat(y[None], nI, axis=0)
     acc = np.full((nI, len(Cs)), np.nan)
     path_theta = []
@@ -123,8 +130,7 @@ def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks
     for o, i in enumerate(live):
         rows = np.flatnonzero(owner_a == i)
         if len(rows):
-            mean = acc[rows].mean(axis=0)
-            best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
+            best, mean = choose_C(acc[rows])
             theta0[o] = path_theta[best][torch.as_tensor(rows, device=D.X.device)].mean(0)
             choice.append((Cs[best], float(mean[best]), {str(c): float(v) for c, v in zip(Cs, mean)}, len(rows)))
         else:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.fit.fast import _compute_masks, mass_mean_fits, predict_logits
+from probes.fit.fast import _compute_masks, choose_C, mass_mean_fits, predict_logits
 from probes.fit.solver import Design, solve, solve_with_state, thread_limit
 
 DEFAULT_C = 1.0
@@ -76,14 +76,6 @@ def _fold_design(D: Design, rows: np.ndarray, masks: np.ndarray, stat_idx: np.nd
     Mr = torch.as_tensor(M).to(D.X.device)[:, r].to(D.X.dtype)
     si = torch.as_tensor(np.asarray(stat_idx), device=D.X.device).long()
     return Design(D.X[r].contiguous(), Mr, D.mu[si], D.sigma[si], Mr.sum(1), D.shift, D.evecs, D.evals)
-
-
-def _logits_on(D: Design, theta: torch.Tensor, mask_idx: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """``[m, B, K]`` logits of other rows ``X`` (centred as ``D``'s features: raw minus ``D.shift``)."""
-    B, K, _ = theta.shape
-    V = theta[:, :, :-1] / D.sigma[mask_idx][:, None, :]
-    off = theta[:, :, -1] - torch.einsum("bkd,bd->bk", V, D.mu[mask_idx])
-    return (X @ V.reshape(B * K, -1).T).view(-1, B, K) + off[None]
 
 
 def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: list, *, Cs: Sequence[float],
@@ -150,22 +142,20 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
         for j_o, p in enumerate(owners):
             ii = by_owner.get(int(p), [])
             if ii:
-                mean = acc[ii].mean(axis=0)
-                best = int(np.flatnonzero(mean >= mean.max() - 1e-12)[0])  # ties -> stronger regularisation
+                best, mean = choose_C(acc[ii])
                 inner[p, k], C_refit[j_o] = float(mean[best]), Cs[best]
                 theta0[j_o] = th_sum[best][j_o] / len(ii)
             else:  # no inner split possible: the default C, from zero
                 C_refit[j_o] = DEFAULT_C if len(Cs) != 1 else Cs[0]
         C_out[owners, k] = C_refit
-        Xte = D.X[torch.as_tensor(te, device=dev)]
         for s in range(0, len(owners), CHUNK):
             o = np.arange(s, min(len(owners), s + CHUNK))
             midx = np.full(len(o), nI)
             th, _ = solve(Dk, Y[owners[o]][:, ridx], midx, C_refit[o], n_classes=K, theta0=theta0[o], tol=tol,
                           max_iter=max_iter)
-            z = _logits_on(Dk, th, torch.as_tensor(midx, device=dev), Xte).detach().cpu().numpy()  # [n_te, b, K]
+            W, b0 = Dk.raw_coef(th, torch.as_tensor(midx, device=dev))  # raw coordinates, as cv_predict predicts
             for i, p in enumerate(owners[o]):
-                pred[p, te] = predict_logits(z[:, i, :])
+                pred[p, te] = predict_logits(X[te] @ W[i].T + b0[i])
     return {"pred": pred, "inner": inner, "C": C_out}
 
 
