@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.fit.fast import _compute_masks, choose_C, mass_mean_fits, predict_logits
+from probes.fit.fast import _compute_masks, choose_C, mass_mean_fits
 from probes.fit.solver import Design, solve, solve_with_state, thread_limit
 
 DEFAULT_C = 1.0
@@ -148,14 +148,16 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
             else:  # no inner split possible: the default C, from zero
                 C_refit[j_o] = DEFAULT_C if len(Cs) != 1 else Cs[0]
         C_out[owners, k] = C_refit
+        Xte = np.asarray(X[te], dtype=np.float64)  # the held-out rows once a fold, as cv_predict reads them
         for s in range(0, len(owners), CHUNK):
             o = np.arange(s, min(len(owners), s + CHUNK))
             midx = np.full(len(o), nI)
             th, _ = solve(Dk, Y[owners[o]][:, ridx], midx, C_refit[o], n_classes=K, theta0=theta0[o], tol=tol,
                           max_iter=max_iter)
             W, b0 = Dk.raw_coef(th, torch.as_tensor(midx, device=dev))  # raw coordinates, as cv_predict predicts
-            for i, p in enumerate(owners[o]):
-                pred[p, te] = predict_logits(X[te] @ W[i].T + b0[i])
+            # every refit's held-out logits from one GEMM ([n_te, d] x [d, o K]) instead of a copy of the rows each
+            Z = (Xte @ W.reshape(-1, W.shape[2]).T).reshape(len(te), len(o), -1) + b0[None]
+            pred[owners[o][:, None], te[None, :]] = (Z[:, :, 0] > 0).T if Kt == 1 else Z.argmax(2).T
     return {"pred": pred, "inner": inner, "C": C_out}
 
 

@@ -219,10 +219,13 @@ def _penalised(theta: torch.Tensor, C: torch.Tensor, nb: torch.Tensor, data_loss
 
 
 def _loss_grad_parts(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_idx: torch.Tensor, C: torch.Tensor,
-                     binary: bool) -> tuple[torch.Tensor, torch.Tensor, SolveState]:
+                     binary: bool, zero: bool = False) -> tuple[torch.Tensor, torch.Tensor, SolveState]:
     """Objective [B], gradient [B, K, d+1] (see the module docstring) and its data part (:class:`SolveState`).
-    ``T``: binary [B, n] 0/1, multinomial [B, K, n] one-hot (:func:`_targets`)."""
-    Z = design.logits_bkn(theta, mask_idx)  # [B, K, n]
+    ``T``: binary [B, n] 0/1, multinomial [B, K, n] one-hot (:func:`_targets`). ``zero``: ``theta`` is all zeros,
+    so every logit is 0 exactly and the forward GEMM is skipped."""
+    B, K = theta.shape[:2]
+    Z = (torch.zeros(B, K, design.n, device=theta.device, dtype=theta.dtype) if zero
+         else design.logits_bkn(theta, mask_idx))  # [B, K, n]
     nb = design.n_train[mask_idx]  # [B]
     w = design.masks[mask_idx] / nb[:, None]  # [B, n] training rows, each weighing 1 / n_b
     if binary:
@@ -233,7 +236,6 @@ def _loss_grad_parts(design: Design, theta: torch.Tensor, T: torch.Tensor, mask_
         ce = torch.logsumexp(Z, dim=1) - (T * Z).sum(1)  # [B, n]
         R = torch.softmax(Z, dim=1).sub_(T).mul_(w[:, None, :])  # [B, K, n]
     data_loss = (ce * w).sum(1)
-    B, K = theta.shape[:2]
     G = (R.reshape(B * K, -1) @ design.X).view(B, K, -1)  # [B, K, d]  R X
     sR = R.sum(2)  # [B, K]
     sig = design.sigma[mask_idx][:, None, :]
@@ -323,7 +325,7 @@ def _solve(design: Design, targets: np.ndarray | torch.Tensor, mask_idx: np.ndar
         f, g = _penalised(theta, C, design.n_train[midx], start.data_loss, start.data_grad)
         state = SolveState(start.data_loss.clone(), start.data_grad.clone(), start.zb.clone())
     else:
-        f, g, state = _loss_grad_parts(design, theta, T, midx, C, binary)
+        f, g, state = _loss_grad_parts(design, theta, T, midx, C, binary, zero=theta0 is None)
     g = g.reshape(B, P)
     gmax = g.abs().amax(1)
     done |= gmax <= tol
