@@ -25,9 +25,11 @@ What it times (CPU seconds = process time, all threads):
   inner path (1/8 scale), and full ``--solver sklearn`` vs ``--solver torch`` sweeps at ``--check`` size.
 
 The paper-scale projection scales the torch per-layer time by rows x d_model (every solver cost is a GEMM
-over [rows, d]) except the per-layer eigendecomposition of the feature correlation, which is timed directly
-at d_model = 3,584. Of the once-per-study work, transfer scales by rows x d_model too, and the metadata
-baseline (no activations: one-hot metadata, cell lookups and every label vector's grouped splits) by rows.
+over [rows, d]) except two parts whose cost grows faster, timed directly at the paper's size (28,584 x 3,584):
+the per-layer eigendecomposition of the feature correlation (its GEMM and ``eigh``) and the steering
+directions (their Gram matrices cost rows x d_model^2). Of the once-per-study work, transfer scales by
+rows x d_model too, and the metadata baseline (no activations: one-hot metadata, cell lookups and every label
+vector's grouped splits) by rows.
 """
 from __future__ import annotations
 
@@ -100,10 +102,12 @@ def time_torch(store: SyntheticStore, layers: list[int], permutations: int, devi
     fixed = meta_s + sum(v for k, v in t.items() if k.startswith("transfer_"))
     frac = cpu / max(wall, 1e-9)
     per_layer_wall = [v["total_s"] for v in t["layers"].values()]
+    directions = [v.get("directions_s", 0.0) for v in t["layers"].values()]
     ctrl = [v.get("logistic_control_s", 0) + v.get("mass_mean_control_s", 0) for v in t["layers"].values()]
     accs = {pk: {e["layer"]: e["accuracy"]["rate"] for e in r["layers"]} for pk, r in res["probes"].items()}
     return {"cpu": cpu, "wall": wall, "cpu_per_wall": frac, "fixed_wall": fixed, "metadata_wall": meta_s,
             "per_layer_wall": float(np.mean(per_layer_wall)), "per_layer_control_wall": float(np.mean(ctrl)),
+            "per_layer_directions_wall": float(np.mean(directions)),
             "accuracy": accs, "results": res}
 
 
@@ -174,6 +178,23 @@ def time_eigh(n: int, d: int) -> tuple[float, float]:
     return cpu, wall
 
 
+def time_directions(n: int, d: int, device: str) -> float:
+    """Wall seconds of one layer's steering directions (:func:`probes.fit.direction_fit.fit_directions`, the
+    study's defaults) at [n, d]: its Gram matrices cost rows x d_model^2, so it is timed at the size, not scaled.
+    The layer's eigenbasis is built first, untimed, as the layer's CV builds it in a study (the directions reuse
+    it; :func:`time_eigh` times it)."""
+    from probes.fit import solver
+    from probes.fit.direction_fit import fit_directions
+
+    st = SyntheticStore(n, d, 1)
+    X = st.read(0)
+    solver._PRECOND.clear()
+    solver.Design.build(X, np.ones((1, n), bool), device=device)
+    _, _, wall = timed(fit_directions, X, st.y, st.q, solver="torch", device=device)
+    solver._PRECOND.clear()
+    return wall
+
+
 def check_accuracy(n: int, d: int, layers: int) -> float:
     """Max |accuracy(torch) - accuracy(sklearn)| in points over layers and probes, full sweeps, small size."""
     from probes.experiment import train_probes
@@ -237,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     max_diff = max(acc_path, acc_sweep)
     eig_cpu, eig_wall = time_eigh(PAPER["rows"] if not a.quick else 4 * n, PAPER["d_model"] if not a.quick else 2 * d)
     eig8_cpu, eig8_wall = time_eigh(n, d)
+    dir_wall = time_directions(PAPER["rows"] if not a.quick else 4 * n, PAPER["d_model"] if not a.quick else 2 * d,
+                               a.device)
     scale = (PAPER["rows"] * PAPER["d_model"]) / (n * d)
-    paper_layer_wall = (tt["per_layer_wall"] - eig8_wall) * scale + eig_wall
+    paper_layer_wall = ((tt["per_layer_wall"] - eig8_wall - tt["per_layer_directions_wall"]) * scale + eig_wall
+                        + dir_wall)
     # the metadata baseline never reads the activations (one-hot metadata features, cell lookups, the label
     # splits): its cost grows with the rows only; transfer refits the probes on [rows, d_model]
     rows_scale = PAPER["rows"] / n
@@ -249,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{a.permutations} permutations; {same:.0f}x for the same work (1 permutation)")
     print(f"PROJECTED paper scale ({PAPER['rows']} x {PAPER['layers']} x {PAPER['d_model']}), default settings: "
           f"{paper_wall / 3600:.2f} h wall on this machine, {paper_cpu_h:.2f} CPU-hours "
-          f"(per layer {paper_layer_wall:.0f} s, of which eigendecomposition {eig_wall:.0f} s measured at d=3584)")
+          f"(per layer {paper_layer_wall:.0f} s, of which eigendecomposition {eig_wall:.0f} s and directions "
+          f"{dir_wall:.0f} s measured at the paper's size)")
     print(f"MAX accuracy diff vs sklearn: {max_diff:.2f} pp (inner path at 1/8 scale {acc_path:.2f}, full sweep "
           f"check {acc_sweep:.2f})")
     print("note: other agents share these 2 cores; wall and CPU times are noisy")
@@ -257,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         out = {"speedup_vs_sklearn": speedup, "projected_paper_scale_hours": paper_cpu_h,
                "max_accuracy_diff_pp": max_diff, "speedup_same_work": same, "speedup_cpu": speedup_cpu,
                "projected_paper_scale_wall_hours": paper_wall / 3600, "size": size, "quick": a.quick,
-               "torch_per_layer_wall_s": tt["per_layer_wall"], "metadata_baseline_wall_s": tt["metadata_wall"],
+               "torch_per_layer_wall_s": tt["per_layer_wall"], "paper_per_layer_wall_s": paper_layer_wall,
+               "paper_eigh_wall_s": eig_wall, "paper_directions_wall_s": dir_wall,
+               "torch_per_layer_directions_wall_s": tt["per_layer_directions_wall"],
+               "metadata_baseline_wall_s": tt["metadata_wall"],
                "fixed_wall_s": tt["fixed_wall"], "projected_paper_fixed_wall_s": paper_fixed,
                "sklearn_logisticprobe_fit_wall_s": fit_wall,
                "sklearn_lbfgs_iterations": sk["lbfgs_iterations"], "permutations": a.permutations,
