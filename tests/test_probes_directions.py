@@ -170,3 +170,23 @@ def test_the_store_provenance_names_the_fitting_store_and_opens_it(tmp_path):
     assert prov.weights_hashes() == {"abc"}
     with prov.open() as st:
         assert len(st.rows) == 8
+
+
+def test_wide_layers_bases_from_shared_gram_matrices_are_the_row_routes():
+    """At a wide layer (both sides > 500) the two paper bases come from Gram matrices shared by one pass over the
+    rows (all rows = C + non-C about the global mean); they are the bases the row route gives, to working precision."""
+    from probes.fit.direction_fit import _wide_grams, m2_basis, probe_pc_basis
+
+    rng = np.random.default_rng(7)
+    n, d = 1500, 520
+    y = (np.arange(n) % 2 == 0).astype(int)
+    X = (rng.standard_normal((n, 30)) @ rng.standard_normal((30, d)) * np.linspace(3, 1, d)
+         + 0.1 * rng.standard_normal((n, d)) + 40.0)
+    X[y == 0, :5] += 2.0
+    grams = _wide_grams(X, y == 1)
+    assert grams is not None and _wide_grams(X[:900], y[:900] == 1) is None  # 450 C rows: the row route
+    w = rng.standard_normal(d)
+    for (a, na), (b, nb) in [(m2_basis(X, y, 6), m2_basis(X, y, 6, _grams=grams)),
+                             (probe_pc_basis(w, X, 6), probe_pc_basis(w, X, 6, _grams=grams))]:
+        assert na == nb and a.shape == b.shape == (6, d)
+        assert np.abs(a - b).max() < 1e-8

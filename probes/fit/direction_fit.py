@@ -113,28 +113,62 @@ def _top_eigvecs(G: np.ndarray, k: int) -> np.ndarray:
     return v[:, np.argsort(-w, kind="stable")]
 
 
-def _lead_then_pcs(lead: np.ndarray, xc: np.ndarray, k: int, names: tuple[str, str]) -> tuple[np.ndarray, list[str]]:
+def _lead_then_pcs(lead: np.ndarray, xc: np.ndarray | None, k: int, names: tuple[str, str],
+                   gram: tuple[np.ndarray, int] | None = None) -> tuple[np.ndarray, list[str]]:
     """``lead`` (unit), then the top ``k - 1`` principal axes of the centred rows ``xc`` with ``lead``'s component
-    projected out; orthonormalised, named ``names[0]``, ``names[1]1``, ``names[1]2``..."""
-    xc = xc - np.outer(xc @ lead, lead)
-    n_pc = max(0, min(int(k) - 1, *xc.shape))
-    pcs = [_sign_fix(v) for v in top_principal_axes(xc, n_pc)] if n_pc else []
+    projected out; orthonormalised, named ``names[0]``, ``names[1]1``, ``names[1]2``... ``gram`` = ``(xc^T xc, rows)``
+    instead of ``xc`` (d <= rows): the projection is applied to the Gram matrix, ``P G P`` with ``P = I - l l^T``,
+    the same axes without a copy of the rows."""
+    if gram is not None:
+        G, rows = gram
+        Gl = G @ lead
+        Gp = G - np.outer(lead, Gl) - np.outer(Gl, lead) + float(lead @ Gl) * np.outer(lead, lead)
+        n_pc = max(0, min(int(k) - 1, rows, G.shape[0]))
+        axes = _top_eigvecs(Gp, n_pc).T if n_pc else np.zeros((0, G.shape[0]))
+    else:
+        assert xc is not None
+        xc = xc - np.outer(xc @ lead, lead)
+        n_pc = max(0, min(int(k) - 1, *xc.shape))
+        axes = top_principal_axes(xc, n_pc) if n_pc else np.zeros((0, xc.shape[1]))
+    pcs = [_sign_fix(v) for v in axes]
     return _orthonormalise([lead, *pcs], [names[0]] + [f"{names[1]}{i + 1}" for i in range(len(pcs))])
 
 
-def m2_basis(X: np.ndarray, y_c: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+def _wide_grams(X: np.ndarray, is_c: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(Gram of the C rows centred on their mean, Gram of all rows centred)`` [d, d] each, from two GEMMs over
+    the rows split by class (the all-rows Gram is their sum about the global mean), or None where
+    :func:`top_principal_axes` would not take the Gram route (either side <= 500, or fewer C rows than d)."""
+    n, d = X.shape
+    n_c = int(is_c.sum())
+    if min(n_c, d) <= 500 or d > n_c:
+        return None
+    Xg = X - X.mean(axis=0)
+    Xc_rows, Xn_rows = Xg[is_c], Xg[~is_c]
+    G_c = Xc_rows.T @ Xc_rows
+    G_all = G_c + Xn_rows.T @ Xn_rows
+    m_c = Xc_rows.mean(axis=0)
+    return G_c - n_c * np.outer(m_c, m_c), G_all
+
+
+def m2_basis(X: np.ndarray, y_c: np.ndarray, k: int, _grams: tuple[np.ndarray, np.ndarray] | None = None
+             ) -> tuple[np.ndarray, list[str]]:
     """The paper's M2 basis [<= k, d]: unit ``mean(non-C) - mean(C)``, then the top ``k - 1`` principal axes of
     the C rows centred on their mean with the mean-difference component removed; orthonormalised."""
     X = np.asarray(X, dtype=np.float64)
     is_c = np.asarray(y_c).astype(bool)
     d_mean = _unit(X[~is_c].mean(axis=0) - X[is_c].mean(axis=0))
+    if _grams is not None:
+        return _lead_then_pcs(d_mean, None, k, ("mean_diff", "within_c_pc"), gram=(_grams[0], int(is_c.sum())))
     return _lead_then_pcs(d_mean, X[is_c] - X[is_c].mean(axis=0), k, ("mean_diff", "within_c_pc"))
 
 
-def probe_pc_basis(w: np.ndarray, X: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
+def probe_pc_basis(w: np.ndarray, X: np.ndarray, k: int, _grams: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, list[str]]:
     """The paper's probe basis [<= k, d]: the unit probe direction ``w``, then the top ``k - 1`` principal
     components of ``X`` (centred) after ``w`` is projected out; orthonormalised."""
     X = np.asarray(X, dtype=np.float64)
+    if _grams is not None:
+        return _lead_then_pcs(_unit(w), None, k, ("probe", "pc"), gram=(_grams[1], len(X)))
     return _lead_then_pcs(_unit(w), X - X.mean(axis=0), k, ("probe", "pc"))
 
 
@@ -186,8 +220,9 @@ def fit_directions(X: np.ndarray, y_c: np.ndarray, groups: np.ndarray | None = N
     cand_names = ["logistic", "mass_mean_orth"] + [f"within_pc{i + 1}" for i in range(len(pcs))]
     basis, names = _orthonormalise(cand, cand_names)
     basis, names = basis[: int(n_directions)], names[: int(n_directions)]
-    m2, m2_names = m2_basis(X, y_c, int(n_directions))
-    ppc, ppc_names = probe_pc_basis(logistic, X, int(n_directions))
+    grams = _wide_grams(X, y_c == 1)  # both bases' Gram matrices from one pass over the rows (wide layers)
+    m2, m2_names = m2_basis(X, y_c, int(n_directions), _grams=grams)
+    ppc, ppc_names = probe_pc_basis(logistic, X, int(n_directions), _grams=grams)
     return {
         "logistic": logistic.astype(np.float32),
         "mass_mean": mass.astype(np.float32),
