@@ -102,7 +102,7 @@ def _top_eigvecs(G: np.ndarray, k: int) -> np.ndarray:
     Lanczos (ARPACK, to machine precision, from a fixed start) while k is small against m, which needs a few
     hundred products with G instead of its tridiagonalisation (4 s at m = 3,584); a partial ``eigh`` otherwise."""
     from scipy.linalg import eigh  # deferred: scipy is heavy to import
-    from scipy.sparse.linalg import eigsh
+    from scipy.sparse.linalg import eigsh  # deferred: scipy is heavy to import
 
     m = G.shape[0]
     if k <= m // 8:
