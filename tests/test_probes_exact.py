@@ -109,3 +109,21 @@ def test_permuted_refits_predict_as_the_single_fit_does(n_classes, kind):
         assert np.allclose(many["inner"][p], ref["inner_score"], equal_nan=True)
         if kind == "logistic":
             assert np.array_equal(many["C"][p], ref["C"])
+
+
+@pytest.mark.parametrize("K", [1, 3])
+def test_predict_logits_reads_the_last_axis_of_numpy_and_torch_logits_alike(K):
+    """One rule for every caller: the per-row rule on [n, K], and on [n, B, K] each column's own [n, K] rule,
+    the same classes from a numpy array and a torch tensor."""
+    import torch
+
+    from probes.fit.fast import predict_logits
+
+    z = np.random.default_rng(K).standard_normal((7, 4, K))
+    per_col = np.stack([predict_logits(z[:, b, :]) for b in range(4)], axis=1)
+    want = (z[:, :, 0] > 0).astype(np.int64) if K == 1 else z.argmax(2)
+    assert np.array_equal(per_col, want)
+    assert np.array_equal(predict_logits(z), want)
+    t = predict_logits(torch.as_tensor(z))
+    assert t.dtype == torch.int64 and np.array_equal(t.numpy(), want)
+    assert predict_logits(z).dtype == np.int64

@@ -239,10 +239,12 @@ def test_question_exchange_keeps_the_design_and_falls_back_within_cells():
     assert Yp.shape == (3, len(y)) and "2 questions with a unique design" in inf["fallback"]
 
 
+@pytest.mark.usefixtures("one_thread")  # bitwise: with two threads a GEMM's split depends on the batch size
 @pytest.mark.parametrize("k", [2, 3])
 def test_a_c_path_started_from_the_previous_state_takes_the_same_steps(k):
     """``start=state_at(...)`` replaces the first evaluation of the next C on a warm path: the solution and the
-    iteration counts are bitwise those of a warm start without it, and ``state.logits`` are the solution's logits."""
+    iteration counts are bitwise those of a warm start without it, and ``state.logits`` are the solution's logits
+    (one intra-op thread, as ``make test`` runs, so a plain ``pytest`` on a multi-core machine passes too)."""
     from probes.fit.solver import state_at
 
     X, y = _data(k=k)
@@ -293,3 +295,27 @@ def test_the_state_a_solve_returns_is_the_state_at_its_solution(k):
         torch.testing.assert_close(st_b.data_loss, st_a.data_loss, rtol=1e-4, atol=max(1e-5, 2 * gap))
         agree = (st_b.logits > 0) == (st_a.logits > 0) if k == 2 else st_b.logits.argmax(2) == st_a.logits.argmax(2)
         assert agree.float().mean() >= 0.99, C
+
+
+def test_bench_counts_the_solvers_gemm_work_exactly():
+    """bench/bench_probes.py's floor reads SolverGemms: one evaluation of B problems is 2 x 2 n d B FLOPs (the
+    preconditioner's products are not run by it), and the solver's functions are restored after the block."""
+    import sys
+    from pathlib import Path
+
+    from probes.fit import solver
+    from probes.fit.solver import state_at
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_probes import SolverGemms
+
+    X, y = _data()
+    D = Design.build(X, np.ones((1, len(y)), bool))
+    theta = torch.zeros(4, 1, D.d + 1) + 0.01
+    before = solver._loss_grad_parts
+    with SolverGemms() as g:
+        state_at(D, theta, np.repeat(y[None], 4, axis=0), [0, 0, 0, 0], n_classes=2)
+        assert g.flops == 2 * 2.0 * 4 * D.n * D.d
+        D.precondition(theta, torch.ones(4), 0.25)
+        assert g.flops == 2 * 2.0 * 4 * D.n * D.d + 2 * 2.0 * 4 * D.d ** 2
+    assert solver._loss_grad_parts is before and solver.Design.precondition.__qualname__ == "Design.precondition"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 import torch
@@ -68,9 +69,16 @@ def choose_C(acc: np.ndarray) -> tuple[int, np.ndarray]:
     return int(np.flatnonzero(mean >= mean.max() - 1e-12)[0]), mean
 
 
-def predict_logits(z: np.ndarray) -> np.ndarray:
-    """Class index from logits [n, K] (K = 1: binary, z > 0 -> class 1)."""
-    return (z[:, 0] > 0).astype(np.int64) if z.shape[1] == 1 else np.argmax(z, axis=1)
+@overload
+def predict_logits(z: torch.Tensor) -> torch.Tensor: ...
+@overload
+def predict_logits(z: np.ndarray) -> np.ndarray: ...
+def predict_logits(z: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """Class index from logits ``[..., K]`` (the class axis last, any leading axes; K = 1: binary, z > 0 -> class
+    1), a numpy array or a torch tensor (int64 either way)."""
+    if isinstance(z, torch.Tensor):
+        return (z[..., 0] > 0).long() if z.shape[-1] == 1 else z.argmax(-1)
+    return (z[..., 0] > 0).astype(np.int64) if z.shape[-1] == 1 else np.argmax(z, axis=-1)
 
 
 def _logistic_fits(X: np.ndarray, y: np.ndarray, groups: np.ndarray, train_masks: Sequence[np.ndarray], *,

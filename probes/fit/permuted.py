@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from probes.fit.fast import _compute_masks, choose_C, mass_mean_fits
+from probes.fit.fast import _compute_masks, choose_C, mass_mean_fits, predict_logits
 from probes.fit.solver import Design, solve, solve_with_state, thread_limit
 
 DEFAULT_C = 1.0
@@ -130,7 +130,7 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
                 theta, _, state = solve_with_state(Dk, targets, idx, np.full(len(idx), C), n_classes=K, theta0=theta,
                                                    tol=tol, max_iter=max_iter, start=state)
                 Z = state.logits.detach().cpu()  # [n_k, b, K]
-                cls = (Z[:, :, 0] > 0).long() if Kt == 1 else Z.argmax(2)  # predict_logits, per column
+                cls = predict_logits(Z)  # [n_k, b]
                 hit = ((cls == y_cols) & te_cols).sum(0).double() / te_cols.sum(0).double()
                 acc[idx, j] = hit.numpy()
                 th_sum[j].index_add_(0, where, theta.detach())
@@ -157,7 +157,7 @@ def _logistic_many(X: np.ndarray, Y: np.ndarray, fold_ids: np.ndarray, splits: l
             W, b0 = Dk.raw_coef(th, torch.as_tensor(midx, device=dev))  # raw coordinates, as cv_predict predicts
             # every refit's held-out logits from one GEMM ([n_te, d] x [d, o K]) instead of a copy of the rows each
             Z = (Xte @ W.reshape(-1, W.shape[2]).T).reshape(len(te), len(o), -1) + b0[None]
-            pred[owners[o][:, None], te[None, :]] = (Z[:, :, 0] > 0).T if Kt == 1 else Z.argmax(2).T
+            pred[owners[o][:, None], te[None, :]] = predict_logits(Z).T
     return {"pred": pred, "inner": inner, "C": C_out}
 
 
