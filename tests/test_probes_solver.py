@@ -318,4 +318,8 @@ def test_bench_counts_the_solvers_gemm_work_exactly():
         assert g.flops == 2 * 2.0 * 4 * D.n * D.d
         D.precondition(theta, torch.ones(4), 0.25)
         assert g.flops == 2 * 2.0 * 4 * D.n * D.d + 2 * 2.0 * 4 * D.d ** 2
+        assert g.layer_flops == 0  # none of it inside probes.experiment._layer_pass
     assert solver._loss_grad_parts is before and solver.Design.precondition.__qualname__ == "Design.precondition"
+    from probes import experiment
+
+    assert experiment._layer_pass.__qualname__ == "_layer_pass"
